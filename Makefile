@@ -1,0 +1,17 @@
+# Entry points; each target is a thin wrapper over a hack/ script.
+.PHONY: test unit setup binaries crds controlplane-up controlplane-down
+
+test:            ## lint, type-check, unit + e2e (the README's test command)
+	bash hack/test.sh
+
+unit:            ## unit tier only (no control plane)
+	bash hack/setup.sh && .venv/bin/pytest unit
+
+setup:           ## create .venv with the package and its test tools
+	bash hack/setup.sh
+
+binaries:        ## build and cache kube-apiserver, kube-controller-manager, etcd, kwok ...
+	bash hack/build-binaries.sh
+
+crds:            ## regenerate manifests/crd from the models
+	bash hack/gen-crds

@@ -1,0 +1,7 @@
+"""The ``node.bootc.dev/v1alpha1`` API: wire models, their helpers and CRD generation.
+
+Modules: ``constants`` (group, labels, annotations, reasons), ``v1alpha1``
+(pydantic models), ``conditions`` (metav1.Condition semantics), ``imageref``
+(image reference parsing), ``intstr`` (maxUnavailable resolution), ``crdgen``
+(CRD YAML from the models).
+"""

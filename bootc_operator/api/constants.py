@@ -1,0 +1,60 @@
+"""Names on the wire: API group, kinds, labels, annotations, condition types and reasons.
+
+Wire-compatible with the Go bootc-operator's ``node.bootc.dev/v1alpha1``.
+"""
+
+from typing import Final
+
+GROUP: Final = "node.bootc.dev"
+VERSION: Final = "v1alpha1"
+API_VERSION: Final = f"{GROUP}/{VERSION}"
+
+POOL_KIND: Final = "BootcNodePool"
+POOL_PLURAL: Final = "bootcnodepools"
+NODE_KIND: Final = "BootcNode"
+NODE_PLURAL: Final = "bootcnodes"
+
+# Node label marking a node as managed (the daemon DaemonSet selects on it).
+MANAGED_LABEL: Final = "bootc.dev/managed"
+# BootcNode label naming its pool, so `kubectl get bn -l bootc.dev/pool=NAME` works.
+POOL_LABEL: Final = "bootc.dev/pool"
+# BootcNode annotations: the rollout's only memory, so a restarted controller resumes.
+IN_REBOOT_SLOT_ANNOTATION: Final = "bootc.dev/in-reboot-slot"
+WAS_CORDONED_ANNOTATION: Final = "bootc.dev/was-cordoned"
+# Finalizer on pools: nodes are unlabelled/uncordoned before BootcNodes are collected.
+POOL_FINALIZER: Final = "node.bootc.dev/pool-cleanup"
+
+# Condition types.
+COND_UP_TO_DATE: Final = "UpToDate"
+COND_DEGRADED: Final = "Degraded"
+COND_IDLE: Final = "Idle"
+
+# Pool UpToDate reasons.
+REASON_ALL_UPDATED: Final = "AllUpdated"
+REASON_ROLLOUT_IN_PROGRESS: Final = "RolloutInProgress"
+REASON_PAUSED: Final = "Paused"
+
+# Pool Degraded reasons, lowest to highest precedence (the highest present wins).
+REASON_HEALTHY: Final = "Healthy"
+REASON_NODE_DEGRADED: Final = "NodeDegraded"
+REASON_NODE_CONFLICT: Final = "NodeConflict"
+REASON_ROLLOUT_HALTED: Final = "RolloutHalted"
+REASON_PULL_SECRET_ERROR: Final = "PullSecretError"
+REASON_INVALID_SPEC: Final = "InvalidSpec"
+REASON_TAG_RESOLUTION_ERROR: Final = "TagResolutionError"
+DEGRADED_PRECEDENCE: Final = (
+    REASON_NODE_DEGRADED,
+    REASON_NODE_CONFLICT,
+    REASON_ROLLOUT_HALTED,
+    REASON_PULL_SECRET_ERROR,
+    REASON_INVALID_SPEC,
+    REASON_TAG_RESOLUTION_ERROR,
+)
+
+# BootcNode Idle reasons.
+REASON_IDLE: Final = "Idle"
+REASON_STAGING: Final = "Staging"
+REASON_STAGED: Final = "Staged"
+REASON_REBOOTING: Final = "Rebooting"
+# BootcNode Degraded reasons.
+REASON_ERROR: Final = "Error"

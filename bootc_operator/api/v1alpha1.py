@@ -1,0 +1,358 @@
+"""Pydantic models of ``node.bootc.dev/v1alpha1`` BootcNodePool and BootcNode.
+
+These are the single source of truth for the wire format: ``crdgen`` turns them
+into the CRD schemas under ``manifests/crd/``. JSON names are camelCase (as the
+Go bootc-operator's); unknown fields are ignored so newer servers do not break
+older clients. ``to_wire()`` gives the dict the API server expects.
+
+Annotations used by the CRD generator live in ``json_schema_extra``: Kubernetes
+schema extensions (``x-kubernetes-*``), CEL rules, and explicit defaults.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from bootc_operator.api import constants as c
+
+
+class WireModel(BaseModel):
+    """Base: camelCase aliases, python names accepted too, unknown fields ignored."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="ignore",
+        use_enum_values=True,
+    )
+
+    def to_wire(self) -> dict[str, Any]:
+        """The JSON-ready dict as the API server stores it (absent fields omitted)."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+# --------------------------------------------------------------------- shared
+
+
+class ConditionStatus(StrEnum):
+    TRUE = "True"
+    FALSE = "False"
+    UNKNOWN = "Unknown"
+
+
+class Condition(WireModel):
+    """Condition contains details for one aspect of the current state of this API Resource."""
+
+    type: str = Field(
+        max_length=316,
+        pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+        r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$",
+        description="type of condition in CamelCase or in foo.example.com/CamelCase.",
+    )
+    status: ConditionStatus = Field(description="status of the condition, one of True, False, Unknown.")
+    observed_generation: int | None = Field(
+        default=None, ge=0,
+        description="the .metadata.generation that the condition was set based upon.",
+        json_schema_extra={"format": "int64"},
+    )
+    last_transition_time: dt.datetime = Field(
+        description="the last time the condition transitioned from one status to another.",
+    )
+    reason: str = Field(
+        min_length=1, max_length=1024, pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$",
+        description="a programmatic CamelCase identifier for the condition's last transition.",
+    )
+    message: str = Field(
+        default="", max_length=32768,
+        description="a human readable message indicating details about the transition.",
+        json_schema_extra={"x-bootc-required": True},
+    )
+
+
+_CONDITIONS_EXTRA: dict[str, Any] = {
+    "x-kubernetes-list-type": "map",
+    "x-kubernetes-list-map-keys": ["type"],
+}
+
+
+class SecretReference(WireModel):
+    """A reference to a Secret of type kubernetes.io/dockerconfigjson."""
+
+    name: str = Field(min_length=1, max_length=253, description="name is the name of the Secret.")
+    namespace: str = Field(
+        min_length=1, max_length=63, description="namespace is the namespace of the Secret."
+    )
+
+
+class LabelSelectorOperator(StrEnum):
+    IN = "In"
+    NOT_IN = "NotIn"
+    EXISTS = "Exists"
+    DOES_NOT_EXIST = "DoesNotExist"
+
+
+class LabelSelectorRequirement(WireModel):
+    """A selector requirement: a key, an operator and values."""
+
+    key: str = Field(description="key is the label key that the selector applies to.")
+    operator: LabelSelectorOperator = Field(
+        description="operator is one of In, NotIn, Exists and DoesNotExist."
+    )
+    values: list[str] | None = Field(
+        default=None,
+        description="values for In and NotIn (non-empty); empty for Exists and DoesNotExist.",
+        json_schema_extra={"x-kubernetes-list-type": "atomic"},
+    )
+
+
+class LabelSelector(WireModel):
+    """A label query over Nodes; matchLabels and matchExpressions are ANDed."""
+
+    match_labels: dict[str, str] | None = Field(
+        default=None, description="matchLabels is a map of {key,value} pairs, ANDed."
+    )
+    match_expressions: list[LabelSelectorRequirement] | None = Field(
+        default=None,
+        description="matchExpressions is a list of label selector requirements, ANDed.",
+        json_schema_extra={"x-kubernetes-list-type": "atomic"},
+    )
+
+
+# --------------------------------------------------------------------- pool
+
+
+class ImageSpec(WireModel):
+    """The OS image of a pool."""
+
+    ref: str = Field(
+        min_length=1, max_length=1024,
+        description='a tag ("quay.io/example/myos:latest") or digest '
+        '("quay.io/example/myos@sha256:...") reference; short names are not accepted.',
+    )
+
+
+MAX_UNAVAILABLE_CEL = [
+    {
+        "rule": "type(self) == int ? self >= 0 : string(self).matches('^(100|[1-9]?[0-9])%$')",
+        "message": 'maxUnavailable must be a non-negative integer or a percentage from "0%" '
+        'to "100%" (e.g. 1 or "25%")',
+    }
+]
+
+
+class RolloutSpec(WireModel):
+    """How updates roll out across the pool's nodes."""
+
+    max_unavailable: int | str = Field(
+        default=1,
+        description='the most nodes rebooting at once: an integer (1) or a percentage of the '
+        'pool ("25%", rounded up). Defaults to 1.',
+        json_schema_extra={
+            "x-kubernetes-int-or-string": True,
+            "x-kubernetes-validations": MAX_UNAVAILABLE_CEL,
+        },
+    )
+    paused: bool | None = Field(
+        default=None,
+        description="paused stops new reboots; staging already under way completes.",
+    )
+    drain_timeout_seconds: int | None = Field(
+        default=None, ge=0,
+        description="the longest a node drain may take; 0 or unset waits indefinitely.",
+        json_schema_extra={"format": "int32"},
+    )
+    reboot_timeout_seconds: int | None = Field(
+        default=None, ge=0,
+        description="the longest a node may take to boot the desired image after its reboot "
+        "was requested before the pool reports it; unset waits indefinitely.",
+        json_schema_extra={"format": "int32"},
+    )
+
+
+class RebootPolicy(StrEnum):
+    REBOOT_ONLY = "RebootOnly"
+    ALLOW_SOFT_REBOOT = "AllowSoftReboot"
+
+
+class DisruptionSpec(WireModel):
+    """How nodes are disrupted during updates."""
+
+    reboot_policy: RebootPolicy = Field(
+        default=RebootPolicy.REBOOT_ONLY,
+        description='"RebootOnly" always reboots fully; "AllowSoftReboot" restarts userspace '
+        "only when the update supports it.",
+    )
+
+
+class BootcNodePoolSpec(WireModel):
+    """The desired state of a pool."""
+
+    node_selector: LabelSelector = Field(
+        description="selects the pool's Nodes; a Node belongs to at most one pool.",
+        json_schema_extra={"x-kubernetes-map-type": "atomic"},
+    )
+    image: ImageSpec = Field(description="the desired OS image.")
+    rollout: RolloutSpec = Field(
+        default_factory=RolloutSpec,
+        description="how updates are rolled out.",
+        json_schema_extra={"default": {}},
+    )
+    disruption: DisruptionSpec = Field(
+        default_factory=DisruptionSpec,
+        description="how nodes are disrupted.",
+        json_schema_extra={"default": {}},
+    )
+    pull_secret_ref: SecretReference | None = Field(
+        default=None, description="a dockerconfigjson Secret with credentials for the image."
+    )
+
+
+class BootcNodePoolStatus(WireModel):
+    """The observed state of a pool, written by the controller."""
+
+    observed_generation: int | None = Field(
+        default=None, description="the pool generation this status is based on.",
+        json_schema_extra={"format": "int64"},
+    )
+    target_digest: str | None = Field(
+        default=None, description="the digest being rolled out (resolved from a tag if needed)."
+    )
+    deployed_digest: str | None = Field(
+        default=None, description="the last digest fully rolled out to every node."
+    )
+    update_available: bool | None = Field(
+        default=None, description="true when targetDigest differs from deployedDigest."
+    )
+    next_tag_resolution_time: dt.datetime | None = Field(
+        default=None, description="when a tag ref is next resolved; tag refs only."
+    )
+    node_count: int | None = Field(
+        default=None, description="nodes in the pool.", json_schema_extra={"format": "int32"}
+    )
+    updated_count: int | None = Field(
+        default=None, description="nodes running the target digest.",
+        json_schema_extra={"format": "int32"},
+    )
+    updating_count: int | None = Field(
+        default=None, description="nodes staging, staged or rebooting.",
+        json_schema_extra={"format": "int32"},
+    )
+    degraded_count: int | None = Field(
+        default=None, description="degraded nodes.", json_schema_extra={"format": "int32"}
+    )
+    conditions: list[Condition] | None = Field(
+        default=None, description='"UpToDate" and "Degraded".',
+        json_schema_extra=_CONDITIONS_EXTRA,
+    )
+
+
+class ObjectMeta(WireModel):
+    """The parts of metav1.ObjectMeta the operator reads; everything else is kept as-is."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str = ""
+    namespace: str | None = None
+    uid: str | None = None
+    resource_version: str | None = None
+    generation: int | None = None
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
+    owner_references: list[dict[str, Any]] | None = None
+    finalizers: list[str] | None = None
+    deletion_timestamp: dt.datetime | None = None
+    creation_timestamp: dt.datetime | None = None
+
+
+class BootcNodePool(WireModel):
+    """A group of nodes and the OS image they should run."""
+
+    api_version: Literal["node.bootc.dev/v1alpha1"] = c.API_VERSION
+    kind: Literal["BootcNodePool"] = c.POOL_KIND
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: BootcNodePoolSpec
+    status: BootcNodePoolStatus | None = None
+
+
+# --------------------------------------------------------------------- node
+
+
+class ImageInfo(WireModel):
+    """One deployment of a host: an image and what bootc knows of it."""
+
+    image: str = Field(description="the full image reference (repo@sha256:...).")
+    image_digest: str = Field(description="the per-architecture manifest digest (sha256:...).")
+    version: str | None = Field(default=None, description="the image version, if any.")
+    timestamp: dt.datetime | None = Field(default=None, description="the image build time.")
+    architecture: str | None = Field(default=None, description='e.g. "amd64".')
+    soft_reboot_capable: bool | None = Field(
+        default=None, description="a userspace-only restart can apply this deployment."
+    )
+    incompatible: bool | None = Field(
+        default=None, description="local mutations (rpm-ostree layering) bootc cannot manage."
+    )
+
+
+class DesiredImageState(StrEnum):
+    STAGED = "Staged"
+    BOOTED = "Booted"
+
+
+DIGEST_REF_PATTERN = r"^[^@ ]+@sha(256:[a-f0-9]{64}|512:[a-f0-9]{128})$"
+
+
+class BootcNodeSpec(WireModel):
+    """The desired state of a node, written by the controller."""
+
+    desired_image: str = Field(
+        min_length=1, max_length=1024,
+        description="the image the node should run, as a digest reference (repo@sha256:...).",
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": f"self.matches('{DIGEST_REF_PATTERN}')",
+                    "message": "desiredImage must be a digest reference like "
+                    "registry.example.com/os@sha256:<64 hex digits>",
+                }
+            ]
+        },
+    )
+    desired_image_state: DesiredImageState = Field(
+        description='"Staged": stage without rebooting; "Booted": apply the staged image and reboot.'
+    )
+    pull_secret_ref: SecretReference | None = Field(
+        default=None, description="credentials for the image, copied from the pool."
+    )
+    pull_secret_hash: str | None = Field(
+        default=None, description="hash of the pull secret's content; a change means re-fetch."
+    )
+
+
+class BootcNodeStatus(WireModel):
+    """The observed state of a node, written by the daemon."""
+
+    observed_generation: int | None = Field(
+        default=None, description="the BootcNode generation this status is based on.",
+        json_schema_extra={"format": "int64"},
+    )
+    booted: ImageInfo | None = Field(default=None, description="the booted deployment.")
+    staged: ImageInfo | None = Field(default=None, description="the deployment staged for next boot.")
+    rollback: ImageInfo | None = Field(default=None, description="the rollback deployment.")
+    conditions: list[Condition] | None = Field(
+        default=None, description='"Idle" and "Degraded".', json_schema_extra=_CONDITIONS_EXTRA
+    )
+
+
+class BootcNode(WireModel):
+    """One managed node; named after its Node. The controller writes spec, the daemon status."""
+
+    api_version: Literal["node.bootc.dev/v1alpha1"] = c.API_VERSION
+    kind: Literal["BootcNode"] = c.NODE_KIND
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: BootcNodeSpec
+    status: BootcNodeStatus | None = None

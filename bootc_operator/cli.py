@@ -1,0 +1,128 @@
+"""The ``bootc-operator`` command: one image, two modes (``controller``, ``daemon``).
+
+Flags are declared here so ``--help`` lists every one with its default; each
+mode's ``run(args)`` receives the parsed namespace. A mode returns a process exit
+code; bad flags exit 2 with one readable line (argparse's behaviour).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from collections.abc import Sequence
+
+from bootc_operator import __version__
+from bootc_operator.logs import FORMATS, setup_logging
+
+DEFAULT_HOST_EXEC = "nsenter --target 1 --mount --pid --cgroup --setuid 0 --setgid 0 --env --"
+DEFAULT_NAMESPACE = "bootc-operator"
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+def parse_duration(text: str) -> float:
+    """``"5m"`` → 300.0; ``"1.5s"``, ``"250ms"``, ``"2h"`` and bare seconds too."""
+    match = _DURATION.match(text)
+    if not match:
+        raise argparse.ArgumentTypeError(
+            f"invalid duration {text!r}: use a number with an optional unit ms, s, m or h"
+        )
+    return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+def _add_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--kubeconfig",
+        default=os.environ.get("KUBECONFIG", ""),
+        help="kubeconfig file; empty means in-cluster config (default: $KUBECONFIG or in-cluster)",
+    )
+    p.add_argument("--log-format", choices=FORMATS, default="text", help="log format")
+    p.add_argument(
+        "--log-level", choices=("debug", "info", "warning", "error"), default="info",
+        help="log level",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="bootc-operator",
+        description="Roll bootc OS images out to Kubernetes nodes safely.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    modes = parser.add_subparsers(dest="mode", metavar="MODE", required=True)
+
+    ctl = modes.add_parser(
+        "controller",
+        help="run the cluster controller (Deployment)",
+        description="Run the controller: membership, rollout and status reconcilers.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    _add_common(ctl)
+    ctl.add_argument("--leader-elect", action=argparse.BooleanOptionalAction, default=False,
+                     help="elect a leader on a coordination.k8s.io Lease; standbys do no writes")
+    ctl.add_argument("--leader-election-namespace",
+                     default=os.environ.get("POD_NAMESPACE", DEFAULT_NAMESPACE),
+                     help="namespace of the leader-election Lease")
+    ctl.add_argument("--leader-election-id", default="bootc-operator-controller",
+                     help="name of the leader-election Lease")
+    ctl.add_argument("--lease-duration", type=parse_duration, default=15.0,
+                     help="leader lease duration (seconds or 15s)")
+    ctl.add_argument("--renew-deadline", type=parse_duration, default=10.0,
+                     help="leader gives up if it cannot renew within this")
+    ctl.add_argument("--retry-period", type=parse_duration, default=2.0,
+                     help="interval between leader-election attempts")
+    ctl.add_argument("--metrics-bind-address", default=":8080",
+                     help="address for /metrics ('0' disables)")
+    ctl.add_argument("--health-probe-bind-address", default=":8081",
+                     help="address for /healthz and /readyz ('0' disables)")
+    ctl.add_argument("--tag-resolution-interval", type=parse_duration, default=300.0,
+                     help="how often tag image refs are resolved to digests")
+    ctl.add_argument("--workers", type=int, default=4,
+                     help="workers per reconciler workqueue")
+    ctl.add_argument("--namespace", default=os.environ.get("POD_NAMESPACE", DEFAULT_NAMESPACE),
+                     help="the operator's own namespace")
+
+    dmn = modes.add_parser(
+        "daemon",
+        help="run the node agent (DaemonSet)",
+        description="Run the node agent: drives bootc on this host from its BootcNode.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    _add_common(dmn)
+    dmn.add_argument("--node-name", default=os.environ.get("NODE_NAME", ""),
+                     help="this node's name (default: $NODE_NAME)")
+    dmn.add_argument("--host-exec", default=DEFAULT_HOST_EXEC,
+                     help="command prefix that runs a command on the host")
+    dmn.add_argument("--host-root", default="/proc/1/root",
+                     help="the host's / as seen from the daemon")
+    dmn.add_argument("--poll-interval", type=parse_duration, default=300.0,
+                     help="re-read bootc status at least this often")
+    dmn.add_argument("--bootc-timeout", type=parse_duration, default=120.0,
+                     help="timeout for bootc status")
+    dmn.add_argument("--stage-timeout", type=parse_duration, default=3600.0,
+                     help="timeout for staging an image (bootc switch)")
+    dmn.add_argument("--metrics-bind-address", default=":8090",
+                     help="address for /metrics ('0' disables)")
+    dmn.add_argument("--health-probe-bind-address", default=":8091",
+                     help="address for /healthz ('0' disables)")
+    dmn.add_argument("--namespace", default=os.environ.get("POD_NAMESPACE", DEFAULT_NAMESPACE),
+                     help="the operator's own namespace")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    setup_logging(args.log_format, args.log_level)
+    if args.mode == "daemon" and not args.node_name:
+        print("bootc-operator daemon: error: --node-name (or $NODE_NAME) is required",
+              file=sys.stderr)
+        return 2
+    if args.mode == "controller":
+        print("bootc-operator controller: not implemented yet (issue #4)", file=sys.stderr)
+        return 3
+    print("bootc-operator daemon: not implemented yet (issue #5)", file=sys.stderr)
+    return 3

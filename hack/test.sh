@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The project's test command (README, .ci/run): lint, type-check, unit and e2e tiers.
+# Installs what it needs first: the virtualenv (hack/setup.sh) and the cached
+# control-plane binaries (hack/build-binaries.sh; minutes on a cold cache).
+# Extra arguments go to pytest, e.g. `hack/test.sh -k informer`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash hack/setup.sh
+BIN_DIR="$(bash hack/build-binaries.sh)"
+export BOOTC_OPERATOR_BIN_DIR="$BIN_DIR"
+echo "== ruff" >&2
+.venv/bin/ruff check .
+.venv/bin/ruff format --check . >/dev/null || { .venv/bin/ruff format --diff . | head -50; exit 1; }
+echo "== mypy" >&2
+.venv/bin/mypy bootc_operator hack e2e unit
+echo "== pytest" >&2
+exec .venv/bin/pytest "$@"
