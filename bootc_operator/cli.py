@@ -41,7 +41,9 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--log-format", choices=FORMATS, default="text", help="log format")
     p.add_argument(
-        "--log-level", choices=("debug", "info", "warning", "error"), default="info",
+        "--log-level",
+        choices=("debug", "info", "warning", "error"),
+        default="info",
         help="log level",
     )
 
@@ -62,29 +64,60 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     _add_common(ctl)
-    ctl.add_argument("--leader-elect", action=argparse.BooleanOptionalAction, default=False,
-                     help="elect a leader on a coordination.k8s.io Lease; standbys do no writes")
-    ctl.add_argument("--leader-election-namespace",
-                     default=os.environ.get("POD_NAMESPACE", DEFAULT_NAMESPACE),
-                     help="namespace of the leader-election Lease")
-    ctl.add_argument("--leader-election-id", default="bootc-operator-controller",
-                     help="name of the leader-election Lease")
-    ctl.add_argument("--lease-duration", type=parse_duration, default=15.0,
-                     help="leader lease duration (seconds or 15s)")
-    ctl.add_argument("--renew-deadline", type=parse_duration, default=10.0,
-                     help="leader gives up if it cannot renew within this")
-    ctl.add_argument("--retry-period", type=parse_duration, default=2.0,
-                     help="interval between leader-election attempts")
-    ctl.add_argument("--metrics-bind-address", default=":8080",
-                     help="address for /metrics ('0' disables)")
-    ctl.add_argument("--health-probe-bind-address", default=":8081",
-                     help="address for /healthz and /readyz ('0' disables)")
-    ctl.add_argument("--tag-resolution-interval", type=parse_duration, default=300.0,
-                     help="how often tag image refs are resolved to digests")
-    ctl.add_argument("--workers", type=int, default=4,
-                     help="workers per reconciler workqueue")
-    ctl.add_argument("--namespace", default=os.environ.get("POD_NAMESPACE", DEFAULT_NAMESPACE),
-                     help="the operator's own namespace")
+    ctl.add_argument(
+        "--leader-elect",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="elect a leader on a coordination.k8s.io Lease; standbys do no writes",
+    )
+    ctl.add_argument(
+        "--leader-election-namespace",
+        default=os.environ.get("POD_NAMESPACE", DEFAULT_NAMESPACE),
+        help="namespace of the leader-election Lease",
+    )
+    ctl.add_argument(
+        "--leader-election-id",
+        default="bootc-operator-controller",
+        help="name of the leader-election Lease",
+    )
+    ctl.add_argument(
+        "--lease-duration",
+        type=parse_duration,
+        default=15.0,
+        help="leader lease duration (seconds or 15s)",
+    )
+    ctl.add_argument(
+        "--renew-deadline",
+        type=parse_duration,
+        default=10.0,
+        help="leader gives up if it cannot renew within this",
+    )
+    ctl.add_argument(
+        "--retry-period",
+        type=parse_duration,
+        default=2.0,
+        help="interval between leader-election attempts",
+    )
+    ctl.add_argument(
+        "--metrics-bind-address", default=":8080", help="address for /metrics ('0' disables)"
+    )
+    ctl.add_argument(
+        "--health-probe-bind-address",
+        default=":8081",
+        help="address for /healthz and /readyz ('0' disables)",
+    )
+    ctl.add_argument(
+        "--tag-resolution-interval",
+        type=parse_duration,
+        default=300.0,
+        help="how often tag image refs are resolved to digests",
+    )
+    ctl.add_argument("--workers", type=int, default=4, help="workers per reconciler workqueue")
+    ctl.add_argument(
+        "--namespace",
+        default=os.environ.get("POD_NAMESPACE", DEFAULT_NAMESPACE),
+        help="the operator's own namespace",
+    )
 
     dmn = modes.add_parser(
         "daemon",
@@ -93,24 +126,45 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     _add_common(dmn)
-    dmn.add_argument("--node-name", default=os.environ.get("NODE_NAME", ""),
-                     help="this node's name (default: $NODE_NAME)")
-    dmn.add_argument("--host-exec", default=DEFAULT_HOST_EXEC,
-                     help="command prefix that runs a command on the host")
-    dmn.add_argument("--host-root", default="/proc/1/root",
-                     help="the host's / as seen from the daemon")
-    dmn.add_argument("--poll-interval", type=parse_duration, default=300.0,
-                     help="re-read bootc status at least this often")
-    dmn.add_argument("--bootc-timeout", type=parse_duration, default=120.0,
-                     help="timeout for bootc status")
-    dmn.add_argument("--stage-timeout", type=parse_duration, default=3600.0,
-                     help="timeout for staging an image (bootc switch)")
-    dmn.add_argument("--metrics-bind-address", default=":8090",
-                     help="address for /metrics ('0' disables)")
-    dmn.add_argument("--health-probe-bind-address", default=":8091",
-                     help="address for /healthz ('0' disables)")
-    dmn.add_argument("--namespace", default=os.environ.get("POD_NAMESPACE", DEFAULT_NAMESPACE),
-                     help="the operator's own namespace")
+    dmn.add_argument(
+        "--node-name",
+        default=os.environ.get("NODE_NAME", ""),
+        help="this node's name (default: $NODE_NAME)",
+    )
+    dmn.add_argument(
+        "--host-exec",
+        default=DEFAULT_HOST_EXEC,
+        help="command prefix that runs a command on the host",
+    )
+    dmn.add_argument(
+        "--host-root", default="/proc/1/root", help="the host's / as seen from the daemon"
+    )
+    dmn.add_argument(
+        "--poll-interval",
+        type=parse_duration,
+        default=300.0,
+        help="re-read bootc status at least this often",
+    )
+    dmn.add_argument(
+        "--bootc-timeout", type=parse_duration, default=120.0, help="timeout for bootc status"
+    )
+    dmn.add_argument(
+        "--stage-timeout",
+        type=parse_duration,
+        default=3600.0,
+        help="timeout for staging an image (bootc switch)",
+    )
+    dmn.add_argument(
+        "--metrics-bind-address", default=":8090", help="address for /metrics ('0' disables)"
+    )
+    dmn.add_argument(
+        "--health-probe-bind-address", default=":8091", help="address for /healthz ('0' disables)"
+    )
+    dmn.add_argument(
+        "--namespace",
+        default=os.environ.get("POD_NAMESPACE", DEFAULT_NAMESPACE),
+        help="the operator's own namespace",
+    )
     return parser
 
 
@@ -118,8 +172,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging(args.log_format, args.log_level)
     if args.mode == "daemon" and not args.node_name:
-        print("bootc-operator daemon: error: --node-name (or $NODE_NAME) is required",
-              file=sys.stderr)
+        print(
+            "bootc-operator daemon: error: --node-name (or $NODE_NAME) is required", file=sys.stderr
+        )
         return 2
     if args.mode == "controller":
         print("bootc-operator controller: not implemented yet (issue #4)", file=sys.stderr)

@@ -15,10 +15,8 @@ import datetime as dt
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from pydantic.alias_generators import to_camel
-
-from bootc_operator.api import constants as c
 
 
 class WireModel(BaseModel):
@@ -54,9 +52,12 @@ class Condition(WireModel):
         r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$",
         description="type of condition in CamelCase or in foo.example.com/CamelCase.",
     )
-    status: ConditionStatus = Field(description="status of the condition, one of True, False, Unknown.")
+    status: ConditionStatus = Field(
+        description="status of the condition, one of True, False, Unknown."
+    )
     observed_generation: int | None = Field(
-        default=None, ge=0,
+        default=None,
+        ge=0,
         description="the .metadata.generation that the condition was set based upon.",
         json_schema_extra={"format": "int64"},
     )
@@ -64,17 +65,20 @@ class Condition(WireModel):
         description="the last time the condition transitioned from one status to another.",
     )
     reason: str = Field(
-        min_length=1, max_length=1024, pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$",
+        min_length=1,
+        max_length=1024,
+        pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$",
         description="a programmatic CamelCase identifier for the condition's last transition.",
     )
     message: str = Field(
-        default="", max_length=32768,
+        default="",
+        max_length=32768,
         description="a human readable message indicating details about the transition.",
         json_schema_extra={"x-bootc-required": True},
     )
 
 
-_CONDITIONS_EXTRA: dict[str, Any] = {
+_CONDITIONS_EXTRA: dict[str, JsonValue] = {
     "x-kubernetes-list-type": "map",
     "x-kubernetes-list-map-keys": ["type"],
 }
@@ -130,13 +134,14 @@ class ImageSpec(WireModel):
     """The OS image of a pool."""
 
     ref: str = Field(
-        min_length=1, max_length=1024,
+        min_length=1,
+        max_length=1024,
         description='a tag ("quay.io/example/myos:latest") or digest '
         '("quay.io/example/myos@sha256:...") reference; short names are not accepted.',
     )
 
 
-MAX_UNAVAILABLE_CEL = [
+MAX_UNAVAILABLE_CEL: list[JsonValue] = [
     {
         "rule": "type(self) == int ? self >= 0 : string(self).matches('^(100|[1-9]?[0-9])%$')",
         "message": 'maxUnavailable must be a non-negative integer or a percentage from "0%" '
@@ -150,7 +155,7 @@ class RolloutSpec(WireModel):
 
     max_unavailable: int | str = Field(
         default=1,
-        description='the most nodes rebooting at once: an integer (1) or a percentage of the '
+        description="the most nodes rebooting at once: an integer (1) or a percentage of the "
         'pool ("25%", rounded up). Defaults to 1.',
         json_schema_extra={
             "x-kubernetes-int-or-string": True,
@@ -162,12 +167,14 @@ class RolloutSpec(WireModel):
         description="paused stops new reboots; staging already under way completes.",
     )
     drain_timeout_seconds: int | None = Field(
-        default=None, ge=0,
+        default=None,
+        ge=0,
         description="the longest a node drain may take; 0 or unset waits indefinitely.",
         json_schema_extra={"format": "int32"},
     )
     reboot_timeout_seconds: int | None = Field(
-        default=None, ge=0,
+        default=None,
+        ge=0,
         description="the longest a node may take to boot the desired image after its reboot "
         "was requested before the pool reports it; unset waits indefinitely.",
         json_schema_extra={"format": "int32"},
@@ -216,7 +223,8 @@ class BootcNodePoolStatus(WireModel):
     """The observed state of a pool, written by the controller."""
 
     observed_generation: int | None = Field(
-        default=None, description="the pool generation this status is based on.",
+        default=None,
+        description="the pool generation this status is based on.",
         json_schema_extra={"format": "int64"},
     )
     target_digest: str | None = Field(
@@ -235,18 +243,21 @@ class BootcNodePoolStatus(WireModel):
         default=None, description="nodes in the pool.", json_schema_extra={"format": "int32"}
     )
     updated_count: int | None = Field(
-        default=None, description="nodes running the target digest.",
+        default=None,
+        description="nodes running the target digest.",
         json_schema_extra={"format": "int32"},
     )
     updating_count: int | None = Field(
-        default=None, description="nodes staging, staged or rebooting.",
+        default=None,
+        description="nodes staging, staged or rebooting.",
         json_schema_extra={"format": "int32"},
     )
     degraded_count: int | None = Field(
         default=None, description="degraded nodes.", json_schema_extra={"format": "int32"}
     )
     conditions: list[Condition] | None = Field(
-        default=None, description='"UpToDate" and "Degraded".',
+        default=None,
+        description='"UpToDate" and "Degraded".',
         json_schema_extra=_CONDITIONS_EXTRA,
     )
 
@@ -272,8 +283,8 @@ class ObjectMeta(WireModel):
 class BootcNodePool(WireModel):
     """A group of nodes and the OS image they should run."""
 
-    api_version: Literal["node.bootc.dev/v1alpha1"] = c.API_VERSION
-    kind: Literal["BootcNodePool"] = c.POOL_KIND
+    api_version: Literal["node.bootc.dev/v1alpha1"] = "node.bootc.dev/v1alpha1"
+    kind: Literal["BootcNodePool"] = "BootcNodePool"
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
     spec: BootcNodePoolSpec
     status: BootcNodePoolStatus | None = None
@@ -310,7 +321,8 @@ class BootcNodeSpec(WireModel):
     """The desired state of a node, written by the controller."""
 
     desired_image: str = Field(
-        min_length=1, max_length=1024,
+        min_length=1,
+        max_length=1024,
         description="the image the node should run, as a digest reference (repo@sha256:...).",
         json_schema_extra={
             "x-kubernetes-validations": [
@@ -323,7 +335,8 @@ class BootcNodeSpec(WireModel):
         },
     )
     desired_image_state: DesiredImageState = Field(
-        description='"Staged": stage without rebooting; "Booted": apply the staged image and reboot.'
+        description='"Staged": stage without rebooting; '
+        '"Booted": apply the staged image and reboot.'
     )
     pull_secret_ref: SecretReference | None = Field(
         default=None, description="credentials for the image, copied from the pool."
@@ -337,11 +350,14 @@ class BootcNodeStatus(WireModel):
     """The observed state of a node, written by the daemon."""
 
     observed_generation: int | None = Field(
-        default=None, description="the BootcNode generation this status is based on.",
+        default=None,
+        description="the BootcNode generation this status is based on.",
         json_schema_extra={"format": "int64"},
     )
     booted: ImageInfo | None = Field(default=None, description="the booted deployment.")
-    staged: ImageInfo | None = Field(default=None, description="the deployment staged for next boot.")
+    staged: ImageInfo | None = Field(
+        default=None, description="the deployment staged for next boot."
+    )
     rollback: ImageInfo | None = Field(default=None, description="the rollback deployment.")
     conditions: list[Condition] | None = Field(
         default=None, description='"Idle" and "Degraded".', json_schema_extra=_CONDITIONS_EXTRA
@@ -351,8 +367,8 @@ class BootcNodeStatus(WireModel):
 class BootcNode(WireModel):
     """One managed node; named after its Node. The controller writes spec, the daemon status."""
 
-    api_version: Literal["node.bootc.dev/v1alpha1"] = c.API_VERSION
-    kind: Literal["BootcNode"] = c.NODE_KIND
+    api_version: Literal["node.bootc.dev/v1alpha1"] = "node.bootc.dev/v1alpha1"
+    kind: Literal["BootcNode"] = "BootcNode"
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
     spec: BootcNodeSpec
     status: BootcNodeStatus | None = None

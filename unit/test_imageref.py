@@ -1,0 +1,71 @@
+"""Image reference parsing table."""
+
+from __future__ import annotations
+
+import pytest
+
+from bootc_operator.api.imageref import (
+    ImageRef,
+    InvalidImageRef,
+    digest_of,
+    parse_image_ref,
+    repository_of,
+)
+
+D = "sha256:" + "0123456789abcdef" * 4
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("quay.io/org/os:42", ImageRef("quay.io", "org/os", "42", None)),
+        ("quay.io/org/os", ImageRef("quay.io", "org/os", None, None)),
+        (f"quay.io/org/os@{D}", ImageRef("quay.io", "org/os", None, D)),
+        (f"quay.io/org/os:42@{D}", ImageRef("quay.io", "org/os", "42", D)),
+        ("localhost:5000/os:latest", ImageRef("localhost:5000", "os", "latest", None)),
+        ("localhost/os", ImageRef("localhost", "os", None, None)),
+        ("127.0.0.1:5000/a/b/c:v1.0-rc_1", ImageRef("127.0.0.1:5000", "a/b/c", "v1.0-rc_1", None)),
+        ("docker.io/library/fedora:41", ImageRef("docker.io", "library/fedora", "41", None)),
+        ("[::1]:5000/os:x", ImageRef("[::1]:5000", "os", "x", None)),
+        ("reg.example.com/my__os/a-b.c:t", ImageRef("reg.example.com", "my__os/a-b.c", "t", None)),
+    ],
+)
+def test_parses(text: str, expected: ImageRef) -> None:
+    assert parse_image_ref(text) == expected
+    assert str(parse_image_ref(text)) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("myos:latest", "short name"),
+        ("myos", "short name"),
+        ("fedora/fedora-bootc:42", "no registry host"),
+        ("", "empty"),
+        (" quay.io/a/b:c", "whitespace"),
+        ("https://quay.io/a/b:c", "URL scheme"),
+        ("quay.io/Org/os:1", "invalid repository"),
+        ("quay.io/org/os:bad tag", "whitespace"),
+        ("quay.io/org/os:-x", "invalid tag"),
+        ("quay.io/org/os@sha256:abc", "digest"),
+        ("quay.io/org/os@sha256:" + "A" * 64, "lowercase hex"),
+        ("quay.io/org/os@md5", "digest"),
+        ("quay..io/os:1", "invalid registry"),
+    ],
+)
+def test_rejects_with_clear_message(text: str, fragment: str) -> None:
+    with pytest.raises(InvalidImageRef, match=fragment):
+        parse_image_ref(text)
+
+
+def test_helpers() -> None:
+    ref = parse_image_ref("quay.io/org/os:42")
+    assert ref.with_digest(D) == f"quay.io/org/os@{D}"
+    assert ref.reference == "42" and not ref.is_digest
+    assert parse_image_ref("quay.io/org/os").reference == "latest"
+    assert parse_image_ref(f"quay.io/org/os:1@{D}").reference == D
+    assert digest_of(f"quay.io/org/os@{D}") == D
+    assert digest_of("quay.io/org/os:1") is None
+    assert repository_of(f"quay.io/org/os:1@{D}") == "quay.io/org/os"
+    with pytest.raises(InvalidImageRef):
+        ref.with_digest("sha256:nothex")
