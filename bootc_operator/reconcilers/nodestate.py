@@ -1,0 +1,135 @@
+"""Classification of one BootcNode (plus its Node) into the controller's state table.
+
+DESIGN §3: Degraded, UpToDate, Pending, Staging, Staged, Rebooting. Pure
+functions over the wire dicts held in the informer caches; ``NodeView`` is the
+typed summary every other decision (slots, status) works from.
+
+"Up to date" and "staged" are judged against a *set* of acceptable digests: the
+pool's target digest plus, for a multi-arch index, its per-architecture
+manifest digests (bootc reports the per-arch digest as ``imageDigest``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from bootc_operator.api import constants as c
+from bootc_operator.api.conditions import get_condition
+
+
+class NodeState(StrEnum):
+    DEGRADED = "Degraded"
+    UP_TO_DATE = "UpToDate"
+    PENDING = "Pending"
+    STAGING = "Staging"
+    STAGED = "Staged"
+    REBOOTING = "Rebooting"
+
+
+def _digest(ref: str | None) -> str | None:
+    if not ref or "@" not in ref:
+        return None
+    return ref.split("@", 1)[1]
+
+
+def _image_digest(info: Mapping[str, Any] | None) -> str | None:
+    if not info:
+        return None
+    return info.get("imageDigest") or _digest(info.get("image"))
+
+
+def parse_time(text: str | None) -> dt.datetime | None:
+    if not text:
+        return None
+    try:
+        return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def node_is_ready(node: Mapping[str, Any] | None) -> bool:
+    if not node:
+        return False
+    for cond in node.get("status", {}).get("conditions") or ():
+        if cond.get("type") == "Ready":
+            return bool(cond.get("status") == "True")
+    return False
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    """What the controller needs to know about one member of a pool."""
+
+    name: str
+    state: NodeState
+    desired_image: str
+    desired_image_state: str
+    spec_in_sync: bool  # desiredImage names one of the pool's target digests
+    in_slot: bool
+    was_cordoned: bool
+    ready: bool
+    unschedulable: bool
+    idle: bool  # Idle condition True
+    idle_since: dt.datetime | None  # lastTransitionTime of the Idle condition
+    degraded_message: str
+    booted_digest: str | None
+    staged_digest: str | None
+
+
+def classify(bootc_node: Mapping[str, Any], targets: frozenset[str]) -> NodeState:
+    """The state-table row of one BootcNode with respect to the target digests."""
+    status = bootc_node.get("status") or {}
+    conditions = status.get("conditions")
+    degraded = get_condition(conditions, c.COND_DEGRADED)
+    if degraded is not None and degraded.get("status") == "True":
+        return NodeState.DEGRADED
+    booted = _image_digest(status.get("booted"))
+    idle = get_condition(conditions, c.COND_IDLE)
+    idle_reason = idle.get("reason") if idle else None
+    if booted is not None and booted in targets and idle_reason != c.REASON_REBOOTING:
+        return NodeState.UP_TO_DATE
+    if booted is None or idle is None:
+        return NodeState.PENDING
+    if idle_reason == c.REASON_REBOOTING:
+        return NodeState.REBOOTING
+    if idle_reason == c.REASON_STAGING:
+        return NodeState.STAGING
+    if idle_reason == c.REASON_STAGED:
+        staged = _image_digest(status.get("staged"))
+        return NodeState.STAGED if staged in targets else NodeState.PENDING
+    return NodeState.PENDING
+
+
+def view(
+    bootc_node: Mapping[str, Any], node: Mapping[str, Any] | None, targets: frozenset[str]
+) -> NodeView:
+    meta = bootc_node.get("metadata", {})
+    annotations = meta.get("annotations") or {}
+    spec = bootc_node.get("spec") or {}
+    status = bootc_node.get("status") or {}
+    conditions = status.get("conditions")
+    idle = get_condition(conditions, c.COND_IDLE)
+    degraded = get_condition(conditions, c.COND_DEGRADED)
+    desired = spec.get("desiredImage", "")
+    return NodeView(
+        name=meta.get("name", ""),
+        state=classify(bootc_node, targets),
+        desired_image=desired,
+        desired_image_state=spec.get("desiredImageState", ""),
+        spec_in_sync=_digest(desired) in targets,
+        in_slot=c.IN_REBOOT_SLOT_ANNOTATION in annotations,
+        was_cordoned=annotations.get(c.WAS_CORDONED_ANNOTATION) == "true",
+        ready=node_is_ready(node),
+        unschedulable=bool((node or {}).get("spec", {}).get("unschedulable")),
+        idle=bool(idle and idle.get("status") == "True"),
+        idle_since=parse_time(idle.get("lastTransitionTime")) if idle else None,
+        degraded_message=(degraded or {}).get("message", "")
+        if (degraded or {}).get("status") == "True"
+        else "",
+        booted_digest=_image_digest(status.get("booted")),
+        staged_digest=_image_digest(status.get("staged")),
+    )

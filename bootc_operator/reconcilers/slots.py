@@ -1,0 +1,127 @@
+"""Reboot-slot decisions: which nodes release, keep or take a slot, and which drain.
+
+``plan_rollout`` is a pure function of the pool's ``NodeView``s, the resolved
+maxUnavailable, pause, the reboot timeout and the current time. The rollout
+reconciler turns its answer into API writes. Rules (DESIGN §3):
+
+- A slot holder is released when it runs a target digest, is Idle, not
+  Degraded and its Node is Ready; or when the target moved on while it was
+  still waiting to reboot (its drain is cancelled, it re-stages, competes again).
+- A holder is *unhealthy* when Degraded, or NotReady while not rebooting, or
+  still rebooting/NotReady past ``reboot_timeout``. Two or more unhealthy holders
+  halt the rollout: no new slots until they recover.
+- New slots: at most ``max_unavailable - holders``; none while paused or halted;
+  only healthy, Ready, Staged nodes whose spec already names the target. Order
+  is deterministic: nodes already unschedulable first (cordoning them costs no
+  capacity), then by name.
+- A holder that is Staged with ``desiredImageState: Staged`` must be drained;
+  after the drain the reconciler sets ``Booted``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from bootc_operator.reconcilers.nodestate import NodeState, NodeView
+
+
+@dataclass(frozen=True, slots=True)
+class RolloutPlan:
+    release: tuple[str, ...] = ()  # free the slot, restore the cordon state
+    cancel: tuple[str, ...] = ()  # subset of release: target moved mid-drain
+    take: tuple[str, ...] = ()  # annotate, cordon, then drain
+    drain: tuple[str, ...] = ()  # holders that still need (or are in) a drain
+    holders: tuple[str, ...] = ()  # slot holders after this plan (kept + taken)
+    unhealthy: tuple[str, ...] = ()
+    halted: bool = False
+    waiting: tuple[str, ...] = field(default=())  # healthy Staged nodes left without a slot
+
+
+def _timed_out(v: NodeView, now: dt.datetime, reboot_timeout: float | None) -> bool:
+    if reboot_timeout is None or reboot_timeout <= 0 or v.idle_since is None:
+        return False
+    return (now - v.idle_since).total_seconds() > reboot_timeout
+
+
+def is_unhealthy_holder(v: NodeView, now: dt.datetime, reboot_timeout: float | None) -> bool:
+    if v.state is NodeState.DEGRADED:
+        return True
+    rebooting = v.state is NodeState.REBOOTING or v.desired_image_state == "Booted"
+    if rebooting:
+        return _timed_out(v, now, reboot_timeout)
+    if not v.ready:
+        # NotReady while up to date: the node came back from its reboot but never
+        # became Ready; give it the reboot timeout before calling it unhealthy.
+        return v.state is not NodeState.UP_TO_DATE or _timed_out(v, now, reboot_timeout)
+    return False
+
+
+def should_release(v: NodeView) -> tuple[bool, bool]:
+    """(release?, because the target moved?) for a slot holder."""
+    if v.state is NodeState.DEGRADED or not v.ready:
+        return False, False
+    if v.state is NodeState.UP_TO_DATE and v.idle:
+        return True, False
+    target_moved = v.state in (NodeState.PENDING, NodeState.STAGING) or not v.spec_in_sync
+    if target_moved and v.desired_image_state == "Staged":
+        return True, True
+    return False, False
+
+
+def is_candidate(v: NodeView) -> bool:
+    return (
+        not v.in_slot
+        and v.state is NodeState.STAGED
+        and v.spec_in_sync
+        and v.ready
+        and v.desired_image_state == "Staged"
+    )
+
+
+def plan_rollout(
+    views: Iterable[NodeView],
+    max_unavailable: int,
+    *,
+    paused: bool,
+    now: dt.datetime,
+    reboot_timeout: float | None = None,
+) -> RolloutPlan:
+    nodes = sorted(views, key=lambda v: v.name)
+    release: list[str] = []
+    cancel: list[str] = []
+    kept: list[NodeView] = []
+    for v in nodes:
+        if not v.in_slot:
+            continue
+        free, moved = should_release(v)
+        if free:
+            release.append(v.name)
+            if moved:
+                cancel.append(v.name)
+        else:
+            kept.append(v)
+    unhealthy = [v.name for v in kept if is_unhealthy_holder(v, now, reboot_timeout)]
+    halted = len(unhealthy) >= 2
+    candidates = sorted(
+        (v for v in nodes if is_candidate(v)), key=lambda v: (not v.unschedulable, v.name)
+    )
+    capacity = 0 if paused or halted else max(0, max_unavailable - len(kept))
+    take = [v.name for v in candidates[:capacity]]
+    waiting = [v.name for v in candidates[capacity:]]
+    drain = [
+        v.name
+        for v in kept
+        if v.state is NodeState.STAGED and v.desired_image_state == "Staged" and v.spec_in_sync
+    ]
+    return RolloutPlan(
+        release=tuple(release),
+        cancel=tuple(cancel),
+        take=tuple(take),
+        drain=tuple(drain + take),
+        holders=tuple(sorted([v.name for v in kept] + take)),
+        unhealthy=tuple(unhealthy),
+        halted=halted,
+        waiting=tuple(waiting),
+    )

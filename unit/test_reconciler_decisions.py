@@ -1,0 +1,422 @@
+"""Pure decision logic of the controller: selectors, classification, slots, status."""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+from typing import Any
+
+import pytest
+
+from bootc_operator.api import constants as c
+from bootc_operator.reconcilers.nodestate import NodeState, NodeView, classify, view
+from bootc_operator.reconcilers.poolstatus import (
+    Counts,
+    count_states,
+    degraded_condition,
+    degraded_nodes_message,
+    progress_message,
+    up_to_date_condition,
+)
+from bootc_operator.reconcilers.selectors import (
+    InvalidSelector,
+    is_empty,
+    matches,
+    validate_selector,
+)
+from bootc_operator.reconcilers.slots import plan_rollout
+
+OLD = "sha256:" + "1" * 64
+NEW = "sha256:" + "2" * 64
+ARCH = "sha256:" + "3" * 64  # per-arch manifest of the NEW index
+REPO = "quay.io/example/os"
+NOW = dt.datetime(2026, 11, 21, 12, 0, tzinfo=dt.UTC)
+
+# ------------------------------------------------------------------ selectors
+
+
+@pytest.mark.parametrize(
+    ("selector", "labels", "expected"),
+    [
+        ({}, {}, True),
+        (None, {"a": "b"}, True),
+        ({"matchLabels": {"a": "b"}}, {"a": "b", "c": "d"}, True),
+        ({"matchLabels": {"a": "b"}}, {"a": "x"}, False),
+        ({"matchLabels": {"a": ""}}, {"a": ""}, True),
+        ({"matchLabels": {"a": ""}}, {}, False),
+        (
+            {"matchExpressions": [{"key": "z", "operator": "In", "values": ["1", "2"]}]},
+            {"z": "2"},
+            True,
+        ),
+        ({"matchExpressions": [{"key": "z", "operator": "In", "values": ["1"]}]}, {}, False),
+        ({"matchExpressions": [{"key": "z", "operator": "NotIn", "values": ["1"]}]}, {}, True),
+        (
+            {"matchExpressions": [{"key": "z", "operator": "NotIn", "values": ["1"]}]},
+            {"z": "1"},
+            False,
+        ),
+        ({"matchExpressions": [{"key": "z", "operator": "Exists"}]}, {"z": ""}, True),
+        ({"matchExpressions": [{"key": "z", "operator": "Exists"}]}, {}, False),
+        ({"matchExpressions": [{"key": "z", "operator": "DoesNotExist"}]}, {}, True),
+        ({"matchExpressions": [{"key": "z", "operator": "DoesNotExist"}]}, {"z": "1"}, False),
+        (
+            {"matchLabels": {"a": "b"}, "matchExpressions": [{"key": "z", "operator": "Exists"}]},
+            {"a": "b"},
+            False,
+        ),
+    ],
+)
+def test_selector_matching(
+    selector: dict[str, Any] | None, labels: dict[str, str], expected: bool
+) -> None:
+    validate_selector(selector)
+    assert matches(selector, labels) is expected
+
+
+@pytest.mark.parametrize(
+    ("selector", "fragment"),
+    [
+        ({"matchLabels": {"a b": "c"}}, "label key"),
+        ({"matchLabels": {"Bad_Prefix/x": "c"}}, "invalid prefix"),
+        ({"matchLabels": {"a": "not valid!"}}, "label value"),
+        ({"matchExpressions": [{"key": "a", "operator": "Near", "values": ["x"]}]}, "operator"),
+        ({"matchExpressions": [{"key": "a", "operator": "In", "values": []}]}, "at least one"),
+        ({"matchExpressions": [{"key": "a", "operator": "Exists", "values": ["x"]}]}, "must not"),
+    ],
+)
+def test_selector_validation(selector: dict[str, Any], fragment: str) -> None:
+    with pytest.raises(InvalidSelector, match=fragment):
+        validate_selector(selector)
+
+
+def test_empty_selector_detection() -> None:
+    assert is_empty({}) and is_empty(None) and is_empty({"matchLabels": {}})
+    assert not is_empty({"matchLabels": {"a": "b"}})
+
+
+# ------------------------------------------------------------------ classification
+
+
+def cond(type_: str, status: str, reason: str, message: str = "", at: str = "") -> dict[str, Any]:
+    return {
+        "type": type_,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": at or "2026-11-21T11:00:00Z",
+    }
+
+
+def bootc_node(
+    name: str = "n1",
+    *,
+    desired: str = NEW,
+    want: str = "Staged",
+    booted: str | None = OLD,
+    staged: str | None = None,
+    idle: tuple[str, str] | None = ("True", "Idle"),
+    degraded: str | None = None,
+    slot: bool = False,
+    was_cordoned: bool = False,
+    idle_at: str = "",
+) -> dict[str, Any]:
+    annotations = {}
+    if slot:
+        annotations[c.IN_REBOOT_SLOT_ANNOTATION] = "2026-11-21T11:00:00Z"
+        annotations[c.WAS_CORDONED_ANNOTATION] = "true" if was_cordoned else "false"
+    status: dict[str, Any] = {"conditions": []}
+    if booted:
+        status["booted"] = {"image": f"{REPO}@{booted}", "imageDigest": booted}
+    if staged:
+        status["staged"] = {"image": f"{REPO}@{staged}", "imageDigest": staged}
+    if idle:
+        status["conditions"].append(cond("Idle", idle[0], idle[1], at=idle_at))
+    if degraded is not None:
+        status["conditions"].append(cond("Degraded", "True", "Error", degraded))
+    else:
+        status["conditions"].append(cond("Degraded", "False", "Healthy"))
+    return {
+        "metadata": {"name": name, "annotations": annotations},
+        "spec": {"desiredImage": f"{REPO}@{desired}", "desiredImageState": want},
+        "status": status,
+    }
+
+
+def k8s_node(ready: bool = True, unschedulable: bool = False) -> dict[str, Any]:
+    return {
+        "spec": {"unschedulable": unschedulable} if unschedulable else {},
+        "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
+    }
+
+
+TARGETS = frozenset({NEW, ARCH})
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "expected"),
+    [
+        ({"booted": NEW}, NodeState.UP_TO_DATE),
+        ({"booted": ARCH}, NodeState.UP_TO_DATE),  # per-arch digest of the target index
+        ({"booted": NEW, "degraded": "boom"}, NodeState.DEGRADED),
+        ({"booted": OLD, "degraded": "error: pull failed"}, NodeState.DEGRADED),
+        ({"booted": None, "idle": None}, NodeState.PENDING),
+        ({"booted": OLD, "idle": None}, NodeState.PENDING),
+        ({"booted": OLD}, NodeState.PENDING),  # Idle but not yet reacting to the new spec
+        ({"idle": ("False", "Staging")}, NodeState.STAGING),
+        ({"idle": ("False", "Staged"), "staged": NEW}, NodeState.STAGED),
+        ({"idle": ("False", "Staged"), "staged": OLD}, NodeState.PENDING),  # stale stage
+        ({"idle": ("False", "Rebooting"), "staged": NEW}, NodeState.REBOOTING),
+        ({"idle": ("False", "Rebooting"), "booted": NEW}, NodeState.REBOOTING),
+        ({"idle": ("False", "Mystery")}, NodeState.PENDING),
+    ],
+)
+def test_classify(kwargs: dict[str, Any], expected: NodeState) -> None:
+    assert classify(bootc_node(**kwargs), TARGETS) is expected
+
+
+def test_view_reads_annotations_node_and_conditions() -> None:
+    v = view(
+        bootc_node(slot=True, was_cordoned=True, degraded="bad", idle_at="2026-11-21T11:30:00Z"),
+        k8s_node(ready=False, unschedulable=True),
+        TARGETS,
+    )
+    assert v.in_slot and v.was_cordoned and not v.ready and v.unschedulable
+    assert v.degraded_message == "bad" and v.spec_in_sync and v.idle
+    assert v.idle_since == dt.datetime(2026, 11, 21, 11, 30, tzinfo=dt.UTC)
+    assert view(bootc_node(desired=OLD), None, TARGETS).spec_in_sync is False
+    assert view(bootc_node(), None, TARGETS).ready is False
+
+
+# ------------------------------------------------------------------ slots
+
+
+def v(
+    name: str,
+    state: NodeState,
+    *,
+    slot: bool = False,
+    ready: bool = True,
+    want: str = "Staged",
+    idle: bool | None = None,
+    in_sync: bool = True,
+    unschedulable: bool = False,
+    idle_since: dt.datetime | None = None,
+) -> NodeView:
+    return NodeView(
+        name=name,
+        state=state,
+        desired_image=f"{REPO}@{NEW}",
+        desired_image_state=want,
+        spec_in_sync=in_sync,
+        in_slot=slot,
+        was_cordoned=False,
+        ready=ready,
+        unschedulable=unschedulable,
+        idle=(state is NodeState.UP_TO_DATE) if idle is None else idle,
+        idle_since=idle_since,
+        degraded_message="",
+        booted_digest=None,
+        staged_digest=None,
+    )
+
+
+S = NodeState
+
+
+def test_one_at_a_time_with_max_unavailable_1() -> None:
+    nodes = [v("c", S.STAGED), v("a", S.STAGED), v("b", S.STAGED)]
+    plan = plan_rollout(nodes, 1, paused=False, now=NOW)
+    assert plan.take == ("a",) and plan.waiting == ("b", "c") and plan.drain == ("a",)
+    # a holds the slot while draining: nobody else gets one
+    nodes = [v("a", S.STAGED, slot=True), v("b", S.STAGED), v("c", S.STAGED)]
+    plan = plan_rollout(nodes, 1, paused=False, now=NOW)
+    assert plan.take == () and plan.drain == ("a",) and plan.holders == ("a",)
+    # a told to reboot: keeps the slot, no drain
+    nodes[0] = v("a", S.STAGED, slot=True, want="Booted")
+    plan = plan_rollout(nodes, 1, paused=False, now=NOW)
+    assert plan.take == () and plan.drain == () and plan.holders == ("a",)
+    # a back up to date, Ready and Idle: released, b takes the slot in the same pass
+    nodes[0] = v("a", S.UP_TO_DATE, slot=True, want="Booted")
+    plan = plan_rollout(nodes, 1, paused=False, now=NOW)
+    assert plan.release == ("a",) and plan.take == ("b",) and plan.cancel == ()
+
+
+def test_up_to_date_but_not_ready_keeps_slot() -> None:
+    nodes = [v("a", S.UP_TO_DATE, slot=True, ready=False, want="Booted"), v("b", S.STAGED)]
+    plan = plan_rollout(nodes, 1, paused=False, now=NOW)
+    assert plan.release == () and plan.take == ()
+
+
+def test_paused_takes_no_new_slots_but_keeps_holders() -> None:
+    nodes = [v("a", S.STAGED, slot=True), v("b", S.STAGED), v("c", S.STAGING)]
+    plan = plan_rollout(nodes, 3, paused=True, now=NOW)
+    assert plan.take == () and plan.drain == ("a",) and plan.waiting == ("b",)
+
+
+def test_only_healthy_ready_staged_in_sync_nodes_take_slots() -> None:
+    nodes = [
+        v("a", S.STAGED, ready=False),
+        v("b", S.DEGRADED),
+        v("c", S.STAGING),
+        v("d", S.PENDING),
+        v("e", S.STAGED, in_sync=False),
+        v("f", S.STAGED, want="Booted"),
+        v("g", S.UP_TO_DATE),
+        v("h", S.STAGED),
+    ]
+    assert plan_rollout(nodes, 10, paused=False, now=NOW).take == ("h",)
+
+
+def test_unschedulable_nodes_first_then_by_name() -> None:
+    nodes = [v("a", S.STAGED), v("z", S.STAGED, unschedulable=True), v("b", S.STAGED)]
+    assert plan_rollout(nodes, 2, paused=False, now=NOW).take == ("z", "a")
+
+
+def test_two_unhealthy_holders_halt() -> None:
+    nodes = [
+        v("a", S.DEGRADED, slot=True),
+        v("b", S.STAGED, slot=True, ready=False),
+        v("c", S.STAGED),
+    ]
+    plan = plan_rollout(nodes, 5, paused=False, now=NOW)
+    assert plan.halted and plan.unhealthy == ("a", "b") and plan.take == ()
+    one = plan_rollout(nodes[:1] + nodes[2:], 5, paused=False, now=NOW)
+    assert not one.halted and one.take == ("c",)
+
+
+def test_rebooting_is_healthy_until_the_reboot_timeout() -> None:
+    since = NOW - dt.timedelta(seconds=100)
+    nodes = [
+        v("a", S.REBOOTING, slot=True, ready=False, want="Booted", idle_since=since),
+        v("b", S.REBOOTING, slot=True, ready=False, want="Booted", idle_since=since),
+        v("c", S.STAGED),
+    ]
+    assert not plan_rollout(nodes, 3, paused=False, now=NOW).halted
+    assert not plan_rollout(nodes, 3, paused=False, now=NOW, reboot_timeout=200).halted
+    late = plan_rollout(nodes, 3, paused=False, now=NOW, reboot_timeout=50)
+    assert late.halted and late.unhealthy == ("a", "b")
+
+
+def test_target_moved_mid_drain_releases_and_cancels() -> None:
+    nodes = [v("a", S.STAGING, slot=True), v("b", S.PENDING, slot=True, in_sync=False)]
+    plan = plan_rollout(nodes, 1, paused=False, now=NOW)
+    assert plan.release == ("a", "b") and plan.cancel == ("a", "b")
+    # but a node already told to reboot keeps its slot until it is back
+    nodes = [v("a", S.PENDING, slot=True, want="Booted")]
+    assert plan_rollout(nodes, 1, paused=False, now=NOW).release == ()
+
+
+def test_lowered_max_unavailable_keeps_existing_holders_and_takes_none() -> None:
+    nodes = [v(n, S.STAGED, slot=True) for n in "abc"] + [v("d", S.STAGED)]
+    plan = plan_rollout(nodes, 1, paused=False, now=NOW)
+    assert plan.holders == ("a", "b", "c") and plan.take == ()
+
+
+def test_zero_max_unavailable_takes_nothing() -> None:
+    assert plan_rollout([v("a", S.STAGED)], 0, paused=False, now=NOW).take == ()
+
+
+STATES = list(NodeState)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_invariants_hold_for_random_pools(seed: int) -> None:
+    rng = random.Random(seed)
+    for _ in range(250):
+        nodes = [
+            v(
+                f"n{i:02d}",
+                rng.choice(STATES),
+                slot=rng.random() < 0.3,
+                ready=rng.random() < 0.8,
+                want=rng.choice(["Staged", "Booted"]),
+                idle=rng.random() < 0.5,
+                in_sync=rng.random() < 0.8,
+                unschedulable=rng.random() < 0.2,
+                idle_since=NOW - dt.timedelta(seconds=rng.randint(0, 1000)),
+            )
+            for i in range(rng.randint(0, 8))
+        ]
+        mu = rng.randint(0, 4)
+        paused = rng.random() < 0.2
+        timeout = rng.choice([None, 300.0])
+        plan = plan_rollout(nodes, mu, paused=paused, now=NOW, reboot_timeout=timeout)
+        by_name = {n.name: n for n in nodes}
+        holders_before = {n.name for n in nodes if n.in_slot}
+        kept = holders_before - set(plan.release)
+        # never more than maxUnavailable once new slots are taken
+        if plan.take:
+            assert len(kept) + len(plan.take) <= mu
+        assert set(plan.holders) == kept | set(plan.take)
+        assert not (plan.take and (paused or plan.halted))
+        for name in plan.take:
+            n = by_name[name]
+            assert n.state is S.STAGED and n.ready and not n.in_slot and n.spec_in_sync
+        for name in plan.release:
+            n = by_name[name]
+            assert n.in_slot and n.ready and n.state is not S.DEGRADED
+        assert set(plan.cancel) <= set(plan.release)
+        assert set(plan.drain) <= set(plan.holders)
+        assert plan.halted == (len(plan.unhealthy) >= 2)
+
+
+# ------------------------------------------------------------------ status
+
+
+def test_counts_and_message() -> None:
+    views = [
+        v("a", S.UP_TO_DATE),
+        v("b", S.UP_TO_DATE),
+        v("c", S.STAGING),
+        v("d", S.STAGING),
+        v("e", S.STAGED, slot=True, want="Booted"),
+        v("f", S.STAGED, slot=True),
+        v("g", S.STAGED),
+        v("h", S.DEGRADED),
+        v("i", S.PENDING),
+        v("j", S.REBOOTING, slot=True, want="Booted"),
+    ]
+    counts = count_states(views)
+    assert counts == Counts(
+        total=10, updated=2, pending=1, staging=2, staged=1, draining=1, rebooting=2, degraded=1
+    )
+    assert counts.updating == 6
+    assert progress_message(counts) == (
+        "2/10 updated; 1 pending, 2 staging, 1 staged, 1 draining, 2 rebooting, 1 degraded"
+    )
+    assert progress_message(Counts(total=10, updated=7, staging=2, rebooting=1)) == (
+        "7/10 updated; 2 staging, 1 rebooting"
+    )
+
+
+def test_up_to_date_condition() -> None:
+    assert up_to_date_condition(Counts(total=3, updated=3), paused=True) == (
+        True,
+        "AllUpdated",
+        "3/3 updated",
+    )
+    assert up_to_date_condition(Counts(total=0), paused=False)[0] is True
+    status, reason, msg = up_to_date_condition(Counts(total=3, updated=1, staged=2), paused=True)
+    assert (status, reason) == (False, "Paused") and "1/3 updated" in msg
+    assert up_to_date_condition(Counts(total=3, updated=1), paused=False)[1] == "RolloutInProgress"
+
+
+def test_degraded_precedence_highest_wins_and_rest_is_kept() -> None:
+    assert degraded_condition({}) == (False, "Healthy", "all nodes healthy")
+    order = list(c.DEGRADED_PRECEDENCE)
+    for i, reason in enumerate(order):
+        problems = {r: f"msg {r}" for r in order[: i + 1]}
+        status, top, message = degraded_condition(problems)
+        assert status and top == reason and message.startswith(f"msg {reason}")
+        for lower in order[:i]:
+            assert f"{lower}: msg {lower}" in message
+    assert degraded_condition({"NodeDegraded": ""}) == (False, "Healthy", "all nodes healthy")
+    with pytest.raises(ValueError, match="unknown"):
+        degraded_condition({"Bogus": "x"})
+
+
+def test_degraded_nodes_message_names_nodes() -> None:
+    views = [v(f"n{i}", S.DEGRADED) for i in range(7)] + [v("ok", S.UP_TO_DATE)]
+    msg = degraded_nodes_message(views, limit=3)
+    assert msg.startswith("n0: degraded; n1: degraded; n2: degraded") and "and 4 more" in msg
