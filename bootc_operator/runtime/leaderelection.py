@@ -1,0 +1,254 @@
+"""Leader election on a coordination.k8s.io/v1 Lease (client-go semantics).
+
+Interface::
+
+    elector = LeaderElector(api, namespace, name, identity, lease_duration=15,
+                            renew_deadline=10, retry_period=2)
+    async with elector.leading():   # waits until this process leads
+        ...                         # do leader-only work
+    # leaving the block (or cancellation) releases the lease
+
+``elector.lost`` is an ``asyncio.Event`` set when leadership is lost (renewal
+failed for ``renew_deadline``); the caller must then stop all writes — the
+controller exits so its Deployment restarts it as a standby.
+
+Expiry is judged on this process's monotonic clock from when the current
+record was *observed* (like client-go), not from the record's renewTime, so
+clock skew between replicas cannot make two leaders. The pure decision lives
+in ``decide``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import logging
+import random
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from kubernetes_asyncio.client import ApiClient
+
+from bootc_operator.kube import LEASES, ApiError, create_object, get_object, request_json
+
+log = logging.getLogger("leaderelection")
+
+
+def micro_time(now: dt.datetime | None = None) -> str:
+    t = (now or dt.datetime.now(dt.UTC)).astimezone(dt.UTC)
+    return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseRecord:
+    holder: str
+    lease_duration: float
+    transitions: int
+    acquire_time: str | None
+    renew_time: str | None
+
+    @classmethod
+    def from_lease(cls, lease: dict[str, Any]) -> LeaseRecord:
+        spec = lease.get("spec") or {}
+        return cls(
+            holder=spec.get("holderIdentity") or "",
+            lease_duration=float(spec.get("leaseDurationSeconds") or 0),
+            transitions=int(spec.get("leaseTransitions") or 0),
+            acquire_time=spec.get("acquireTime"),
+            renew_time=spec.get("renewTime"),
+        )
+
+
+class Decision(Enum):
+    CREATE = "create"  # no lease yet
+    TAKE = "take"  # held by nobody, or expired: take over
+    RENEW = "renew"  # we hold it
+    WAIT = "wait"  # someone else holds a live lease
+
+
+def decide(record: LeaseRecord | None, identity: str, observed_at: float, now: float) -> Decision:
+    """What to do given the current record, observed at monotonic ``observed_at``."""
+    if record is None:
+        return Decision.CREATE
+    if record.holder == identity:
+        return Decision.RENEW
+    if not record.holder:
+        return Decision.TAKE
+    if observed_at + record.lease_duration <= now:
+        return Decision.TAKE
+    return Decision.WAIT
+
+
+class LeaderElector:
+    def __init__(
+        self,
+        api: ApiClient,
+        namespace: str,
+        name: str,
+        identity: str,
+        *,
+        lease_duration: float = 15.0,
+        renew_deadline: float = 10.0,
+        retry_period: float = 2.0,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if not lease_duration > renew_deadline > retry_period > 0:
+            raise ValueError(
+                "leader election needs lease-duration > renew-deadline > retry-period > 0, got "
+                f"{lease_duration} / {renew_deadline} / {retry_period}"
+            )
+        self.api = api
+        self.namespace = namespace
+        self.name = name
+        self.identity = identity
+        self.lease_duration = lease_duration
+        self.renew_deadline = renew_deadline
+        self.retry_period = retry_period
+        self._monotonic = monotonic
+        self._observed: LeaseRecord | None = None
+        self._observed_rv = ""
+        self._observed_at = 0.0
+        self.is_leader = False
+        self.lost = asyncio.Event()
+        self._renewer: asyncio.Task[None] | None = None
+
+    # ------------------------------------------------------------ one attempt
+
+    async def try_acquire_or_renew(self) -> bool:
+        """One round of client-go's tryAcquireOrRenew; True when we hold the lease."""
+        path = LEASES.path(self.namespace, self.name)
+        try:
+            lease = await get_object(self.api, LEASES, self.name, self.namespace)
+        except ApiError as err:
+            if not err.not_found:
+                raise
+            lease = None
+        now_mono = self._monotonic()
+        if lease is not None:
+            record = LeaseRecord.from_lease(lease)
+            rv = lease["metadata"]["resourceVersion"]
+            if record != self._observed or rv != self._observed_rv:
+                self._observed, self._observed_rv, self._observed_at = record, rv, now_mono
+        else:
+            record = None
+        decision = decide(record, self.identity, self._observed_at, now_mono)
+        if decision is Decision.WAIT:
+            return False
+        now = micro_time()
+        spec: dict[str, Any] = {
+            "holderIdentity": self.identity,
+            "leaseDurationSeconds": int(self.lease_duration),
+            "renewTime": now,
+        }
+        if decision is Decision.CREATE:
+            spec.update(acquireTime=now, leaseTransitions=0)
+            body = {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {"name": self.name, "namespace": self.namespace},
+                "spec": spec,
+            }
+            try:
+                created = await create_object(self.api, LEASES, body, self.namespace)
+            except ApiError as err:
+                if err.status == 409:  # someone else created it first
+                    return False
+                raise
+            self._remember(created)
+            return True
+        assert record is not None and lease is not None
+        if decision is Decision.TAKE:
+            spec.update(acquireTime=now, leaseTransitions=record.transitions + 1)
+        else:
+            spec.update(acquireTime=record.acquire_time or now, leaseTransitions=record.transitions)
+        lease = {**lease, "spec": {**(lease.get("spec") or {}), **spec}}
+        try:
+            # PUT with the observed resourceVersion: optimistic concurrency.
+            updated = await request_json(self.api, "PUT", path, body=lease)
+        except ApiError as err:
+            if err.status == 409:
+                return False
+            raise
+        self._remember(updated)
+        return True
+
+    def _remember(self, lease: dict[str, Any]) -> None:
+        self._observed = LeaseRecord.from_lease(lease)
+        self._observed_rv = lease["metadata"]["resourceVersion"]
+        self._observed_at = self._monotonic()
+
+    async def _attempt(self) -> bool:
+        try:
+            return await self.try_acquire_or_renew()
+        except (ApiError, OSError, TimeoutError) as err:
+            log.warning("lease %s/%s: %s", self.namespace, self.name, err)
+            return False
+
+    # ------------------------------------------------------------ loops
+
+    def _jittered(self) -> float:
+        return self.retry_period * (1 + random.uniform(0, 0.2))
+
+    async def acquire(self) -> None:
+        """Block until this process holds the lease."""
+        log.info("waiting to lead lease %s/%s as %s", self.namespace, self.name, self.identity)
+        while True:
+            if await self._attempt():
+                break
+            await asyncio.sleep(self._jittered())
+        self.is_leader = True
+        log.info("became leader of lease %s/%s", self.namespace, self.name)
+
+    async def _renew_loop(self) -> None:
+        last_ok = self._monotonic()
+        while True:
+            await asyncio.sleep(self.retry_period)
+            try:
+                async with asyncio.timeout(self.renew_deadline):
+                    ok = await self._attempt()
+            except TimeoutError:
+                ok = False
+            if ok:
+                last_ok = self._monotonic()
+            elif self._monotonic() - last_ok >= self.renew_deadline:
+                self.is_leader = False
+                log.error(
+                    "lost leadership of lease %s/%s: could not renew for %.0fs",
+                    self.namespace,
+                    self.name,
+                    self.renew_deadline,
+                )
+                self.lost.set()
+                return
+
+    async def release(self) -> None:
+        """Hand the lease back (holder cleared) so a standby takes over at once."""
+        if not self.is_leader:
+            return
+        self.is_leader = False
+        try:
+            lease = await get_object(self.api, LEASES, self.name, self.namespace)
+            if LeaseRecord.from_lease(lease).holder != self.identity:
+                return
+            now = micro_time()
+            lease["spec"].update(holderIdentity="", leaseDurationSeconds=1, renewTime=now)
+            await request_json(self.api, "PUT", LEASES.path(self.namespace, self.name), body=lease)
+            log.info("released lease %s/%s", self.namespace, self.name)
+        except (ApiError, OSError, TimeoutError) as err:
+            log.warning("could not release lease %s/%s: %s", self.namespace, self.name, err)
+
+    @contextlib.asynccontextmanager
+    async def leading(self) -> AsyncIterator[LeaderElector]:
+        await self.acquire()
+        self._renewer = asyncio.create_task(self._renew_loop(), name="lease-renew")
+        try:
+            yield self
+        finally:
+            self._renewer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._renewer
+            await asyncio.shield(self.release())
