@@ -28,7 +28,7 @@ from bootc_operator.reconcilers.slots import plan_rollout
 
 OLD = "sha256:" + "1" * 64
 NEW = "sha256:" + "2" * 64
-ARCH = "sha256:" + "3" * 64  # per-arch manifest of the NEW index
+INDEX = "sha256:" + "3" * 64  # a multi-arch index; NEW is its amd64 manifest
 REPO = "quay.io/example/os"
 NOW = dt.datetime(2026, 11, 21, 12, 0, tzinfo=dt.UTC)
 
@@ -150,14 +150,13 @@ def k8s_node(ready: bool = True, unschedulable: bool = False) -> dict[str, Any]:
     }
 
 
-TARGETS = frozenset({NEW, ARCH})
+TARGETS = frozenset({NEW})
 
 
 @pytest.mark.parametrize(
     ("kwargs", "expected"),
     [
         ({"booted": NEW}, NodeState.UP_TO_DATE),
-        ({"booted": ARCH}, NodeState.UP_TO_DATE),  # per-arch digest of the target index
         ({"booted": NEW, "degraded": "boom"}, NodeState.DEGRADED),
         ({"booted": OLD, "degraded": "error: pull failed"}, NodeState.DEGRADED),
         ({"booted": None, "idle": None}, NodeState.PENDING),
@@ -173,6 +172,19 @@ TARGETS = frozenset({NEW, ARCH})
 )
 def test_classify(kwargs: dict[str, Any], expected: NodeState) -> None:
     assert classify(bootc_node(**kwargs), TARGETS) is expected
+
+
+def test_index_target_matches_through_the_switched_image_ref() -> None:
+    """bootc records the ref it switched to (repo@index) and the per-arch imageDigest."""
+    arch = "sha256:" + "4" * 64
+    node = bootc_node(booted=arch)
+    node["status"]["booted"]["image"] = f"{REPO}@{INDEX}"
+    assert classify(node, frozenset({INDEX})) is NodeState.UP_TO_DATE
+    assert classify(node, frozenset({arch})) is NodeState.UP_TO_DATE
+    assert classify(node, frozenset({NEW})) is NodeState.PENDING
+    staged = bootc_node(idle=("False", "Staged"), staged=arch)
+    staged["status"]["staged"]["image"] = f"{REPO}@{INDEX}"
+    assert classify(staged, frozenset({INDEX})) is NodeState.STAGED
 
 
 def test_view_reads_annotations_node_and_conditions() -> None:

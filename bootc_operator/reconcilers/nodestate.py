@@ -4,9 +4,12 @@ DESIGN §3: Degraded, UpToDate, Pending, Staging, Staged, Rebooting. Pure
 functions over the wire dicts held in the informer caches; ``NodeView`` is the
 typed summary every other decision (slots, status) works from.
 
-"Up to date" and "staged" are judged against a *set* of acceptable digests: the
-pool's target digest plus, for a multi-arch index, its per-architecture
-manifest digests (bootc reports the per-arch digest as ``imageDigest``).
+"Up to date" and "staged" are judged against a *set* of target digests, and a
+deployment matches when either of its two digests is in it: ``imageDigest``
+(bootc reports the per-architecture manifest digest there) or the digest of
+``image`` (the reference bootc was switched to — for a pool pinned to a
+multi-arch index that is ``repo@<index digest>``). This is where the
+index → per-arch mapping is checked, without asking the registry.
 """
 
 from __future__ import annotations
@@ -40,6 +43,13 @@ def _image_digest(info: Mapping[str, Any] | None) -> str | None:
     if not info:
         return None
     return info.get("imageDigest") or _digest(info.get("image"))
+
+
+def deployment_matches(info: Mapping[str, Any] | None, targets: frozenset[str]) -> bool:
+    """True when a deployment runs one of ``targets`` (per-arch or index digest)."""
+    if not info:
+        return False
+    return info.get("imageDigest") in targets or _digest(info.get("image")) in targets
 
 
 def parse_time(text: str | None) -> dt.datetime | None:
@@ -90,7 +100,7 @@ def classify(bootc_node: Mapping[str, Any], targets: frozenset[str]) -> NodeStat
     booted = _image_digest(status.get("booted"))
     idle = get_condition(conditions, c.COND_IDLE)
     idle_reason = idle.get("reason") if idle else None
-    if booted is not None and booted in targets and idle_reason != c.REASON_REBOOTING:
+    if deployment_matches(status.get("booted"), targets) and idle_reason != c.REASON_REBOOTING:
         return NodeState.UP_TO_DATE
     if booted is None or idle is None:
         return NodeState.PENDING
@@ -99,8 +109,8 @@ def classify(bootc_node: Mapping[str, Any], targets: frozenset[str]) -> NodeStat
     if idle_reason == c.REASON_STAGING:
         return NodeState.STAGING
     if idle_reason == c.REASON_STAGED:
-        staged = _image_digest(status.get("staged"))
-        return NodeState.STAGED if staged in targets else NodeState.PENDING
+        staged_ok = deployment_matches(status.get("staged"), targets)
+        return NodeState.STAGED if staged_ok else NodeState.PENDING
     return NodeState.PENDING
 
 
