@@ -174,6 +174,13 @@ def test_classify(kwargs: dict[str, Any], expected: NodeState) -> None:
     assert classify(bootc_node(**kwargs), TARGETS) is expected
 
 
+def test_drain_blocked_annotation_marks_node_degraded() -> None:
+    node = bootc_node(idle=("False", "Staged"), staged=NEW)
+    node["metadata"]["annotations"][c.DRAIN_BLOCKED_ANNOTATION] = "drain timed out"
+    assert classify(node, TARGETS) is NodeState.DEGRADED
+    assert view(node, k8s_node(), TARGETS).degraded_message == "drain timed out"
+
+
 def test_index_target_matches_through_the_switched_image_ref() -> None:
     """bootc records the ref it switched to (repo@index) and the per-arch imageDigest."""
     arch = "sha256:" + "4" * 64

@@ -21,6 +21,9 @@ POOL_LABEL: Final = "bootc.dev/pool"
 # BootcNode annotations: the rollout's only memory, so a restarted controller resumes.
 IN_REBOOT_SLOT_ANNOTATION: Final = "bootc.dev/in-reboot-slot"
 WAS_CORDONED_ANNOTATION: Final = "bootc.dev/was-cordoned"
+# BootcNode annotation set when a drain timed out: the node is skipped (and shown
+# degraded) until its target changes or an admin removes the annotation.
+DRAIN_BLOCKED_ANNOTATION: Final = "bootc.dev/drain-blocked"
 # Finalizer on pools: nodes are unlabelled/uncordoned before BootcNodes are collected.
 POOL_FINALIZER: Final = "node.bootc.dev/pool-cleanup"
 

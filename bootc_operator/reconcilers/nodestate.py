@@ -97,6 +97,9 @@ def classify(bootc_node: Mapping[str, Any], targets: frozenset[str]) -> NodeStat
     degraded = get_condition(conditions, c.COND_DEGRADED)
     if degraded is not None and degraded.get("status") == "True":
         return NodeState.DEGRADED
+    annotations = bootc_node.get("metadata", {}).get("annotations") or {}
+    if c.DRAIN_BLOCKED_ANNOTATION in annotations:
+        return NodeState.DEGRADED
     booted = _image_digest(status.get("booted"))
     idle = get_condition(conditions, c.COND_IDLE)
     idle_reason = idle.get("reason") if idle else None
@@ -112,6 +115,12 @@ def classify(bootc_node: Mapping[str, Any], targets: frozenset[str]) -> NodeStat
         staged_ok = deployment_matches(status.get("staged"), targets)
         return NodeState.STAGED if staged_ok else NodeState.PENDING
     return NodeState.PENDING
+
+
+def _degraded_message(degraded: Mapping[str, Any] | None, annotations: Mapping[str, str]) -> str:
+    if degraded is not None and degraded.get("status") == "True":
+        return str(degraded.get("message", ""))
+    return annotations.get(c.DRAIN_BLOCKED_ANNOTATION, "")
 
 
 def view(
@@ -137,9 +146,7 @@ def view(
         unschedulable=bool((node or {}).get("spec", {}).get("unschedulable")),
         idle=bool(idle and idle.get("status") == "True"),
         idle_since=parse_time(idle.get("lastTransitionTime")) if idle else None,
-        degraded_message=(degraded or {}).get("message", "")
-        if (degraded or {}).get("status") == "True"
-        else "",
+        degraded_message=_degraded_message(degraded, annotations),
         booted_digest=_image_digest(status.get("booted")),
         staged_digest=_image_digest(status.get("staged")),
     )

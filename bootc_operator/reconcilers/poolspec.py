@@ -1,0 +1,106 @@
+"""Validation of a pool's spec and the digest it targets. Pure.
+
+``check_pool(pool)`` returns every problem (for ``Degraded/InvalidSpec``) and,
+when the image is usable, the repository and the target digest:
+
+- a digest ref targets its digest;
+- a tag ref targets ``status.targetDigest`` as last resolved by the tag
+  resolver (None until the first resolution).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from bootc_operator.api.imageref import InvalidImageRef, parse_image_ref
+from bootc_operator.api.intstr import InvalidIntOrPercent, resolve_max_unavailable
+from bootc_operator.reconcilers.selectors import InvalidSelector, validate_selector
+
+
+@dataclass(frozen=True, slots=True)
+class PoolSpecCheck:
+    problems: tuple[str, ...] = ()
+    repository: str | None = None  # registry/repo, when the image ref parses
+    tag: str | None = None  # set for tag refs
+    target_digest: str | None = None
+    selector_ok: bool = False
+    paused: bool = False
+    drain_timeout: float | None = None
+    reboot_timeout: float | None = None
+    max_unavailable: int | str = 1
+    targets: frozenset[str] = field(default_factory=frozenset)
+
+    @property
+    def valid(self) -> bool:
+        return not self.problems
+
+    @property
+    def desired_image(self) -> str | None:
+        """``repo@digest`` for BootcNode.spec.desiredImage, once known."""
+        if self.repository and self.target_digest:
+            return f"{self.repository}@{self.target_digest}"
+        return None
+
+    def resolve_max_unavailable(self, total: int) -> int:
+        return resolve_max_unavailable(self.max_unavailable, total)
+
+
+def check_pool(pool: Mapping[str, Any]) -> PoolSpecCheck:
+    spec = pool.get("spec") or {}
+    status = pool.get("status") or {}
+    rollout = spec.get("rollout") or {}
+    problems: list[str] = []
+
+    selector_ok = True
+    if "nodeSelector" not in spec:
+        problems.append("spec.nodeSelector is required")
+        selector_ok = False
+    else:
+        try:
+            validate_selector(spec.get("nodeSelector"))
+        except InvalidSelector as err:
+            problems.append(f"spec.nodeSelector: {err}")
+            selector_ok = False
+
+    repository = tag = target = None
+    ref_text = (spec.get("image") or {}).get("ref", "")
+    try:
+        ref = parse_image_ref(ref_text)
+        repository = ref.name
+        if ref.digest:
+            target = ref.digest
+        else:
+            tag = ref.reference
+            target = status.get("targetDigest") or None
+    except InvalidImageRef as err:
+        problems.append(f"spec.image.ref: {err}")
+
+    max_unavailable = rollout.get("maxUnavailable", 1)
+    try:
+        resolve_max_unavailable(max_unavailable, 1)
+    except InvalidIntOrPercent as err:
+        problems.append(f"spec.rollout.maxUnavailable: {err}")
+
+    def seconds(name: str) -> float | None:
+        value = rollout.get(name)
+        if value is None or value == 0:
+            return None
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            problems.append(f"spec.rollout.{name} must be a non-negative integer, not {value!r}")
+            return None
+        return float(value)
+
+    return PoolSpecCheck(
+        problems=tuple(problems),
+        repository=repository,
+        tag=tag,
+        target_digest=target,
+        selector_ok=selector_ok,
+        paused=bool(rollout.get("paused")),
+        drain_timeout=seconds("drainTimeoutSeconds"),
+        reboot_timeout=seconds("rebootTimeoutSeconds"),
+        max_unavailable=max_unavailable,
+        targets=frozenset({target}) if target else frozenset(),
+    )
