@@ -8,6 +8,7 @@ code; bad flags exit 2 with one readable line (argparse's behaviour).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import re
 import sys
@@ -177,7 +178,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 2
     if args.mode == "controller":
-        print("bootc-operator controller: not implemented yet (issue #4)", file=sys.stderr)
-        return 3
+        from bootc_operator import controller  # noqa: PLC0415 - keep --help fast
+
+        return asyncio.run(controller.run(args))
     print("bootc-operator daemon: not implemented yet (issue #5)", file=sys.stderr)
     return 3

@@ -8,6 +8,9 @@ Interface::
         ...                         # do leader-only work
     # leaving the block (or cancellation) releases the lease
 
+or, step by step: ``await elector.acquire()``, ``elector.start_renewing()``,
+``await elector.release_and_stop()``.
+
 ``elector.lost`` is an ``asyncio.Event`` set when leadership is lost (renewal
 failed for ``renew_deadline``); the caller must then stop all writes — the
 controller exits so its Deployment restarts it as a standby.
@@ -241,14 +244,24 @@ class LeaderElector:
         except (ApiError, OSError, TimeoutError) as err:
             log.warning("could not release lease %s/%s: %s", self.namespace, self.name, err)
 
-    @contextlib.asynccontextmanager
-    async def leading(self) -> AsyncIterator[LeaderElector]:
-        await self.acquire()
-        self._renewer = asyncio.create_task(self._renew_loop(), name="lease-renew")
-        try:
-            yield self
-        finally:
+    def start_renewing(self) -> None:
+        """After ``acquire``: keep renewing in the background; ``lost`` is set on failure."""
+        if self._renewer is None:
+            self._renewer = asyncio.create_task(self._renew_loop(), name="lease-renew")
+
+    async def release_and_stop(self) -> None:
+        if self._renewer is not None:
             self._renewer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._renewer
-            await asyncio.shield(self.release())
+            self._renewer = None
+        await asyncio.shield(self.release())
+
+    @contextlib.asynccontextmanager
+    async def leading(self) -> AsyncIterator[LeaderElector]:
+        await self.acquire()
+        self.start_renewing()
+        try:
+            yield self
+        finally:
+            await self.release_and_stop()

@@ -1,0 +1,267 @@
+"""``bootc-operator controller``: one asyncio runtime wiring informers, queues and reconcilers.
+
+Start-up: API client → shared informers (pools, BootcNodes, Nodes) → probe and
+metrics server → caches synced (``/readyz`` turns ready) → leader election (if
+enabled) → as leader only: the Event recorder and N workers on each of the
+three rate-limited queues (membership, rollout, status), all keyed by pool name.
+A standby keeps warm caches and does no writes. Losing the lease stops the
+process (exit code 1) so it restarts as a standby, like controller-runtime.
+
+Shutdown (SIGTERM/SIGINT): queues drain (in-flight reconciles finish), drain
+tasks are cancelled (their state lives in annotations), Events are flushed,
+the lease is released, informers stop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from bootc_operator.informers import (
+    EventHandler,
+    RateLimitingQueue,
+    SharedInformerFactory,
+    run_workers,
+    unwrap,
+)
+from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, NODES, load_api_client
+from bootc_operator.reconcilers import metrics as m
+from bootc_operator.reconcilers.context import POOL_INDEX, Context, index_by_pool, pool_of
+from bootc_operator.reconcilers.drain import DrainManager
+from bootc_operator.reconcilers.eventmap import node_changed, pool_changed, pools_selecting
+from bootc_operator.reconcilers.membership import MembershipReconciler
+from bootc_operator.reconcilers.rollout import RolloutReconciler
+from bootc_operator.reconcilers.status import StatusReconciler
+from bootc_operator.runtime.events import EventRecorder
+from bootc_operator.runtime.httpserver import ProbeServer
+from bootc_operator.runtime.leaderelection import LeaderElector
+
+log = logging.getLogger("controller")
+
+Reconcile = Callable[[str], Awaitable[float | None]]
+
+
+def instrumented(controller: str, reconcile: Reconcile) -> Reconcile:
+    """Wrap a reconcile with controller-runtime's reconcile metrics."""
+
+    async def run(key: str) -> float | None:
+        start = time.perf_counter()
+        try:
+            result = await reconcile(key)
+        except Exception:
+            m.RECONCILE_TOTAL.labels(controller, "error").inc()
+            m.RECONCILE_ERRORS.labels(controller).inc()
+            raise
+        finally:
+            m.RECONCILE_TIME.labels(controller).observe(time.perf_counter() - start)
+        m.RECONCILE_TOTAL.labels(controller, "success" if result is None else "requeue_after").inc()
+        return result
+
+    return run
+
+
+class Controller:
+    def __init__(self, api: Any, *, identity: str, workers: int = 4) -> None:
+        self.api = api
+        self.identity = identity
+        self.workers = workers
+        self.factory = SharedInformerFactory(api)
+        self.pools = self.factory.informer(BOOTC_NODE_POOLS)
+        self.bootc_nodes = self.factory.informer(BOOTC_NODES, indexers={POOL_INDEX: index_by_pool})
+        self.nodes = self.factory.informer(NODES)
+        self.recorder = EventRecorder(api, instance=identity)
+        self.ctx = Context(api, self.pools, self.bootc_nodes, self.nodes, self.recorder)
+        self.queues = {
+            name: RateLimitingQueue[str](name) for name in ("membership", "rollout", "status")
+        }
+        self.drains = DrainManager(self.ctx, on_change=lambda _node, pool: self.enqueue(pool))
+        self.membership = MembershipReconciler(self.ctx, cancel_drain=self.drains.cancel)
+        self.rollout = RolloutReconciler(self.ctx, self.drains)
+        self.status = StatusReconciler(self.ctx, self.drains)
+        self._register_handlers()
+
+    # ---------------------------------------------------------------- event mapping
+
+    def enqueue(self, pool: str | None) -> None:
+        if pool:
+            for queue in self.queues.values():
+                queue.add(pool)
+
+    def _register_handlers(self) -> None:
+        def pool_event(obj: Any) -> None:
+            self.enqueue(unwrap(obj)["metadata"]["name"])
+
+        def pool_update(old: Any, new: Any) -> None:
+            if pool_changed(old, new):
+                self.enqueue(new["metadata"]["name"])
+            else:
+                self.queues["status"].add(new["metadata"]["name"])
+
+        self.pools.add_event_handler(
+            EventHandler(on_add=pool_event, on_update=pool_update, on_delete=pool_event)
+        )
+
+        def bn_event(obj: Any) -> None:
+            self.enqueue(pool_of(unwrap(obj)))
+
+        self.bootc_nodes.add_event_handler(
+            EventHandler(
+                on_add=bn_event, on_update=lambda _old, new: bn_event(new), on_delete=bn_event
+            )
+        )
+
+        def node_pools(*nodes: Any) -> None:
+            labels = [unwrap(n)["metadata"].get("labels") for n in nodes]
+            targets = pools_selecting(self.pools.list(), *labels)
+            bn = self.bootc_nodes.get(unwrap(nodes[-1])["metadata"]["name"])
+            if bn is not None and (owner := pool_of(bn)):
+                targets.add(owner)
+            for pool in targets:
+                self.enqueue(pool)
+
+        self.nodes.add_event_handler(
+            EventHandler(
+                on_add=node_pools,
+                on_update=lambda old, new: node_pools(old, new) if node_changed(old, new) else None,
+                on_delete=node_pools,
+            )
+        )
+
+    # ---------------------------------------------------------------- running
+
+    def ready(self) -> bool | str:
+        return True if self.factory.has_synced else "caches not synced"
+
+    async def run_workers(self) -> None:
+        """Leader-only work: the recorder and the three reconcilers' workers."""
+        self.recorder.start()
+        for pool in self.pools.list():
+            self.enqueue(pool["metadata"]["name"])
+        reconcilers = {
+            "membership": self.membership.reconcile,
+            "rollout": self.rollout.reconcile,
+            "status": self.status.reconcile,
+        }
+        async with asyncio.TaskGroup() as tg:
+            for name, reconcile in reconcilers.items():
+                tg.create_task(
+                    run_workers(self.queues[name], instrumented(name, reconcile), self.workers),
+                    name=f"{name}-workers",
+                )
+
+    async def shutdown(self, grace: float = 10.0) -> None:
+        """Stop intake, let in-flight reconciles finish (bounded), stop drains and Events."""
+        for queue in self.queues.values():
+            queue.shut_down()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(grace):
+                for queue in self.queues.values():
+                    await queue.shut_down_with_drain()
+        await self.drains.stop()
+        await self.recorder.stop()
+
+
+async def run(args: argparse.Namespace) -> int:
+    identity = f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+    api = await load_api_client(args.kubeconfig)
+    controller = Controller(api, identity=identity, workers=args.workers)
+    server = ProbeServer(ready=controller.ready)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    exit_code = 0
+    try:
+        await server.start(args.metrics_bind_address, args.health_probe_bind_address)
+        controller.factory.start()
+        log.info("waiting for caches to sync")
+        sync = asyncio.create_task(controller.factory.wait_for_cache_sync())
+        stopper = asyncio.create_task(stop.wait())
+        await asyncio.wait({sync, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        if stop.is_set():
+            sync.cancel()
+            return 0
+        log.info("caches synced", extra={"identity": identity})
+        elector = None
+        if args.leader_elect:
+            elector = LeaderElector(
+                api,
+                args.leader_election_namespace,
+                args.leader_election_id,
+                identity,
+                lease_duration=args.lease_duration,
+                renew_deadline=args.renew_deadline,
+                retry_period=args.retry_period,
+            )
+        exit_code = await _lead_and_work(controller, elector, stop)
+    finally:
+        await controller.shutdown()
+        await controller.factory.stop()
+        await server.stop()
+        await api.close()
+        m.IS_LEADER.set(0)
+    return exit_code
+
+
+async def _lead_and_work(
+    controller: Controller, elector: LeaderElector | None, stop: asyncio.Event
+) -> int:
+    stopper = asyncio.create_task(stop.wait(), name="stop-signal")
+    try:
+        if elector is None:
+            m.IS_LEADER.set(1)
+            return await _work_until(controller, stopper, None)
+        acquire = asyncio.create_task(_acquire(elector), name="acquire")
+        await asyncio.wait({acquire, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        if not acquire.done():
+            acquire.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await acquire
+            return 0
+        m.IS_LEADER.set(1)
+        try:
+            return await _work_until(controller, stopper, elector)
+        finally:
+            await elector.release_and_stop()
+    finally:
+        stopper.cancel()
+
+
+async def _acquire(elector: LeaderElector) -> None:
+    await elector.acquire()
+    elector.start_renewing()
+
+
+async def _work_until(
+    controller: Controller, stopper: asyncio.Task[Any], elector: LeaderElector | None
+) -> int:
+    work = asyncio.create_task(controller.run_workers(), name="workers")
+    waits: set[asyncio.Task[Any]] = {work, stopper}
+    lost = None
+    if elector is not None:
+        lost = asyncio.create_task(elector.lost.wait(), name="lease-lost")
+        waits.add(lost)
+    await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    code = 0
+    if lost is not None and lost.done():
+        log.error("leadership lost; stopping so a standby can take over")
+        code = 1
+    elif work.done() and work.exception() is not None:
+        log.error("workers failed", exc_info=work.exception())
+        code = 1
+    await controller.shutdown()
+    work.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await work
+    if lost is not None:
+        lost.cancel()
+    return code

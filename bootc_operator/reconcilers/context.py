@@ -1,0 +1,210 @@
+"""What every reconciler shares: cached reads (with read-your-writes) and narrow writes.
+
+Reads come only from the shared informers' stores, shadowed by an
+:class:`~bootc_operator.reconcilers.overlay.Overlay` per resource so a
+reconciler always sees its own last writes.
+
+Writes are JSON merge patches that name only the fields the writing reconciler
+owns. Where two reconcilers write the same object (BootcNode: membership owns
+``spec.desiredImage``/pull secret and resets ``desiredImageState`` to Staged;
+rollout owns the slot annotations and sets ``desiredImageState: Booted``) the
+patch carries ``metadata.resourceVersion`` as a precondition: a write based on a
+stale read fails with 409 Conflict and the reconcile is retried from fresh
+caches, so e.g. rollout can never set Booted on a BootcNode whose desiredImage
+membership just changed. Merge patch was chosen over server-side apply because
+the writes are few, small and conditional, and a precondition is exactly the
+guard these invariants need.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubernetes_asyncio.client import ApiClient
+
+from bootc_operator.api import constants as c
+from bootc_operator.informers import Informer
+from bootc_operator.kube import (
+    BOOTC_NODE_POOLS,
+    BOOTC_NODES,
+    NODES,
+    ApiError,
+    create_object,
+    delete_object,
+    patch_object,
+)
+from bootc_operator.kube.rest import request_json
+from bootc_operator.reconcilers.overlay import Overlay
+from bootc_operator.runtime.events import EventRecorder, ObjectRef
+
+Obj = dict[str, Any]
+log = logging.getLogger("reconcilers")
+
+POOL_INDEX = "pool"
+
+
+def pool_of(bootc_node: Obj) -> str | None:
+    """The pool owning a BootcNode: its controller ownerReference (label as fallback)."""
+    meta = bootc_node.get("metadata", {})
+    for ref in meta.get("ownerReferences") or ():
+        if ref.get("kind") == c.POOL_KIND and ref.get("controller"):
+            return str(ref.get("name"))
+    return (meta.get("labels") or {}).get(c.POOL_LABEL)
+
+
+def index_by_pool(bootc_node: Obj) -> list[str]:
+    owner = pool_of(bootc_node)
+    return [owner] if owner else []
+
+
+def pool_ref(pool: Obj) -> ObjectRef:
+    return ObjectRef.of(pool, c.API_VERSION, c.POOL_KIND)
+
+
+def node_ref(name: str, uid: str = "") -> ObjectRef:
+    return ObjectRef(api_version="v1", kind="Node", name=name, uid=uid)
+
+
+@dataclass
+class Context:
+    api: ApiClient
+    pools: Informer
+    bootc_nodes: Informer
+    nodes: Informer
+    recorder: EventRecorder
+    now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC)
+    pool_overlay: Overlay = field(default_factory=Overlay)
+    bn_overlay: Overlay = field(default_factory=Overlay)
+    node_overlay: Overlay = field(default_factory=Overlay)
+    _bn_created: dict[str, str] = field(default_factory=dict)  # name -> pool, until cached
+
+    # ---------------------------------------------------------------- reads
+
+    def pool(self, name: str) -> Obj | None:
+        return self.pool_overlay.read(name, self.pools.get(name))
+
+    def all_pools(self) -> list[Obj]:
+        pools = (self.pool_overlay.read(o["metadata"]["name"], o) for o in self.pools.list())
+        return [p for p in pools if p is not None]
+
+    def bootc_node(self, name: str) -> Obj | None:
+        return self.bn_overlay.read(name, self.bootc_nodes.get(name))
+
+    def node(self, name: str) -> Obj | None:
+        return self.node_overlay.read(name, self.nodes.get(name))
+
+    def bootc_nodes_of(self, pool: str) -> list[Obj]:
+        names = {o["metadata"]["name"] for o in self.bootc_nodes.by_index(POOL_INDEX, pool)}
+        names |= {n for n, p in list(self._bn_created.items()) if p == pool}
+        result = []
+        for name in sorted(names):
+            obj = self.bootc_node(name)
+            if obj is None:
+                self._bn_created.pop(name, None)
+                continue
+            if self.bootc_nodes.get(name) is not None:
+                self._bn_created.pop(name, None)
+            if pool_of(obj) == pool:
+                result.append(obj)
+        return result
+
+    def current_owners(self) -> dict[str, str]:
+        owners = {}
+        for name in set(self.bootc_nodes.keys()) | set(self._bn_created):
+            obj = self.bootc_node(name)
+            if obj is not None and (owner := pool_of(obj)):
+                owners[name] = owner
+        return owners
+
+    def all_nodes(self) -> list[Obj]:
+        nodes = (self.node_overlay.read(o["metadata"]["name"], o) for o in self.nodes.list())
+        return [n for n in nodes if n is not None]
+
+    # ---------------------------------------------------------------- writes
+
+    async def create_bootc_node(self, body: Obj) -> Obj:
+        created = await create_object(self.api, BOOTC_NODES, body)
+        name = created["metadata"]["name"]
+        self.bn_overlay.wrote(name, created)
+        if owner := pool_of(created):
+            self._bn_created[name] = owner
+        return created
+
+    async def patch_bootc_node(self, obj: Obj, patch: Obj, *, precondition: bool = True) -> Obj:
+        """Merge-patch a BootcNode; with ``precondition`` it fails on a stale read (409)."""
+        name = obj["metadata"]["name"]
+        if precondition:
+            meta = patch.setdefault("metadata", {})
+            meta["resourceVersion"] = obj["metadata"]["resourceVersion"]
+        updated = await patch_object(self.api, BOOTC_NODES, name, patch)
+        self.bn_overlay.wrote(name, updated)
+        return updated
+
+    async def delete_bootc_node(self, obj: Obj) -> None:
+        name = obj["metadata"]["name"]
+        try:
+            await delete_object(
+                self.api, BOOTC_NODES, name, preconditions={"uid": obj["metadata"]["uid"]}
+            )
+        except ApiError as err:
+            if not err.not_found:
+                raise
+        self.bn_overlay.deleted(name, obj["metadata"].get("resourceVersion"))
+        self._bn_created.pop(name, None)
+
+    async def patch_node(self, name: str, patch: Obj) -> Obj | None:
+        """Merge-patch a Node; None when it no longer exists."""
+        try:
+            updated = await patch_object(self.api, NODES, name, patch)
+        except ApiError as err:
+            if err.not_found:
+                return None
+            raise
+        self.node_overlay.wrote(name, updated)
+        return updated
+
+    async def patch_pool(self, pool: Obj, patch: Obj, *, status: bool = False) -> Obj:
+        name = pool["metadata"]["name"]
+        if not status:
+            patch.setdefault("metadata", {})["resourceVersion"] = pool["metadata"][
+                "resourceVersion"
+            ]
+        updated = await patch_object(
+            self.api, BOOTC_NODE_POOLS, name, patch, subresource="status" if status else None
+        )
+        self.pool_overlay.wrote(name, updated)
+        return updated
+
+    async def evict(self, namespace: str, name: str) -> None:
+        body = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": name, "namespace": namespace},
+        }
+        path = f"/api/v1/namespaces/{namespace}/pods/{name}/eviction"
+        await request_json(self.api, "POST", path, body=body)
+
+    # ---------------------------------------------------------------- node helpers
+
+    async def set_unschedulable(self, name: str, value: bool) -> bool:
+        """Cordon/uncordon; True when the Node exists."""
+        node = self.node(name)
+        if node is None:
+            return False
+        if bool(node.get("spec", {}).get("unschedulable")) == value:
+            return True
+        return await self.patch_node(name, {"spec": {"unschedulable": value or None}}) is not None
+
+    async def set_managed_label(self, name: str, managed: bool) -> None:
+        node = self.node(name)
+        if node is None:
+            return
+        has = c.MANAGED_LABEL in (node["metadata"].get("labels") or {})
+        if has == managed:
+            return
+        value = "" if managed else None
+        await self.patch_node(name, {"metadata": {"labels": {c.MANAGED_LABEL: value}}})

@@ -1,0 +1,203 @@
+"""Node drains: one asyncio task per draining node, evicting through policy/v1 Eviction.
+
+Interface (owned by the rollout reconciler; membership may ``cancel``)::
+
+    drains = DrainManager(ctx, on_change=lambda node: enqueue(pool_of(node)))
+    drains.ensure(node, pool)     # start if not running and not finished
+    drains.result(node)           # DrainResult: running / done / blocked message
+    drains.cancel(node)           # stop now (target moved, node left the pool)
+    drains.poke(node)             # a pod on the node changed: look again now
+
+A drain task runs its own Pod informer restricted to the node
+(``fieldSelector=spec.nodeName=<node>``), started after the cordon, so it sees
+every pod bound before or (racing the cordon) after it, and memory stays
+proportional to the nodes being drained rather than to the cluster's pods.
+Pods that must leave (``drainplan``) are evicted; 429 (a PodDisruptionBudget
+says no) and other refusals are remembered with the server's message and
+retried with capped backoff; otherwise the task waits for pod events on its
+node rather than polling. When nothing is left it reports done. Timeouts are
+the reconciler's business (it knows when the slot was taken, which survives
+restarts; the task does not).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from bootc_operator.informers import Backoff, EventHandler, Informer
+from bootc_operator.kube import PODS, ApiError
+from bootc_operator.reconcilers.context import Context, Obj, node_ref
+from bootc_operator.reconcilers.drainplan import MIRROR_ANNOTATION, blocking_message, drain_state
+from bootc_operator.reconcilers.metrics import DRAIN_DURATION
+
+log = logging.getLogger("drain")
+
+
+@dataclass
+class DrainResult:
+    pool: str
+    started: float = field(default_factory=time.monotonic)
+    done: bool = False
+    remaining: tuple[str, ...] = ()
+    blocked_by: dict[str, str] = field(default_factory=dict)
+    reported_blocked: bool = False
+
+    @property
+    def blocked(self) -> bool:
+        return bool(self.blocked_by) and not self.done
+
+    def message(self, node: str) -> str:
+        return blocking_message(node, self.remaining, self.blocked_by)
+
+
+def slim_pod(pod: Obj) -> Obj:
+    """Keep only what a drain reads: identity, owners, mirror mark, deletion, node."""
+    meta = pod.get("metadata", {})
+    annotations = meta.get("annotations") or {}
+    slim_meta: Obj = {
+        k: meta[k]
+        for k in ("name", "namespace", "uid", "resourceVersion", "deletionTimestamp")
+        if k in meta
+    }
+    owners = [
+        {"kind": r.get("kind"), "name": r.get("name"), "controller": r.get("controller")}
+        for r in meta.get("ownerReferences") or ()
+    ]
+    if owners:
+        slim_meta["ownerReferences"] = owners
+    if MIRROR_ANNOTATION in annotations:
+        slim_meta["annotations"] = {MIRROR_ANNOTATION: annotations[MIRROR_ANNOTATION]}
+    return {
+        "metadata": slim_meta,
+        "spec": {"nodeName": pod.get("spec", {}).get("nodeName")},
+        "status": {"phase": pod.get("status", {}).get("phase")},
+    }
+
+
+class DrainManager:
+    def __init__(self, ctx: Context, on_change: Callable[[str, str], None]) -> None:
+        self.ctx = ctx
+        self._on_change = on_change  # (node, pool) -> enqueue
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._results: dict[str, DrainResult] = {}
+        self._wakeups: dict[str, asyncio.Event] = {}
+
+    def result(self, node: str) -> DrainResult | None:
+        return self._results.get(node)
+
+    def running(self, node: str) -> bool:
+        task = self._tasks.get(node)
+        return task is not None and not task.done()
+
+    def ensure(self, node: str, pool: str) -> DrainResult:
+        res = self._results.get(node)
+        if res is not None and (res.done or self.running(node)):
+            return res
+        res = DrainResult(pool=pool)
+        self._results[node] = res
+        self._wakeups[node] = asyncio.Event()
+        self._tasks[node] = asyncio.create_task(self._drain(node, res), name=f"drain-{node}")
+        self.ctx.recorder.emit(
+            node_ref(node), "Normal", "DrainStarted", "Drain", f"draining {node} for pool {pool}"
+        )
+        return res
+
+    def forget(self, node: str) -> None:
+        """Drop a finished result (after the node got desiredImageState Booted)."""
+        self.cancel(node)
+
+    def cancel(self, node: str) -> None:
+        task = self._tasks.pop(node, None)
+        if task is not None and not task.done():
+            task.cancel()
+            log.info("drain cancelled", extra={"node": node})
+        self._results.pop(node, None)
+        self._wakeups.pop(node, None)
+
+    def poke(self, node: str) -> None:
+        event = self._wakeups.get(node)
+        if event is not None:
+            event.set()
+
+    def blocked(self) -> dict[str, DrainResult]:
+        return {n: r for n, r in self._results.items() if r.blocked}
+
+    async def stop(self) -> None:
+        tasks = list(self._tasks.values())
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks.clear()
+
+    # ---------------------------------------------------------------- the task
+
+    async def _drain(self, node: str, res: DrainResult) -> None:
+        wake = self._wakeups[node]
+        pods = Informer(
+            self.ctx.api, PODS, field_selector=f"spec.nodeName={node}", transform=slim_pod
+        )
+        pods.add_event_handler(
+            EventHandler(
+                on_add=lambda _: wake.set(),
+                on_update=lambda _o, _n: wake.set(),
+                on_delete=lambda _: wake.set(),
+            )
+        )
+        pods.start()
+        try:
+            await pods.wait_for_sync()
+            await self._evict_until_empty(node, res, pods, wake)
+        finally:
+            await pods.stop()
+
+    async def _evict_until_empty(
+        self, node: str, res: DrainResult, pods: Informer, wake: asyncio.Event
+    ) -> None:
+        backoff = Backoff(initial=1.0, cap=30.0, jitter=0.2)
+        while True:
+            state = drain_state(pods.list())
+            if not state.remaining:
+                res.done, res.remaining, res.blocked_by = True, (), {}
+                DRAIN_DURATION.observe(time.monotonic() - res.started)
+                log.info("drain done", extra={"node": node, "pool": res.pool})
+                self.ctx.recorder.emit(
+                    node_ref(node), "Normal", "DrainDone", "Drain", f"{node} drained"
+                )
+                self._on_change(node, res.pool)
+                return
+            res.remaining = state.remaining
+            refused = False
+            for key in state.evict:
+                namespace, name = key.split("/", 1)
+                try:
+                    await self.ctx.evict(namespace, name)
+                    res.blocked_by.pop(key, None)
+                except ApiError as err:
+                    if err.not_found:
+                        res.blocked_by.pop(key, None)
+                        continue
+                    refused = True
+                    res.blocked_by[key] = err.message or str(err)
+                except (OSError, TimeoutError) as err:
+                    refused = True
+                    res.blocked_by[key] = str(err)
+            if res.blocked_by and not res.reported_blocked:
+                res.reported_blocked = True
+                message = res.message(node)
+                log.warning(message, extra={"node": node, "pool": res.pool})
+                self.ctx.recorder.emit(node_ref(node), "Warning", "DrainBlocked", "Drain", message)
+                self._on_change(node, res.pool)
+            wake.clear()
+            delay = backoff.next() if refused else 30.0
+            if not refused:
+                backoff.reset()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(delay):
+                    await wake.wait()

@@ -1,0 +1,62 @@
+"""Which pools an informer event concerns. Pure functions; handlers only enqueue.
+
+- a pool event concerns that pool, unless only its status moved (our own
+  status writes) — except ``status.targetDigest``, which drives membership;
+- a BootcNode event concerns its owning pool;
+- a Node event concerns the pools whose selector matches its old or new labels
+  and the pool owning its BootcNode, and only when something the controller
+  reads changed: labels, the Ready condition, ``spec.unschedulable``, deletion.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from bootc_operator.reconcilers.selectors import InvalidSelector, matches, validate_selector
+
+Obj = Mapping[str, Any]
+
+
+def pool_changed(old: Obj, new: Obj) -> bool:
+    om, nm = old.get("metadata", {}), new.get("metadata", {})
+    if om.get("generation") != nm.get("generation"):
+        return True
+    for key in ("deletionTimestamp", "finalizers", "labels"):
+        if om.get(key) != nm.get(key):
+            return True
+    return (old.get("status") or {}).get("targetDigest") != (new.get("status") or {}).get(
+        "targetDigest"
+    )
+
+
+def _ready(node: Obj) -> str | None:
+    for cond in node.get("status", {}).get("conditions") or ():
+        if cond.get("type") == "Ready":
+            return str(cond.get("status"))
+    return None
+
+
+def node_changed(old: Obj, new: Obj) -> bool:
+    om, nm = old.get("metadata", {}), new.get("metadata", {})
+    return (
+        om.get("labels") != nm.get("labels")
+        or om.get("deletionTimestamp") != nm.get("deletionTimestamp")
+        or bool(old.get("spec", {}).get("unschedulable"))
+        != bool(new.get("spec", {}).get("unschedulable"))
+        or _ready(old) != _ready(new)
+    )
+
+
+def pools_selecting(pools: Iterable[Obj], *label_sets: Mapping[str, str] | None) -> set[str]:
+    """Pools whose (valid) selector matches any of ``label_sets``."""
+    names: set[str] = set()
+    for pool in pools:
+        selector = (pool.get("spec") or {}).get("nodeSelector")
+        try:
+            validate_selector(selector)
+        except InvalidSelector:
+            continue
+        if any(matches(selector, labels or {}) for labels in label_sets):
+            names.add(pool["metadata"]["name"])
+    return names

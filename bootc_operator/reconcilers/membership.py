@@ -1,0 +1,170 @@
+"""Membership: which Nodes belong to a pool, and their BootcNodes and labels.
+
+``reconcile(pool_name)``:
+
+- pool gone → nothing (its finalizer already cleaned up);
+- pool being deleted → release every member (below), then drop the finalizer;
+- otherwise ensure the finalizer, then for every Node assigned to the pool
+  (``membership_plan.assign_nodes``: selector match, conflicts resolved) ensure
+  a BootcNode (name = Node name, controller ownerReference to the pool,
+  ``desiredImage = repo@target``, ``desiredImageState: Staged``, pull secret
+  copied) and the Node label ``bootc.dev/managed``; a changed target is written
+  as desiredImage **and** ``desiredImageState: Staged`` in one request;
+- every BootcNode of the pool whose Node left (label change, deletion,
+  conflict lost) is released: its drain cancelled, the Node's cordon restored
+  per ``bootc.dev/was-cordoned``, the managed label removed (unless another pool
+  owns the Node), the BootcNode deleted.
+
+An invalid selector changes nothing (status reports InvalidSpec). An unknown
+target (invalid image, tag not resolved yet) creates no BootcNode and changes
+no desiredImage, but departures are still handled.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from bootc_operator.api import constants as c
+from bootc_operator.reconcilers.context import Context, Obj, node_ref, pool_of, pool_ref
+from bootc_operator.reconcilers.membership_plan import assign_nodes
+from bootc_operator.reconcilers.poolspec import check_pool
+
+log = logging.getLogger("membership")
+
+
+class MembershipReconciler:
+    name = "membership"
+
+    def __init__(
+        self,
+        ctx: Context,
+        cancel_drain: Callable[[str], None],
+        pull_secret_hash: Callable[[Obj], str | None] = lambda pool: None,
+    ) -> None:
+        self.ctx = ctx
+        self._cancel_drain = cancel_drain
+        self._pull_secret_hash = pull_secret_hash
+
+    async def reconcile(self, pool_name: str) -> float | None:
+        ctx = self.ctx
+        pool = ctx.pool(pool_name)
+        if pool is None:
+            return None
+        meta = pool["metadata"]
+        if meta.get("deletionTimestamp"):
+            await self._finalize(pool)
+            return None
+        if c.POOL_FINALIZER not in (meta.get("finalizers") or []):
+            pool = await ctx.patch_pool(
+                pool,
+                {"metadata": {"finalizers": [*(meta.get("finalizers") or []), c.POOL_FINALIZER]}},
+            )
+        check = check_pool(pool)
+        if not check.selector_ok:
+            return None
+        assignment = assign_nodes(ctx.all_pools(), ctx.all_nodes(), ctx.current_owners())
+        members = set(assignment.members(pool_name))
+        for bn in ctx.bootc_nodes_of(pool_name):
+            if bn["metadata"]["name"] not in members:
+                await self.release(bn, still_managed=bn["metadata"]["name"] in assignment.owner)
+        desired = check.desired_image
+        for node_name in sorted(members):
+            await self._ensure_member(pool, node_name, desired)
+        return None
+
+    async def _ensure_member(self, pool: Obj, node_name: str, desired: str | None) -> None:
+        ctx = self.ctx
+        pool_name = pool["metadata"]["name"]
+        bn = ctx.bootc_node(node_name)
+        if bn is not None and pool_of(bn) != pool_name:
+            return  # still owned by the pool that lost it; that pool releases it first
+        secret_ref = (pool.get("spec") or {}).get("pullSecretRef")
+        secret_hash = self._pull_secret_hash(pool) if secret_ref else None
+        if bn is None:
+            if desired is None:
+                return
+            spec: dict[str, Any] = {"desiredImage": desired, "desiredImageState": "Staged"}
+            if secret_ref:
+                spec["pullSecretRef"] = secret_ref
+                if secret_hash:
+                    spec["pullSecretHash"] = secret_hash
+            body = {
+                "apiVersion": c.API_VERSION,
+                "kind": c.NODE_KIND,
+                "metadata": {
+                    "name": node_name,
+                    "labels": {c.POOL_LABEL: pool_name},
+                    "ownerReferences": [
+                        {
+                            "apiVersion": c.API_VERSION,
+                            "kind": c.POOL_KIND,
+                            "name": pool_name,
+                            "uid": pool["metadata"]["uid"],
+                            "controller": True,
+                            "blockOwnerDeletion": True,
+                        }
+                    ],
+                },
+                "spec": spec,
+            }
+            await ctx.create_bootc_node(body)
+            log.info("node joined pool", extra={"pool": pool_name, "node": node_name})
+            ctx.recorder.emit(
+                pool_ref(pool), "Normal", "NodeJoined", "Membership", f"{node_name} joined the pool"
+            )
+        else:
+            patch: dict[str, Any] = {}
+            current = bn.get("spec") or {}
+            if desired is not None and current.get("desiredImage") != desired:
+                # One request: a new image is never paired with Booted.
+                patch["spec"] = {"desiredImage": desired, "desiredImageState": "Staged"}
+                patch["metadata"] = {"annotations": {c.DRAIN_BLOCKED_ANNOTATION: None}}
+                self._cancel_drain(node_name)
+            if current.get("pullSecretRef") != secret_ref or (
+                secret_hash and current.get("pullSecretHash") != secret_hash
+            ):
+                spec_patch = patch.setdefault("spec", {})
+                spec_patch["pullSecretRef"] = secret_ref
+                if secret_hash or not secret_ref:
+                    spec_patch["pullSecretHash"] = secret_hash
+            if patch:
+                await ctx.patch_bootc_node(bn, patch)
+                if "desiredImage" in patch.get("spec", {}):
+                    log.info(
+                        "node target changed",
+                        extra={"pool": pool_name, "node": node_name, "image": desired},
+                    )
+        await ctx.set_managed_label(node_name, True)
+
+    async def release(self, bn: Obj, *, still_managed: bool = False) -> None:
+        """Give a node back: cancel its drain, restore its cordon, unlabel, delete BootcNode."""
+        ctx = self.ctx
+        name = bn["metadata"]["name"]
+        pool_name = pool_of(bn) or ""
+        self._cancel_drain(name)
+        annotations = bn["metadata"].get("annotations") or {}
+        if annotations.get(c.WAS_CORDONED_ANNOTATION) == "false":
+            await ctx.set_unschedulable(name, False)
+        if not still_managed:
+            await ctx.set_managed_label(name, False)
+        await ctx.delete_bootc_node(bn)
+        log.info("node left pool", extra={"pool": pool_name, "node": name})
+        ctx.recorder.emit(
+            node_ref(name), "Normal", "NodeLeft", "Membership", f"{name} left pool {pool_name}"
+        )
+
+    async def _finalize(self, pool: Obj) -> None:
+        ctx = self.ctx
+        pool_name = pool["metadata"]["name"]
+        finalizers = pool["metadata"].get("finalizers") or []
+        if c.POOL_FINALIZER not in finalizers:
+            return
+        assignment = assign_nodes(ctx.all_pools(), ctx.all_nodes(), ctx.current_owners())
+        for bn in ctx.bootc_nodes_of(pool_name):
+            name = bn["metadata"]["name"]
+            await self.release(bn, still_managed=assignment.owner.get(name, pool_name) != pool_name)
+        remaining = [f for f in finalizers if f != c.POOL_FINALIZER]
+        await ctx.patch_pool(pool, {"metadata": {"finalizers": remaining or None}})
+        log.info("pool cleaned up", extra={"pool": pool_name})

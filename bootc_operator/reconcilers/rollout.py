@@ -1,0 +1,191 @@
+"""Rollout: reboot slots, cordon, drain and the switch to ``desiredImageState: Booted``.
+
+``reconcile(pool_name)`` turns ``slots.plan_rollout`` into writes, strictly in
+this order so the number of slot holders never exceeds maxUnavailable even if
+a write fails half-way (any failure aborts the pass; it is retried):
+
+1. **release** holders that are done (UpToDate, Idle, Ready) or whose target
+   moved before they rebooted: cancel the drain, uncordon unless
+   ``bootc.dev/was-cordoned: "true"``, remove the slot annotations;
+2. **take** new slots: annotate the BootcNode (``bootc.dev/in-reboot-slot`` =
+   time taken, ``bootc.dev/was-cordoned``) *then* cordon the Node, then start
+   its drain;
+3. **drain** every holder that still needs it: keep it cordoned, keep its drain
+   task running; once drained set ``desiredImageState: Booted`` (with a
+   resourceVersion precondition, so a desiredImage change that raced us wins);
+   past ``drainTimeoutSeconds`` give the slot back, restore the cordon and mark
+   the BootcNode ``bootc.dev/drain-blocked`` naming the blocking pods, so the
+   rollout goes around it.
+
+All rollout state lives in BootcNode annotations; a restarted (or newly
+elected) controller resumes drains of slotted nodes from them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+
+from bootc_operator.api import constants as c
+from bootc_operator.api.conditions import now_rfc3339
+from bootc_operator.reconcilers.context import Context, Obj, node_ref, pool_ref
+from bootc_operator.reconcilers.drain import DrainManager
+from bootc_operator.reconcilers.metrics import NODE_UPDATE_DURATION
+from bootc_operator.reconcilers.nodestate import NodeView, parse_time, view
+from bootc_operator.reconcilers.poolspec import check_pool
+from bootc_operator.reconcilers.slots import plan_rollout
+
+log = logging.getLogger("rollout")
+
+
+def slot_taken_at(bn: Obj) -> dt.datetime | None:
+    value = (bn["metadata"].get("annotations") or {}).get(c.IN_REBOOT_SLOT_ANNOTATION)
+    return parse_time(value)
+
+
+class RolloutReconciler:
+    name = "rollout"
+
+    def __init__(self, ctx: Context, drains: DrainManager) -> None:
+        self.ctx = ctx
+        self.drains = drains
+
+    async def reconcile(self, pool_name: str) -> float | None:
+        ctx = self.ctx
+        pool = ctx.pool(pool_name)
+        if pool is None or pool["metadata"].get("deletionTimestamp"):
+            return None
+        check = check_pool(pool)
+        if not check.valid or not check.targets:
+            return None
+        bns = {bn["metadata"]["name"]: bn for bn in ctx.bootc_nodes_of(pool_name)}
+        views = {n: view(bn, ctx.node(n), check.targets) for n, bn in bns.items()}
+        now = ctx.now()
+        plan = plan_rollout(
+            views.values(),
+            check.resolve_max_unavailable(len(views)),
+            paused=check.paused,
+            now=now,
+            reboot_timeout=check.reboot_timeout,
+        )
+        for name in plan.release:
+            await self._release(pool, bns[name], views[name], cancelled=name in plan.cancel)
+        for name in plan.take:
+            await self._take(pool, bns[name], now)
+        requeue: float | None = None
+        for name in plan.drain:
+            wait = await self._drive_drain(pool, name, check.drain_timeout, now)
+            if wait is not None:
+                requeue = wait if requeue is None else min(requeue, wait)
+        if check.reboot_timeout:
+            # Re-check slot holders when a reboot could time out (halting needs it).
+            for name in plan.holders:
+                v = views.get(name)
+                if v is not None and v.idle_since is not None:
+                    left = check.reboot_timeout - (now - v.idle_since).total_seconds()
+                    if left > 0:
+                        requeue = left + 1 if requeue is None else min(requeue, left + 1)
+        return requeue
+
+    async def _release(self, pool: Obj, bn: Obj, v: NodeView, *, cancelled: bool) -> None:
+        ctx = self.ctx
+        name = v.name
+        self.drains.cancel(name)
+        if not v.was_cordoned:
+            await ctx.set_unschedulable(name, False)
+        taken = slot_taken_at(bn)
+        await ctx.patch_bootc_node(
+            bn,
+            {
+                "metadata": {
+                    "annotations": {
+                        c.IN_REBOOT_SLOT_ANNOTATION: None,
+                        c.WAS_CORDONED_ANNOTATION: None,
+                    }
+                }
+            },
+        )
+        pool_name = pool["metadata"]["name"]
+        if cancelled:
+            msg = f"{name}: target changed before its reboot; drain cancelled, slot released"
+            log.info(msg, extra={"pool": pool_name, "node": name})
+            ctx.recorder.emit(pool_ref(pool), "Normal", "DrainCancelled", "Rollout", msg)
+            return
+        if taken is not None:
+            NODE_UPDATE_DURATION.observe(max(0.0, (ctx.now() - taken).total_seconds()))
+        msg = f"{name} runs {v.booted_digest or 'the target'}; slot released"
+        log.info("node updated", extra={"pool": pool_name, "node": name})
+        ctx.recorder.emit(pool_ref(pool), "Normal", "NodeUpdated", "Rollout", msg)
+        ctx.recorder.emit(node_ref(name), "Normal", "NodeUpdated", "Rollout", msg)
+
+    async def _take(self, pool: Obj, bn: Obj, now: dt.datetime) -> None:
+        ctx = self.ctx
+        name = bn["metadata"]["name"]
+        node = ctx.node(name)
+        was_cordoned = bool((node or {}).get("spec", {}).get("unschedulable"))
+        await ctx.patch_bootc_node(
+            bn,
+            {
+                "metadata": {
+                    "annotations": {
+                        c.IN_REBOOT_SLOT_ANNOTATION: now_rfc3339(now),
+                        c.WAS_CORDONED_ANNOTATION: "true" if was_cordoned else "false",
+                    }
+                }
+            },
+        )
+        await ctx.set_unschedulable(name, True)
+        pool_name = pool["metadata"]["name"]
+        log.info("reboot slot taken; cordoned", extra={"pool": pool_name, "node": name})
+        msg = f"{name} took a reboot slot and was cordoned"
+        ctx.recorder.emit(pool_ref(pool), "Normal", "SlotTaken", "Rollout", msg)
+        ctx.recorder.emit(node_ref(name), "Normal", "Cordoned", "Rollout", msg)
+
+    async def _drive_drain(
+        self, pool: Obj, name: str, drain_timeout: float | None, now: dt.datetime
+    ) -> float | None:
+        """Advance one holder's drain; seconds until its timeout, if one applies."""
+        ctx = self.ctx
+        pool_name = pool["metadata"]["name"]
+        bn = ctx.bootc_node(name)
+        if bn is None:
+            return None
+        await ctx.set_unschedulable(name, True)  # someone may have uncordoned it
+        res = self.drains.ensure(name, pool_name)
+        if res.done:
+            await ctx.patch_bootc_node(bn, {"spec": {"desiredImageState": "Booted"}})
+            self.drains.forget(name)
+            log.info("drained; reboot requested", extra={"pool": pool_name, "node": name})
+            msg = f"{name} drained; desiredImageState set to Booted"
+            ctx.recorder.emit(pool_ref(pool), "Normal", "RebootRequested", "Rollout", msg)
+            ctx.recorder.emit(node_ref(name), "Normal", "RebootRequested", "Rollout", msg)
+            return None
+        if drain_timeout is None:
+            return None
+        taken = slot_taken_at(bn)
+        elapsed = (now - taken).total_seconds() if taken else 0.0
+        if elapsed < drain_timeout:
+            return drain_timeout - elapsed + 0.5
+        message = f"drain timed out after {int(drain_timeout)}s: {res.message(name)}"
+        self.drains.cancel(name)
+        annotations = bn["metadata"].get("annotations") or {}
+        if annotations.get(c.WAS_CORDONED_ANNOTATION) != "true":
+            await ctx.set_unschedulable(name, False)
+        await ctx.patch_bootc_node(
+            bn,
+            {
+                "metadata": {
+                    "annotations": {
+                        c.IN_REBOOT_SLOT_ANNOTATION: None,
+                        c.WAS_CORDONED_ANNOTATION: None,
+                        c.DRAIN_BLOCKED_ANNOTATION: message[:1000],
+                    }
+                }
+            },
+        )
+        log.warning(message, extra={"pool": pool_name, "node": name})
+        ctx.recorder.emit(
+            pool_ref(pool), "Warning", "DrainTimeout", "Rollout", f"{name}: {message}"
+        )
+        ctx.recorder.emit(node_ref(name), "Warning", "DrainTimeout", "Rollout", message)
+        return None

@@ -1,0 +1,211 @@
+"""Status: the pool's status subresource, its gauges, and an Event per condition change.
+
+``reconcile(pool_name)`` recomputes everything from the caches (pure helpers in
+``poolstatus``, ``slots``, ``membership_plan``, ``poolspec``) and writes
+``status`` only when something other than a timestamp changed:
+
+- counts (node, updated, updating, degraded), targetDigest, deployedDigest (the
+  target once every node runs it; the previous value until then),
+  updateAvailable, observedGeneration;
+- ``UpToDate``: AllUpdated / Paused / RolloutInProgress with the progress message;
+- ``Degraded``: the highest-precedence problem of InvalidSpec, NodeConflict,
+  RolloutHalted, NodeDegraded (and TagResolutionError / PullSecretError fed by
+  ``extra_problems``), else Healthy.
+
+Every transition of a condition's status or reason is also an Event on the pool.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from bootc_operator.api import constants as c
+from bootc_operator.api.conditions import (
+    conditions_equal_ignoring_time,
+    get_condition,
+    set_condition,
+)
+from bootc_operator.reconcilers import metrics as m
+from bootc_operator.reconcilers.context import Context, Obj, pool_ref
+from bootc_operator.reconcilers.drain import DrainManager
+from bootc_operator.reconcilers.membership_plan import assign_nodes
+from bootc_operator.reconcilers.nodestate import NodeState, view
+from bootc_operator.reconcilers.poolspec import check_pool
+from bootc_operator.reconcilers.poolstatus import (
+    count_states,
+    degraded_condition,
+    degraded_nodes_message,
+    up_to_date_condition,
+)
+from bootc_operator.reconcilers.slots import plan_rollout
+
+log = logging.getLogger("status")
+
+STATUS_FIELDS = (
+    "observedGeneration",
+    "targetDigest",
+    "deployedDigest",
+    "updateAvailable",
+    "nodeCount",
+    "updatedCount",
+    "updatingCount",
+    "degradedCount",
+)
+
+
+class StatusReconciler:
+    name = "status"
+
+    def __init__(
+        self,
+        ctx: Context,
+        drains: DrainManager,
+        extra_problems: Callable[[Obj], Mapping[str, str]] = lambda pool: {},
+    ) -> None:
+        self.ctx = ctx
+        self.drains = drains
+        self._extra_problems = extra_problems
+
+    async def reconcile(self, pool_name: str) -> float | None:
+        ctx = self.ctx
+        pool = ctx.pool(pool_name)
+        if pool is None:
+            m.forget_pool(pool_name)
+            return None
+        if pool["metadata"].get("deletionTimestamp"):
+            return None
+        check = check_pool(pool)
+        old_status: dict[str, Any] = pool.get("status") or {}
+        bns = ctx.bootc_nodes_of(pool_name)
+        views = [view(bn, ctx.node(bn["metadata"]["name"]), check.targets) for bn in bns]
+        counts = count_states(views)
+        problems: dict[str, str] = dict(self._extra_problems(pool))
+        if check.problems:
+            problems[c.REASON_INVALID_SPEC] = "; ".join(check.problems)
+        assignment = assign_nodes(ctx.all_pools(), ctx.all_nodes(), ctx.current_owners())
+        if conflict := assignment.conflict_message(pool_name):
+            problems[c.REASON_NODE_CONFLICT] = conflict
+        if counts.degraded:
+            problems[c.REASON_NODE_DEGRADED] = degraded_nodes_message(views)
+        max_unavailable = 0
+        if check.valid and check.targets:
+            max_unavailable = check.resolve_max_unavailable(len(views))
+            plan = plan_rollout(
+                views,
+                max_unavailable,
+                paused=check.paused,
+                now=ctx.now(),
+                reboot_timeout=check.reboot_timeout,
+            )
+            if plan.halted:
+                problems[c.REASON_ROLLOUT_HALTED] = (
+                    f"{len(plan.unhealthy)} nodes holding reboot slots are unhealthy "
+                    f"({', '.join(plan.unhealthy)}); no new reboots until they recover"
+                )
+
+        generation = pool["metadata"].get("generation")
+        target = check.target_digest
+        up, up_reason, up_message = up_to_date_condition(counts, paused=check.paused)
+        if target is None:
+            up, up_reason = False, c.REASON_ROLLOUT_IN_PROGRESS
+            up_message = (
+                f"waiting for tag {check.tag} to be resolved"
+                if check.tag and check.valid
+                else "no usable target image"
+            )
+        blocked = [r.message(n) for n, r in self.drains.blocked().items() if r.pool == pool_name]
+        m.DRAIN_BLOCKED.labels(pool_name).set(len(blocked))
+        if blocked and not up:
+            up_message += "; " + "; ".join(sorted(blocked)[:3])
+        deg, deg_reason, deg_message = degraded_condition(problems)
+
+        conditions = old_status.get("conditions")
+        conditions = set_condition(
+            conditions,
+            c.COND_UP_TO_DATE,
+            up,
+            up_reason,
+            up_message[:32768],
+            observed_generation=generation,
+        )
+        conditions = set_condition(
+            conditions,
+            c.COND_DEGRADED,
+            deg,
+            deg_reason,
+            deg_message[:32768],
+            observed_generation=generation,
+        )
+        deployed = old_status.get("deployedDigest")
+        if target is not None and up and counts.updated == counts.total:
+            deployed = target
+        new_status: dict[str, Any] = {
+            "observedGeneration": generation,
+            "targetDigest": target or old_status.get("targetDigest"),
+            "deployedDigest": deployed,
+            "updateAvailable": bool(target) and target != deployed,
+            "nodeCount": counts.total,
+            "updatedCount": counts.updated,
+            "updatingCount": counts.updating,
+            "degradedCount": counts.degraded,
+        }
+        self._gauges(pool_name, views, up, deg_reason if deg else None, max_unavailable)
+        changed = any(old_status.get(k) != new_status.get(k) for k in STATUS_FIELDS)
+        if not changed and conditions_equal_ignoring_time(old_status.get("conditions"), conditions):
+            return None
+        patch_status = {k: v for k, v in new_status.items() if v is not None}
+        patch_status["conditions"] = conditions
+        await ctx.patch_pool(pool, {"status": patch_status}, status=True)
+        self._condition_events(pool, old_status.get("conditions"), conditions)
+        return None
+
+    def _gauges(
+        self,
+        pool_name: str,
+        views: list[Any],
+        up: bool,
+        degraded_reason: str | None,
+        max_unavailable: int,
+    ) -> None:
+        by_state = dict.fromkeys(NodeState, 0)
+        for v in views:
+            by_state[v.state] += 1
+        for state, n in by_state.items():
+            m.POOL_NODES.labels(pool_name, state.value).set(n)
+        m.POOL_UP_TO_DATE.labels(pool_name).set(1 if up else 0)
+        m.REBOOT_SLOTS_IN_USE.labels(pool_name).set(sum(1 for v in views if v.in_slot))
+        m.REBOOT_SLOTS_MAX.labels(pool_name).set(max_unavailable)
+        for reason in c.DEGRADED_PRECEDENCE:
+            m.POOL_DEGRADED.labels(pool_name, reason).set(1 if reason == degraded_reason else 0)
+
+    def _condition_events(
+        self, pool: Obj, old: list[dict[str, Any]] | None, new: list[dict[str, Any]]
+    ) -> None:
+        for cond in new:
+            before = get_condition(old, cond["type"])
+            if before is not None and (before.get("status"), before.get("reason")) == (
+                cond["status"],
+                cond["reason"],
+            ):
+                continue
+            if before is None and cond["type"] == c.COND_DEGRADED and cond["status"] == "False":
+                continue  # a new pool starting healthy is not news
+            warning = (cond["type"] == c.COND_DEGRADED) == (cond["status"] == "True")
+            reason = {
+                (c.COND_UP_TO_DATE, c.REASON_ALL_UPDATED): "RolloutComplete",
+                (c.COND_DEGRADED, c.REASON_HEALTHY): "Recovered",
+            }.get((cond["type"], cond["reason"]), cond["reason"])
+            note = f"{cond['type']}={cond['status']} ({cond['reason']}): {cond['message']}"
+            self.ctx.recorder.emit(
+                pool_ref(pool),
+                "Warning" if warning and cond["type"] == c.COND_DEGRADED else "Normal",
+                reason,
+                "Status",
+                note,
+            )
+            log.info(
+                "pool condition changed",
+                extra={"pool": pool["metadata"]["name"], "condition": note},
+            )

@@ -1,0 +1,46 @@
+"""Fixtures of the e2e tier: one real control plane per session, one API client per test.
+
+``control_plane`` is a sync, session-scoped :class:`hack.testenv.ControlPlane`
+(etcd + kube-apiserver + kube-controller-manager, CRDs installed); it is torn
+down at the end of the session whatever happens. ``api`` is a
+kubernetes_asyncio ``ApiClient`` for it, closed after each test. When a test
+that used the control plane fails, the tails of the component logs are
+attached to its report.
+
+Tests share the control plane: give objects unique names
+(``e2e.helpers.unique_name``) and delete what you create. Synchronise with ``hack.testenv.wait_for``, never sleeps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Generator, Iterator
+
+import pytest
+from kubernetes_asyncio.client import ApiClient
+
+from hack.testenv import ControlPlane, api_client
+
+
+@pytest.fixture(scope="session")
+def control_plane() -> Iterator[ControlPlane]:
+    with ControlPlane(controller_manager=False, crd_dir=__import__("pathlib").Path("/tmp/mutcrd")) as cp:
+        yield cp
+
+
+@pytest.fixture
+async def api(control_plane: ControlPlane) -> AsyncIterator[ApiClient]:
+    client = await api_client(control_plane.kubeconfig)
+    async with client:
+        yield client
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    cp = getattr(item, "funcargs", {}).get("control_plane")
+    if report.failed and isinstance(cp, ControlPlane):
+        for name, proc in cp.processes.items():
+            report.sections.append((f"{name} log (last 30 lines)", proc.tail(30)))
+    return report

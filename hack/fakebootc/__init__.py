@@ -1,0 +1,52 @@
+"""A simulated bootc host: the fake ``bootc`` and the host tools the daemon runs.
+
+Owns everything about simulated hosts; every test that needs a node and the demo
+use it. A host is a directory ROOT standing for the host's ``/`` (``state.py``
+lists the files). Modules:
+
+- ``host``: the Python API (``make_host``, ``open_host``, ``Host``: run tools, switch,
+  reboot, rollback, faults, catalog, inspection).
+- ``bootc``: the fake ``bootc`` (``status``/``switch``/``upgrade``/``rollback``) and the
+  real-bootc behaviours it reproduces.
+- ``shims``: ``nsenter``, ``systemd-run``, ``systemctl``, ``journalctl`` and the
+  generated ``bin/`` directory of executables.
+- ``render``: the ``org.containers.bootc/v1`` status document and output formats.
+- ``resolve`` / ``registry`` / ``imageref``: how a switch target becomes a digest
+  (a real registry when it answers, else a catalog; see ``resolve``'s docstring).
+- ``state``: paths, the state file, locks. ``cli``: the ``fake-host`` command.
+
+Standard library only, so the shims run under any Python 3.11+ quickly.
+
+    host = make_host(tmp / "node-a", booted="quay.io/org/os@sha256:...")
+    subprocess.run(["nsenter", "--target", "1", "--", "bootc", "switch", ref], env=host.env())
+    host.reboot()
+"""
+
+from __future__ import annotations
+
+from hack.fakebootc.host import (
+    FAULTS,
+    Host,
+    add_catalog_image,
+    make_host,
+    open_host,
+    set_fault,
+    simulate_reboot,
+)
+from hack.fakebootc.state import Config, Deployment, FakeHostError, Faults, Paths, State
+
+__all__ = [
+    "FAULTS",
+    "Config",
+    "Deployment",
+    "FakeHostError",
+    "Faults",
+    "Host",
+    "Paths",
+    "State",
+    "add_catalog_image",
+    "make_host",
+    "open_host",
+    "set_fault",
+    "simulate_reboot",
+]

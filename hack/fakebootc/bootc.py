@@ -1,0 +1,394 @@
+"""The fake ``bootc``: ``status``, ``switch``, ``upgrade``, ``rollback`` on a simulated host.
+
+Behaves like real bootc (bootc-dev/bootc ``cli.rs``/``deploy.rs``/``status.rs``) where the
+daemon can tell the difference:
+
+- ``status [--format=json|yaml|humanreadable] [--format-version=0|1] [--json] [--booted]``:
+  JSON is one canonical line (sorted keys, explicit nulls, no trailing newline); with
+  neither ``--format`` nor ``--json`` it is YAML unless stdout is a terminal. Versions
+  other than 0 and 1 fail. Takes the sysroot lock, so it **blocks while a switch runs**
+  (printing ``Waiting for sysroot lock...`` to stderr).
+- ``switch [--apply] [--transport T] [--retain] [--quiet] IMAGE``: compares the new
+  *spec* with the current one (the staged image, else the booted one) by reference,
+  exactly as bootc does: an equal reference prints ``Image specification is
+  unchanged.`` and exits 0. Anything else is pulled (``resolve.py``: registry, then
+  catalog), held for the host's ``stage_delay`` under the sysroot lock, and staged,
+  replacing any staged deployment and cancelling a queued rollback. So switching
+  back to the *booted* image while another is staged stages the booted image again
+  (as real bootc does), it is not a no-op. After staging it prints ``Queued for next
+  boot: IMAGE`` / ``Version`` / ``Digest``, writes ``/run/reboot-required`` and
+  touches ``/ostree/bootc`` (composefs hosts: a new ``/sysroot/state/deploy/<verity>``
+  entry). ``--apply`` then requests a reboot. Failures print ``error: ...`` on stderr
+  and exit 1.
+- ``rollback``: queues the rollback deployment for the next boot (``rollbackQueued:
+  true``, ``spec.bootOrder: rollback``) and drops a staged deployment; a second
+  rollback reverts the queued one. The simulated reboot then boots the old rollback.
+  (Real bootc does not turn the rollback into ``staged``.)
+- ``upgrade [--check] [--apply]``: re-pulls the spec image; ``No update available.`` /
+  ``Staged update present, not changed.`` or stages the new digest.
+
+A ``container`` environment variable makes bootc believe it runs in a container:
+``status`` reports ``booted: null`` and changes fail. Faults (``state.Faults``):
+``switch_fail`` (exit 1 with the message, after the pull delay), ``switch_hang``
+(holds the sysroot lock until killed or the fault is cleared), ``status_garbage``
+(non-JSON on stdout, exit 0), ``status_block`` (status waits until cleared),
+``incompatible`` (booted entry reports rpm-ostree layering: ``image: null``,
+``incompatible: true``), ``not_bootc`` (``booted: null``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import sys
+import time
+from pathlib import Path
+from typing import NoReturn
+
+from hack.fakebootc.imageref import canonicalize
+from hack.fakebootc.render import canonical_json, host_document, human_readable, to_yaml
+from hack.fakebootc.state import (
+    Deployment,
+    FakeHostError,
+    Paths,
+    State,
+    atomic_write,
+    flocked,
+    load_state,
+    record_call,
+    update_state,
+)
+
+VERSION = "1.1.6 (fakebootc)"
+LOCK_WAITING = "Waiting for sysroot lock..."
+FAULT_POLL_SECONDS = 0.05
+DEFAULT_SWITCH_FAILURE = (
+    "Switching: Pulling: Importing: simulated failure (fakebootc fault switch-fail)"
+)
+
+
+class BootcError(Exception):
+    """Printed as ``error: <message>``; exit code 1."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        print(f"error: {message}\n\nFor more information, try '--help'.", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def _in_container() -> bool:
+    # bootc reads systemd's lower-case `container` variable
+    return bool(os.environ.get("container"))  # noqa: SIM112
+
+
+def _require_host(context: str) -> None:
+    if _in_container():
+        raise BootcError(
+            f"{context}: Detected container; this command requires a booted host system."
+        )
+
+
+def _require_booted(state: State, context: str) -> None:
+    if state.faults.not_bootc or state.booted is None:
+        raise BootcError(f"{context}: Not currently booted into an OSTree system")
+
+
+def _touch_changed(paths: Paths, state: State, staged: Deployment | None) -> None:
+    """What bootc leaves behind after changing deployments: reboot-required and an mtime bump."""
+    if staged is not None:
+        message = f"bootc: Reboot required for image: {staged.digest}"
+        atomic_write(paths.reboot_required, message.encode())
+    if state.config.backend == "composefs" and staged is not None:
+        verity = hashlib.sha512(f"{staged.checksum}.{staged.deploy_serial}".encode()).hexdigest()
+        (paths.composefs_deploy / verity).mkdir(parents=True, exist_ok=True)
+    if paths.ostree_bootc.exists():
+        os.utime(paths.ostree_bootc)
+
+
+def request_reboot(paths: Paths, kind: str, by: str) -> State:
+    """Record that the host was asked to reboot (``kind``: "reboot" or "soft-reboot")."""
+
+    def change(state: State) -> None:
+        state.reboot_request = {"kind": kind, "by": by, "at": time.time()}
+
+    return update_state(paths, change)
+
+
+def new_deployment(
+    state: State,
+    image: str,
+    transport: str,
+    digest: str,
+    architecture: str,
+    version: str | None,
+    timestamp: str | None,
+    soft_reboot_capable: bool,
+) -> Deployment:
+    """A deployment record; same content → same (simulated) ostree commit, next deploy serial."""
+    checksum = hashlib.sha256(f"fakebootc-commit:{digest}".encode()).hexdigest()
+    others = [d for d in (state.booted, state.rollback) if d is not None and d.checksum == checksum]
+    serial = max((d.deploy_serial + 1 for d in others), default=0)
+    return Deployment(
+        image=image,
+        transport=transport,
+        digest=digest,
+        architecture=architecture,
+        version=version,
+        timestamp=timestamp,
+        checksum=checksum,
+        deploy_serial=serial,
+        soft_reboot_capable=soft_reboot_capable,
+    )
+
+
+def _wait_while(paths: Paths, fault: str) -> None:
+    while getattr(load_state(paths).faults, fault):
+        time.sleep(FAULT_POLL_SECONDS)
+
+
+# ------------------------------------------------------------------ status
+
+
+def cmd_status(paths: Paths, args: argparse.Namespace) -> int:
+    version = args.format_version if args.format_version is not None else 0
+    if version not in (0, 1):
+        raise BootcError(f"Status: Unsupported format version: {version}")
+    in_container = _in_container()
+    if load_state(paths).faults.status_block:
+        print(LOCK_WAITING, file=sys.stderr, flush=True)
+        _wait_while(paths, "status_block")
+    with flocked(paths.sysroot_lock, waiting_message=LOCK_WAITING):
+        state = load_state(paths)
+    doc = host_document(state, in_container=in_container)
+    if args.booted:
+        doc["status"]["staged"] = None
+        doc["status"]["rollback"] = None
+    fmt = args.format or ("json" if args.json else None)
+    if fmt is None:
+        fmt = "humanreadable" if sys.stdout.isatty() else "yaml"
+    if state.faults.status_garbage:
+        text = canonical_json(doc)
+        sys.stdout.write(text[: len(text) // 2] + "\x00\x1b[0m<<garbage>>")
+        return 0
+    if fmt == "json":
+        sys.stdout.write(canonical_json(doc))
+    elif fmt == "yaml":
+        sys.stdout.write(to_yaml(doc) + "\n")
+    else:
+        sys.stdout.write(human_readable(doc) + "\n")
+    return 0
+
+
+# ------------------------------------------------------------------ switch / upgrade
+
+
+def _stage(
+    paths: Paths, image: str, transport: str, *, quiet: bool, from_upgrade: bool = False
+) -> Deployment | None:
+    """Pull and stage ``image`` (sysroot lock held by the caller). None: nothing changed."""
+    from hack.fakebootc.registry import PullError  # noqa: PLC0415 - keep `status` imports light
+    from hack.fakebootc.resolve import resolve_image  # noqa: PLC0415
+
+    context = "Upgrading" if from_upgrade else "Switching"
+    if load_state(paths).faults.switch_hang:
+        _wait_while(paths, "switch_hang")
+    state = load_state(paths)
+    try:
+        meta = resolve_image(paths, state.config, image) if transport == "registry" else None
+    except PullError as exc:
+        raise BootcError(f"{context}: Pulling: {exc}") from exc
+    if state.config.stage_delay > 0:
+        time.sleep(state.config.stage_delay)
+    state = load_state(paths)
+    if state.faults.switch_fail is not None:
+        raise BootcError(state.faults.switch_fail or DEFAULT_SWITCH_FAILURE)
+    if meta is None:
+        raise BootcError(f"{context}: Pulling: transport {transport!r} is not simulated")
+    if from_upgrade:
+        if state.staged is not None and state.staged.digest == meta.digest:
+            print("Staged update present, not changed.")
+            return None
+        if state.booted is not None and state.booted.digest == meta.digest:
+            print("No update available.")
+            return None
+    srb = meta.soft_reboot_capable
+    holder: list[Deployment] = []
+
+    def change(s: State) -> None:
+        dep = new_deployment(
+            s,
+            image,
+            transport,
+            meta.digest,
+            meta.architecture,
+            meta.version,
+            meta.timestamp,
+            s.config.soft_reboot_capable if srb is None else srb,
+        )
+        s.staged = dep
+        s.rollback_queued = False
+        holder.append(dep)
+
+    state = update_state(paths, change)
+    staged = holder[0]
+    if not quiet:
+        print(f"Queued for next boot: {image}")
+        if staged.version:
+            print(f"  Version: {staged.version}")
+        print(f"  Digest: {staged.digest}")
+    _touch_changed(paths, state, staged)
+    return staged
+
+
+def _apply(paths: Paths, staged: Deployment | None, soft_reboot: str | None, by: str) -> None:
+    if soft_reboot in ("auto", "required") and staged is not None and staged.soft_reboot_capable:
+        request_reboot(paths, "soft-reboot", by)
+    elif soft_reboot == "required":
+        raise BootcError("Soft reboot was required but the staged deployment cannot soft-reboot")
+    else:
+        request_reboot(paths, "reboot", by)
+
+
+def cmd_switch(paths: Paths, args: argparse.Namespace) -> int:
+    _require_host("Switching")
+    image = canonicalize(args.target) if args.transport == "registry" else args.target
+    with flocked(paths.sysroot_lock, waiting_message=LOCK_WAITING):
+        state = load_state(paths)
+        _require_booted(state, "Switching")
+        doc = host_document(state)
+        spec = doc["spec"]["image"]
+        if (
+            spec is not None
+            and spec.get("image") == image
+            and spec.get("transport") == args.transport
+        ):
+            print("Image specification is unchanged.")
+            return 0
+        staged = _stage(paths, image, args.transport, quiet=args.quiet)
+        if args.apply:
+            _apply(paths, staged, args.soft_reboot, "bootc switch --apply")
+    return 0
+
+
+def cmd_upgrade(paths: Paths, args: argparse.Namespace) -> int:
+    _require_host("Upgrading")
+    with flocked(paths.sysroot_lock, waiting_message=LOCK_WAITING):
+        state = load_state(paths)
+        _require_booted(state, "Upgrading")
+        spec = host_document(state)["spec"]["image"]
+        if spec is None:
+            if state.faults.incompatible or (state.booted and state.booted.incompatible):
+                raise BootcError(
+                    "Upgrading: Deployment contains local rpm-ostree modifications; cannot upgrade "
+                    "via bootc. You can run `rpm-ostree reset` to undo the modifications."
+                )
+            raise BootcError("Upgrading: No image source specified")
+        if args.check:
+            from hack.fakebootc.registry import PullError  # noqa: PLC0415
+            from hack.fakebootc.resolve import resolve_image  # noqa: PLC0415
+
+            try:
+                meta = resolve_image(paths, state.config, spec["image"])
+            except PullError as exc:
+                raise BootcError(f"Upgrading: {exc}") from exc
+            current = state.staged or state.booted
+            if current is not None and current.digest == meta.digest:
+                print(f"No changes in: {spec['image']}")
+            else:
+                print(f"Update available for: {spec['image']}")
+                if meta.version:
+                    print(f"  Version: {meta.version}")
+                print(f"  Digest: {meta.digest}")
+            return 0
+        staged = _stage(
+            paths, spec["image"], spec["transport"], quiet=args.quiet, from_upgrade=True
+        )
+        if args.apply and staged is not None:
+            _apply(paths, staged, args.soft_reboot, "bootc upgrade --apply")
+    return 0
+
+
+# ------------------------------------------------------------------ rollback
+
+
+def cmd_rollback(paths: Paths, args: argparse.Namespace) -> int:
+    _require_host("Rollback")
+    with flocked(paths.sysroot_lock, waiting_message=LOCK_WAITING):
+        state = load_state(paths)
+        _require_booted(state, "Rollback")
+        if state.rollback is None:
+            raise BootcError("Rollback: No rollback available")
+        reverting = state.rollback_queued
+        if reverting:
+            print("notice: Reverting queued rollback state")
+
+        def change(s: State) -> None:
+            s.rollback_queued = not reverting
+            s.staged = None
+
+        state = update_state(paths, change)
+        print("Next boot: current deployment" if reverting else "Next boot: rollback deployment")
+        target = state.booted if reverting else state.rollback
+        _touch_changed(paths, state, target)
+        if args.apply and not reverting:
+            request_reboot(paths, "reboot", "bootc rollback --apply")
+    return 0
+
+
+# ------------------------------------------------------------------ entry
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="bootc", description="Deploy and transactionally update images (simulated)"
+    )
+    parser.add_argument("-V", "--version", action="version", version=f"bootc {VERSION}")
+    parser.add_argument("-v", "--verbose", action="count", default=0)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    status = sub.add_parser("status", help="Display status")
+    status.add_argument("--format", choices=("humanreadable", "yaml", "json"))
+    status.add_argument("--format-version", type=int)
+    status.add_argument("--json", action="store_true", help="(deprecated) same as --format=json")
+    status.add_argument("--booted", action="store_true")
+    status.add_argument("-v", "--verbose", action="store_true")
+    status.set_defaults(func=cmd_status)
+
+    switch = sub.add_parser("switch", help="Target a new container image reference to boot")
+    switch.add_argument("--apply", action="store_true")
+    switch.add_argument("--soft-reboot", choices=("required", "auto"))
+    switch.add_argument("--transport", default="registry")
+    switch.add_argument("--retain", action="store_true")
+    switch.add_argument("--quiet", action="store_true")
+    switch.add_argument("--enforce-container-sigpolicy", action="store_true")
+    switch.add_argument("target")
+    switch.set_defaults(func=cmd_switch)
+
+    upgrade = sub.add_parser("upgrade", help="Download and queue an updated container image")
+    upgrade.add_argument("--apply", action="store_true")
+    upgrade.add_argument("--check", action="store_true")
+    upgrade.add_argument("--soft-reboot", choices=("required", "auto"))
+    upgrade.add_argument("--quiet", action="store_true")
+    upgrade.set_defaults(func=cmd_upgrade)
+
+    rollback = sub.add_parser("rollback", help="Change the bootloader entry ordering")
+    rollback.add_argument("--apply", action="store_true")
+    rollback.set_defaults(func=cmd_rollback)
+    return parser
+
+
+def main(root: Path, argv: list[str]) -> int:
+    """Run ``bootc argv...`` against the simulated host at ``root``."""
+    paths = Paths(root)
+    record_call(paths, "bootc", argv)
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(paths, args))
+    except BootcError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except (FakeHostError, TimeoutError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1

@@ -1,0 +1,389 @@
+"""The Python API of a simulated host: create one, drive it, inspect it.
+
+``make_host(root, booted="quay.io/org/os@sha256:...")`` lays out ROOT (``ostree/bootc``,
+``run/ostree``, ``sysroot/ostree``, ``etc``; composefs hosts get
+``sysroot/state/deploy`` instead of ``ostree/bootc``), writes the state and the
+shim ``bin/`` directory, and returns a ``Host``. ``Host.env()`` is the environment
+to give a daemon (or any subprocess) so that ``nsenter``/``bootc``/``systemd-run``/
+``systemctl``/``journalctl`` resolve to this host's simulated tools.
+
+``Host.reboot()`` performs a simulated reboot: running units are killed (a real
+reboot ends every process), then, under the sysroot lock, a queued rollback or the
+staged deployment becomes booted and the previous booted one the rollback (the old
+rollback is pruned), the reboot request is cleared and ``/run`` is emptied as a
+tmpfs is on a real boot (so ``/run/reboot-required`` and ``/run/ostree/auth.json``
+disappear; the daemon must rewrite the pull secret after a reboot). A reboot
+with nothing staged or queued changes no deployment.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from hack.fakebootc import shims
+from hack.fakebootc.bootc import new_deployment
+from hack.fakebootc.imageref import BadReference, parse_ref
+from hack.fakebootc.registry import ImageMeta, PullError
+from hack.fakebootc.render import host_document
+from hack.fakebootc.resolve import catalog_files, load_catalog, lookup_catalog
+from hack.fakebootc.state import (
+    Config,
+    FakeHostError,
+    Faults,
+    Paths,
+    State,
+    atomic_write,
+    flocked,
+    load_state,
+    read_calls,
+    save_state,
+    update_state,
+)
+
+FAULTS = (
+    "switch-fail",
+    "switch-hang",
+    "status-garbage",
+    "status-block",
+    "incompatible",
+    "not-bootc",
+)
+
+
+@dataclass(frozen=True)
+class Host:
+    """A simulated bootc host rooted at ``root``."""
+
+    root: Path
+
+    @property
+    def paths(self) -> Paths:
+        return Paths(self.root)
+
+    @property
+    def bin_dir(self) -> Path:
+        return self.paths.bin
+
+    @property
+    def auth_file(self) -> Path:
+        """``ROOT/run/ostree/auth.json``: where the daemon writes the pull secret."""
+        return self.paths.auth_files[0]
+
+    def env(self, base: dict[str, str] | None = None) -> dict[str, str]:
+        """``base`` (default ``os.environ``) with this host's tools first on PATH."""
+        return shims.host_env(self.paths, base)
+
+    # -------------------------------------------------------------- inspection
+
+    def state(self) -> State:
+        return load_state(self.paths)
+
+    def status(self) -> dict[str, Any]:
+        """The document ``bootc status --format=json`` would print, without locks or
+        the output faults (garbage, block)."""
+        return host_document(self.state())
+
+    @property
+    def reboot_request(self) -> dict[str, Any] | None:
+        return self.state().reboot_request
+
+    @property
+    def reboot_required(self) -> str | None:
+        """The content of ``/run/reboot-required``, None when absent."""
+        try:
+            return self.paths.reboot_required.read_text()
+        except FileNotFoundError:
+            return None
+
+    def active_units(self) -> list[str]:
+        return shims.active_units(self.paths)
+
+    def journal(self, unit: str) -> str:
+        return shims.read_journal(self.paths, unit)
+
+    def calls(self, tool: str | None = None) -> list[dict[str, Any]]:
+        """Every tool invocation so far (``{"tool", "argv", "pid", "time"}``), oldest first."""
+        return [c for c in read_calls(self.paths) if tool is None or c["tool"] == tool]
+
+    def switch_calls(self) -> list[list[str]]:
+        """The argv of every ``bootc switch`` run so far."""
+        return [c["argv"] for c in self.calls("bootc") if c["argv"][:1] == ["switch"]]
+
+    # -------------------------------------------------------------- running tools
+
+    def run(
+        self,
+        tool: str,
+        *args: str,
+        timeout: float = 60.0,
+        env: dict[str, str] | None = None,
+    ) -> subprocess.CompletedProcess[str]:
+        """Run one of the host's tools (``bootc``, ``systemctl``, ...) as a subprocess."""
+        return subprocess.run(
+            [str(self.bin_dir / tool), *args],
+            env=self.env(env),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
+    def bootc(self, *args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+        return self.run("bootc", *args, timeout=timeout)
+
+    def switch(
+        self, image: str, *, apply: bool = False, timeout: float = 60.0
+    ) -> subprocess.CompletedProcess[str]:
+        """``bootc switch [--apply] IMAGE``."""
+        return self.bootc("switch", *(["--apply"] if apply else []), image, timeout=timeout)
+
+    def rollback(self, *, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+        return self.bootc("rollback", timeout=timeout)
+
+    def reboot(self, *, lock_timeout: float = 30.0) -> State:
+        """Perform a simulated reboot (see the module docstring)."""
+        return simulate_reboot(self.paths, lock_timeout=lock_timeout)
+
+    # -------------------------------------------------------------- configuration
+
+    def set_fault(self, name: str, enabled: bool = True, *, message: str | None = None) -> State:
+        """Turn one fault of ``FAULTS`` on or off (``switch-fail`` takes the error text)."""
+        return set_fault(self.paths, name, enabled, message=message)
+
+    def clear_faults(self) -> State:
+        return update_state(self.paths, lambda s: setattr(s, "faults", Faults()))
+
+    def configure(self, **changes: Any) -> State:
+        """Change ``state.Config`` fields, e.g. ``configure(stage_delay=2.0)``."""
+        unknown = set(changes) - set(Config.__dataclass_fields__)
+        if unknown:
+            raise FakeHostError(f"unknown host config fields: {sorted(unknown)}")
+        return update_state(
+            self.paths, lambda s: setattr(s, "config", replace(s.config, **changes))
+        )
+
+    def add_image(
+        self,
+        ref: str,
+        digest: str,
+        *,
+        version: str | None = None,
+        timestamp: str | None = None,
+        architecture: str | None = None,
+        soft_reboot_capable: bool | None = None,
+        manifests: dict[str, dict[str, Any]] | None = None,
+        error: str | None = None,
+    ) -> None:
+        """Add (or replace) ``ref`` in this host's catalog (``resolve.py`` has the format)."""
+        add_catalog_image(
+            self.paths.catalog,
+            ref,
+            digest,
+            version=version,
+            timestamp=timestamp,
+            architecture=architecture,
+            soft_reboot_capable=soft_reboot_capable,
+            manifests=manifests,
+            error=error,
+        )
+
+
+def add_catalog_image(
+    catalog: Path,
+    ref: str,
+    digest: str,
+    *,
+    version: str | None = None,
+    timestamp: str | None = None,
+    architecture: str | None = None,
+    soft_reboot_capable: bool | None = None,
+    manifests: dict[str, dict[str, Any]] | None = None,
+    error: str | None = None,
+) -> None:
+    """Add ``ref`` to the catalog file ``catalog`` (created if needed; safe across processes)."""
+    entry: dict[str, Any] = {"digest": digest}
+    optional = {
+        "version": version,
+        "timestamp": timestamp,
+        "architecture": architecture,
+        "softRebootCapable": soft_reboot_capable,
+        "manifests": manifests,
+        "error": error,
+    }
+    entry.update({k: v for k, v in optional.items() if v is not None})
+    with flocked(catalog.with_name(catalog.name + ".lock")):
+        try:
+            doc = json.loads(catalog.read_text())
+        except FileNotFoundError:
+            doc = {"images": {}}
+        doc.setdefault("images", {})[ref] = entry
+        atomic_write(catalog, (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode())
+
+
+def set_fault(
+    paths: Paths, name: str, enabled: bool = True, *, message: str | None = None
+) -> State:
+    if name not in FAULTS:
+        raise FakeHostError(f"unknown fault {name!r}; known: {', '.join(FAULTS)}")
+    attr = name.replace("-", "_")
+
+    def change(state: State) -> None:
+        if attr == "switch_fail":
+            state.faults.switch_fail = (message or "") if enabled else None
+        else:
+            setattr(state.faults, attr, enabled)
+
+    return update_state(paths, change)
+
+
+def _booted_meta(
+    paths: Paths, config: Config, booted: str, version: str | None, timestamp: str | None
+) -> tuple[str, ImageMeta]:
+    try:
+        ref = parse_ref(booted)
+    except BadReference as exc:
+        raise FakeHostError(str(exc)) from exc
+    image = ref.canonical
+    try:
+        found = lookup_catalog(load_catalog(catalog_files(paths, config)), ref, config.architecture)
+    except PullError as exc:
+        raise FakeHostError(f"booted image {booted}: {exc}") from exc
+    if found is None:
+        if not ref.digest:
+            raise FakeHostError(
+                f"booted image {booted} has no digest and is not in a catalog: "
+                "give REF@sha256:<digest>"
+            )
+        found = ImageMeta(digest=ref.digest, architecture=config.architecture, source="digest")
+    return image, replace(
+        found,
+        version=version if version is not None else found.version,
+        timestamp=timestamp if timestamp is not None else found.timestamp,
+    )
+
+
+def make_host(
+    root: Path | str,
+    *,
+    booted: str,
+    version: str | None = None,
+    timestamp: str | None = None,
+    architecture: str = "amd64",
+    backend: str = "ostree",
+    stage_delay: float = 0.0,
+    accept_any_digest: bool = True,
+    soft_reboot_capable: bool = False,
+    catalogs: Sequence[Path | str] = (),
+    registries: Sequence[str] = (),
+    insecure_registries: Sequence[str] = (),
+    python: str | None = None,
+    force: bool = False,
+) -> Host:
+    """Create a simulated host at ``root`` booted into ``booted`` (``REF@sha256:...``, or a
+    ref a catalog knows). ``python`` is the interpreter of the shims (default: this one)."""
+    if backend not in ("ostree", "composefs"):
+        raise FakeHostError(f"backend must be ostree or composefs, not {backend!r}")
+    paths = Paths(Path(root).resolve())
+    if paths.state.exists() and not force:
+        raise FakeHostError(f"{paths.root} is already a simulated host (use force to re-create)")
+    config = Config(
+        architecture=architecture,
+        backend=backend,
+        stage_delay=stage_delay,
+        accept_any_digest=accept_any_digest,
+        soft_reboot_capable=soft_reboot_capable,
+        catalogs=[str(Path(c).resolve()) for c in catalogs],
+        registries=list(registries),
+        insecure_registries=list(insecure_registries),
+    )
+    paths.fake.mkdir(parents=True, exist_ok=True)
+    for directory in (paths.run / "ostree", paths.sysroot_lock.parent, paths.root / "etc"):
+        directory.mkdir(parents=True, exist_ok=True)
+    if backend == "ostree":
+        paths.ostree_bootc.mkdir(parents=True, exist_ok=True)
+    else:
+        paths.composefs_deploy.mkdir(parents=True, exist_ok=True)
+    (paths.run / "ostree-booted").touch()
+    image, meta = _booted_meta(paths, config, booted, version, timestamp)
+    state = State(booted=None, config=config)
+    state.booted = new_deployment(
+        state,
+        image,
+        "registry",
+        meta.digest,
+        meta.architecture,
+        meta.version,
+        meta.timestamp,
+        soft_reboot_capable=False,
+    )
+    with flocked(paths.state_lock):
+        save_state(paths, state)
+    shims.write_bin_dir(paths, python)
+    return Host(paths.root)
+
+
+def open_host(root: Path | str) -> Host:
+    """The existing simulated host at ``root`` (its shims rewritten if missing)."""
+    paths = Paths(Path(root).resolve())
+    load_state(paths)
+    if not all((paths.bin / tool).exists() for tool in shims.TOOLS):
+        shims.write_bin_dir(paths)
+    return Host(paths.root)
+
+
+def _kill_units(paths: Paths) -> None:
+    for unit in shims.active_units(paths):
+        record = shims.unit_record(paths, unit)
+        if record is None or record.get("pgid") is None:
+            continue
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(int(record["pgid"]), signal.SIGKILL)
+        deadline = time.monotonic() + 5.0
+        while shims.unit_record(paths, unit) is not None and time.monotonic() < deadline:
+            time.sleep(shims.POLL_SECONDS)
+
+
+def _empty_run(paths: Paths) -> None:
+    if paths.run.is_dir():
+        for child in paths.run.iterdir():
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child)
+            else:
+                child.unlink()
+    (paths.run / "ostree").mkdir(parents=True, exist_ok=True)
+    (paths.run / "ostree-booted").touch()
+
+
+def simulate_reboot(paths: Paths, *, lock_timeout: float = 30.0) -> State:
+    load_state(paths)
+    _kill_units(paths)
+
+    def change(state: State) -> None:
+        if state.rollback_queued and state.rollback is not None:
+            state.booted, state.rollback = state.rollback, state.booted
+        elif state.staged is not None:
+            state.booted, state.rollback = state.staged, state.booted
+        state.staged = None
+        state.rollback_queued = False
+        state.reboot_request = None
+        state.boots += 1
+
+    try:
+        with flocked(paths.sysroot_lock, timeout=lock_timeout):
+            state = update_state(paths, change)
+    except TimeoutError as exc:
+        raise FakeHostError(
+            f"reboot: the sysroot stayed locked for {lock_timeout}s (a bootc command still runs?)"
+        ) from exc
+    _empty_run(paths)
+    return state

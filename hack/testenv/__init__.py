@@ -1,0 +1,16 @@
+"""Test environment shared by the e2e fixtures and ``hack/`` tools.
+
+- :mod:`hack.testenv.controlplane`: a real etcd + kube-apiserver (+ KCM, scheduler, kwok);
+- :mod:`hack.testenv.certs`: the PKI it uses;
+- :mod:`hack.testenv.procs`: child-process spawning and guaranteed killing;
+- :mod:`hack.testenv.kube`: async API clients from a kubeconfig;
+- :mod:`hack.testenv.waiting`: ``wait_for``, polling with a deadline;
+- :mod:`hack.testenv.cli`: ``hack/controlplane up|down|status``.
+"""
+
+from hack.testenv.controlplane import ControlPlane, ControlPlaneError
+from hack.testenv.kube import api_client
+from hack.testenv.procs import StartupError
+from hack.testenv.waiting import wait_for
+
+__all__ = ["ControlPlane", "ControlPlaneError", "StartupError", "api_client", "wait_for"]
