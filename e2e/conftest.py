@@ -8,7 +8,8 @@ that used the control plane fails, the tails of the component logs are
 attached to its report.
 
 Tests share the control plane: give objects unique names
-(``e2e.helpers.unique_name``) and delete what you create. Synchronise with ``hack.testenv.wait_for``, never sleeps.
+(``e2e.helpers.unique_name``) and delete what you create. Synchronise with
+``hack.testenv.wait_for``, never with sleeps.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from hack.testenv import ControlPlane, api_client
 
 @pytest.fixture(scope="session")
 def control_plane() -> Iterator[ControlPlane]:
-    with ControlPlane(controller_manager=False, crd_dir=__import__("pathlib").Path("/tmp/mutcrd")) as cp:
+    with ControlPlane() as cp:
         yield cp
 
 

@@ -117,7 +117,7 @@ class Objects:
     async def delete(
         self, plural: str, name: str, propagation: str | None = None
     ) -> dict[str, Any]:
-        body = V1DeleteOptions(propagation_policy=propagation) if propagation else None
+        body = V1DeleteOptions(propagation_policy=propagation)  # None: the server's default
         obj: dict[str, Any] = await self.custom.delete_cluster_custom_object(
             c.GROUP, c.VERSION, plural, name, body=body
         )
@@ -398,6 +398,14 @@ async def test_status_subresource_ignores_spec_and_main_resource_ignores_status(
 
 # ------------------------------------------------------------------ validation
 
+
+def _status(e: ApiException) -> dict[str, Any]:
+    """The metav1.Status body of a failed request."""
+    assert e.body, f"HTTP {e.status} without a body"
+    status: dict[str, Any] = json.loads(e.body)
+    return status
+
+
 _MISSING = object()
 
 
@@ -442,7 +450,7 @@ async def test_apiserver_rejects_invalid_objects(
     with pytest.raises(ApiException) as excinfo:
         await objects.create(plural, body)
     assert excinfo.value.status == 422, excinfo.value.body
-    status = json.loads(excinfo.value.body)
+    status = _status(excinfo.value)
     assert status["reason"] == "Invalid"
     assert field in status["message"], status["message"]
     assert field in [cause.get("field") for cause in status["details"]["causes"]]
@@ -453,7 +461,7 @@ async def test_desired_image_tag_rejection_explains_digest(objects: Objects) -> 
     with pytest.raises(ApiException) as excinfo:
         await objects.create(NODES, raw_node(unique_name("tag"), desiredImage=f"{REPO}:latest"))
     assert excinfo.value.status == 422
-    assert "digest reference" in json.loads(excinfo.value.body)["message"]
+    assert "digest reference" in _status(excinfo.value)["message"]
 
 
 @pytest.mark.parametrize("value", [1, "10%", "100%", "0%", 0, 7, "5%"], ids=repr)
@@ -475,7 +483,7 @@ async def test_apiserver_rejects_invalid_max_unavailable_on_update(
     with pytest.raises(ApiException) as excinfo:
         await objects.replace(POOLS, body)
     assert excinfo.value.status == 422
-    assert "spec.rollout.maxUnavailable" in json.loads(excinfo.value.body)["message"]
+    assert "spec.rollout.maxUnavailable" in _status(excinfo.value)["message"]
     got = await objects.get(POOLS, name)
     assert got["spec"]["rollout"]["maxUnavailable"] == "50%"
 
@@ -580,7 +588,9 @@ def _blocks(output: str) -> list[list[list[str]]]:
 
 
 def _headers(kind: str, wide: bool = False) -> list[str]:
-    cols = [col["name"].upper() for col in _printer_columns(kind) if wide or not col.get("priority")]
+    cols = [
+        col["name"].upper() for col in _printer_columns(kind) if wide or not col.get("priority")
+    ]
     return ["NAME", *cols]
 
 

@@ -3,8 +3,8 @@
 ``Reflector.run()`` loops until cancelled:
 
 1. LIST the resource (paginated with ``limit``/``continue``, label and field
-   selectors applied) and hand the items and the list's resourceVersion to
-   ``sink.replace(items)``.
+   selectors applied; see :func:`~bootc_operator.kube.rest.list_objects`),
+   remember the list's resourceVersion and hand the items to ``sink.replace(items)``.
 2. WATCH from that resourceVersion with ``allowWatchBookmarks`` and a
    server-side ``timeoutSeconds`` drawn from [min, 2·min), feeding
    ``ADDED``/``MODIFIED``/``DELETED`` objects to ``sink.apply(type, obj)``.
@@ -41,7 +41,7 @@ from bootc_operator.informers.backoff import Backoff
 from bootc_operator.informers.metrics import InformerMetrics
 from bootc_operator.informers.objects import Obj
 from bootc_operator.kube.resources import Resource
-from bootc_operator.kube.rest import ApiError, iter_json_lines, open_stream, request_json
+from bootc_operator.kube.rest import ApiError, iter_json_lines, list_objects, open_stream
 
 # A watch that ends sooner than this without delivering anything counts as a failure.
 SHORT_WATCH: Final = 1.0
@@ -164,34 +164,17 @@ class Reflector:
         return query
 
     async def _list(self) -> None:
-        path = self.resource.path(self.namespace)
-        items: list[Obj] = []
-        cont = ""
-        limit: int | None = self.page_size
-        while True:
-            query: dict[str, str | int] = dict(self._selectors())
-            if limit:
-                query["limit"] = limit
-            if cont:
-                query["continue"] = cont
-            try:
-                page = await request_json(
-                    self.api, "GET", path, query=query, request_timeout=LIST_TIMEOUT
-                )
-            except ApiError as e:
-                if e.gone and cont:
-                    # The continue token expired mid-way: list everything at once.
-                    items, cont, limit = [], "", None
-                    continue
-                raise
-            items.extend(page.get("items") or [])
-            meta = page.get("metadata") or {}
-            cont = meta.get("continue") or ""
-            if not cont:
-                break
+        items, self.resource_version = await list_objects(
+            self.api,
+            self.resource,
+            self.namespace,
+            label_selector=self.label_selector,
+            field_selector=self.field_selector,
+            page_size=self.page_size,
+            request_timeout=LIST_TIMEOUT,
+        )
         self.stats.lists += 1
         self._m_lists.inc()
-        self.resource_version = str(meta.get("resourceVersion", ""))
         self.sink.replace(items)
 
     # ------------------------------------------------------------ WATCH

@@ -203,20 +203,45 @@ async def list_objects(
     label_selector: str = "",
     field_selector: str = "",
     page_size: int = 500,
+    request_timeout: float | aiohttp.ClientTimeout | None = DEFAULT_TIMEOUT,
 ) -> tuple[list[Obj], str]:
-    """Every object (following ``continue``) and the list's resourceVersion."""
+    """Every object and the list's resourceVersion (a consistent, most recent read).
+
+    Pages of ``page_size`` are followed through ``continue``; if a continue
+    token expires (410) the list restarts unpaginated. Items get ``apiVersion``
+    and ``kind`` filled in (a LIST leaves them out), so listed and watched
+    objects look alike.
+    """
+    path = resource.path(namespace)
     items: list[Obj] = []
     cont = ""
+    limit: int | None = page_size
     while True:
-        query: dict[str, str | int] = {"limit": page_size}
+        query: dict[str, str | int] = {}
         if label_selector:
             query["labelSelector"] = label_selector
         if field_selector:
             query["fieldSelector"] = field_selector
+        if limit:
+            query["limit"] = limit
         if cont:
             query["continue"] = cont
-        page = await request_json(api, "GET", resource.path(namespace), query=query)
-        items.extend(page.get("items") or [])
+        try:
+            page = await request_json(
+                api, "GET", path, query=query, request_timeout=request_timeout
+            )
+        except ApiError as e:
+            if e.gone and cont:
+                items, cont, limit = [], "", None
+                continue
+            raise
+        api_version = page.get("apiVersion") or resource.api_version
+        kind = str(page.get("kind") or "").removesuffix("List") or resource.kind
+        for item in page.get("items") or ():
+            item.setdefault("apiVersion", api_version)
+            if kind:
+                item.setdefault("kind", kind)
+            items.append(item)
         meta = page.get("metadata") or {}
         cont = meta.get("continue") or ""
         if not cont:

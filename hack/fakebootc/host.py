@@ -385,5 +385,6 @@ def simulate_reboot(paths: Paths, *, lock_timeout: float = 30.0) -> State:
         raise FakeHostError(
             f"reboot: the sysroot stayed locked for {lock_timeout}s (a bootc command still runs?)"
         ) from exc
+    shims.forget_units(paths)
     _empty_run(paths)
     return state

@@ -10,19 +10,20 @@ with that directory makes the daemon's unchanged command lines act on the host.
 - ``systemd-run [--wait] [--collect] [--unit U] [--pipe] [--quiet] [-p ...] CMD...``:
   runs CMD as transient unit U (``.service`` appended when missing) in its own
   process group, recorded under ``.fakebootc/units/`` while it runs. Faithful
-  sharp edges: a unit of that name still running fails the start ("Unit U was
-  already loaded or has a fragment file", exit 1); without ``--pipe`` the unit's
-  stdout/stderr go to the *journal* (``journalctl -u U``), not to the caller, who
-  gets only ``Running as unit: ...`` and, with ``--wait``, ``Finished with result:``
-  / ``Main processes terminated with:`` lines on stderr (``--quiet`` drops them).
-  With ``--wait`` the exit code is the unit's (255 when it was killed by a signal);
-  without it, systemd-run returns at once. Killing the systemd-run process does not
-  stop the unit.
+  sharp edges: a unit of that name still loaded fails the start ("Unit U was
+  already loaded or has a fragment file", exit 1): one still running, or one that
+  failed without ``--collect`` (it stays ``failed`` until ``systemctl reset-failed``);
+  without ``--pipe`` the unit's stdout/stderr go to the *journal* (``journalctl -u
+  U``), not to the caller, who gets only ``Running as unit: ...`` and, with
+  ``--wait``, ``Finished with result:`` / ``Main processes terminated with:`` lines
+  on stderr (``--quiet`` drops them). With ``--wait`` the exit code is the unit's
+  (255 when it was killed by a signal); without it, systemd-run returns at once.
+  Killing the systemd-run process does not stop the unit.
 - ``systemctl stop U`` (SIGTERM to the unit's process group, SIGKILL after the host's
-  ``stop_timeout``; "Unit U not loaded." exit 5 when it is not running),
-  ``is-active U``, ``reset-failed``, ``daemon-reload``, ``reboot`` and
-  ``soft-reboot`` (recorded in the state as a reboot request; nothing else happens:
-  ``reboot ROOT`` performs it).
+  ``stop_timeout``; "Unit U not loaded." exit 5 when it is not loaded),
+  ``is-active U`` (active / failed / inactive), ``reset-failed [U]``,
+  ``daemon-reload``, ``reboot`` and ``soft-reboot`` (recorded in the state as a
+  reboot request; nothing else happens: ``reboot ROOT`` performs it).
 - ``journalctl -u U [-n N] [-o cat] [--no-pager] [-q] [-b]``: what units logged.
 """
 
@@ -161,18 +162,40 @@ def _alive(pid: int) -> bool:
         return True
 
 
-def unit_record(paths: Paths, unit: str) -> dict[str, Any] | None:
-    """The record of a running unit, or None (stale records of dead processes are removed)."""
+def loaded_unit(paths: Paths, unit: str) -> dict[str, Any] | None:
+    """The record of a loaded unit: running, or failed (kept until ``reset-failed``)."""
     path = _unit_file(paths, unit_name(unit))
     try:
         record: dict[str, Any] = json.loads(path.read_text())
     except (FileNotFoundError, ValueError):
         return None
-    if not _alive(int(record["pid"])):
+    if record.get("failed"):
+        return record
+    if not _alive(int(record["pid"])):  # stale: the process is gone
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
         return None
     return record
+
+
+def unit_record(paths: Paths, unit: str) -> dict[str, Any] | None:
+    """The record of a *running* unit, or None."""
+    record = loaded_unit(paths, unit)
+    return None if record is None or record.get("failed") else record
+
+
+def failed_units(paths: Paths) -> list[str]:
+    if not paths.units.is_dir():
+        return []
+    names = sorted(p.name[: -len(".json")] for p in paths.units.glob("*.json"))
+    return [n for n in names if (r := loaded_unit(paths, n)) is not None and r.get("failed")]
+
+
+def forget_units(paths: Paths) -> None:
+    """Drop every unit record (a reboot: nothing stays loaded)."""
+    if paths.units.is_dir():
+        for record in paths.units.glob("*.json"):
+            record.unlink(missing_ok=True)
 
 
 def active_units(paths: Paths) -> list[str]:
@@ -251,7 +274,7 @@ def systemd_run(paths: Paths, argv: list[str]) -> int:
     paths.units.mkdir(parents=True, exist_ok=True)
     invocation = uuid.uuid4().hex
     with flocked(paths.units / ".lock"):
-        if unit_record(paths, unit) is not None:
+        if loaded_unit(paths, unit) is not None:
             print(
                 f"Failed to start transient service unit: Unit {unit} was already loaded or "
                 "has a fragment file.",
@@ -308,11 +331,22 @@ def systemd_run(paths: Paths, argv: list[str]) -> int:
     returncode = child.wait()
     if log is not None:
         log.close()
+    result, ended, exit_code = _ended(returncode)
     with contextlib.suppress(FileNotFoundError, ValueError):
         current = json.loads(_unit_file(paths, unit).read_text())
         if current.get("invocation") == invocation:
-            _unit_file(paths, unit).unlink()
-    result, ended, exit_code = _ended(returncode)
+            if result == "success" or args.collect:
+                _unit_file(paths, unit).unlink()
+            else:  # without --collect a failed unit stays loaded until reset-failed
+                failed = {
+                    "unit": unit,
+                    "pid": None,
+                    "pgid": None,
+                    "failed": True,
+                    "result": result,
+                    "invocation": invocation,
+                }
+                atomic_write(_unit_file(paths, unit), json.dumps(failed).encode())
     if not args.quiet:
         print(f"Finished with result: {result}", file=sys.stderr)
         print(f"Main processes terminated with: {ended}", file=sys.stderr)
@@ -365,16 +399,29 @@ def systemctl(paths: Paths, argv: list[str]) -> int:
     if verb == "stop":
         rc = 0
         for unit in units:
-            if not stop_unit(paths, unit, wait=not no_block):
+            if loaded_unit(paths, unit) is None:
                 print(f"Failed to stop {unit}: Unit {unit} not loaded.", file=sys.stderr)
                 rc = UNIT_NOT_LOADED
+            else:  # a failed unit is already stopped (and stays failed)
+                stop_unit(paths, unit, wait=not no_block)
         return rc
     if verb == "is-active":
-        states = ["active" if unit_record(paths, u) else "inactive" for u in units]
+        states = []
+        for unit in units:
+            record = loaded_unit(paths, unit)
+            states.append(
+                "inactive" if record is None else "failed" if record.get("failed") else "active"
+            )
         if not quiet:
             print("\n".join(states))
         return 0 if states and all(s == "active" for s in states) else 3
-    if verb in ("reset-failed", "daemon-reload"):
+    if verb == "reset-failed":
+        for unit in units or failed_units(paths):
+            record = loaded_unit(paths, unit)
+            if record is not None and record.get("failed"):
+                _unit_file(paths, unit_name(unit)).unlink(missing_ok=True)
+        return 0
+    if verb == "daemon-reload":
         return 0
     if verb in ("reboot", "soft-reboot"):
         request_reboot(paths, verb, f"systemctl {verb}")

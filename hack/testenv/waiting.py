@@ -12,19 +12,41 @@ import asyncio
 import inspect
 import time
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar, overload
 
 T = TypeVar("T")
 
 
+@overload
 async def wait_for(
-    predicate: Callable[[], T | Awaitable[T]],
+    predicate: Callable[[], Awaitable[T]],
+    timeout: float,  # noqa: ASYNC109
+    what: str,
+    *,
+    interval: float = ...,
+    ignore: tuple[type[BaseException], ...] = ...,
+) -> T: ...
+
+
+@overload
+async def wait_for(
+    predicate: Callable[[], T],
+    timeout: float,  # noqa: ASYNC109
+    what: str,
+    *,
+    interval: float = ...,
+    ignore: tuple[type[BaseException], ...] = ...,
+) -> T: ...
+
+
+async def wait_for(
+    predicate: Callable[[], Any],
     timeout: float,  # noqa: ASYNC109 (a polling deadline, not a cancellation scope)
     what: str,
     *,
     interval: float = 0.1,
     ignore: tuple[type[BaseException], ...] = (),
-) -> T:
+) -> Any:
     """Poll ``predicate`` until it returns a truthy value and return that value.
 
     ``predicate`` may be sync or async. Exceptions of the types in ``ignore``

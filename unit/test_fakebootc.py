@@ -1,0 +1,1089 @@
+"""The simulated bootc host (hack.fakebootc): layout, bootc status/switch/rollback, the
+simulated reboot, faults, the sysroot lock, the host tool shims, image resolution
+through catalogs and through a registry, and the ``fake-host`` CLI."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pyinotify
+import pytest
+
+from hack.fakebootc import FAULTS, FakeHostError, Host, make_host, open_host
+from hack.fakebootc.state import lock_is_held
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO = "quay.io/example/os"
+
+
+def digest(c: str) -> str:
+    return "sha256:" + c * 64
+
+
+D1, D2, D3, D4 = digest("1"), digest("2"), digest("3"), digest("4")
+
+
+@pytest.fixture
+def host(tmp_path: Path) -> Host:
+    return make_host(tmp_path / "node", booted=f"{REPO}@{D1}", version="1.0")
+
+
+def status(host: Host, *flags: str) -> dict[str, Any]:
+    done = host.bootc("status", *(flags or ("--format=json", "--format-version=1")))
+    assert done.returncode == 0, done.stderr
+    doc: dict[str, Any] = json.loads(done.stdout)
+    return doc
+
+
+def slot_digest(doc: dict[str, Any], slot: str) -> str | None:
+    entry = doc["status"][slot]
+    return None if entry is None or entry["image"] is None else str(entry["image"]["imageDigest"])
+
+
+def slots(host: Host) -> tuple[str | None, str | None, str | None]:
+    doc = status(host)
+    return slot_digest(doc, "booted"), slot_digest(doc, "staged"), slot_digest(doc, "rollback")
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
+    """Poll an observable condition (not a sleep standing in for one) with a deadline."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.01)
+
+
+def popen(host: Host, *argv: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [str(host.bin_dir / argv[0]), *argv[1:]],
+        env=host.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+# ---------------------------------------------------------------- layout and status
+
+
+def test_make_host_lays_out_a_root(host: Host) -> None:
+    root = host.root
+    assert (root / "ostree" / "bootc").is_dir()
+    assert (root / "run" / "ostree").is_dir()
+    assert (root / "sysroot" / "ostree").is_dir()
+    assert (root / ".fakebootc" / "state.json").is_file()
+    for tool in ("bootc", "nsenter", "systemd-run", "systemctl", "journalctl"):
+        assert os.access(host.bin_dir / tool, os.X_OK), tool
+    assert host.env({"PATH": "/usr/bin"})["PATH"] == f"{host.bin_dir}:/usr/bin"
+    assert host.auth_file == root / "run" / "ostree" / "auth.json"
+    with pytest.raises(FakeHostError, match="already a simulated host"):
+        make_host(root, booted=f"{REPO}@{D2}")
+    again = make_host(root, booted=f"{REPO}@{D2}", force=True)
+    assert open_host(root).state() == again.state()
+    assert slots(again) == (D2, None, None)
+
+
+def test_booted_ref_needs_a_digest_or_a_catalog_entry(tmp_path: Path) -> None:
+    with pytest.raises(FakeHostError, match="has no digest"):
+        make_host(tmp_path / "a", booted=f"{REPO}:latest")
+    catalog = tmp_path / "catalog.json"
+    catalog.write_text(json.dumps({"images": {f"{REPO}:latest": {"digest": D3, "version": "3"}}}))
+    host = make_host(tmp_path / "b", booted=f"{REPO}:latest", catalogs=[catalog])
+    booted = host.state().booted
+    assert booted is not None
+    assert (booted.image, booted.digest, booted.version) == (f"{REPO}:latest", D3, "3")
+
+
+def test_status_json_is_one_canonical_line_with_explicit_nulls(host: Host) -> None:
+    done = host.bootc("status", "--format=json", "--format-version=1")
+    assert done.returncode == 0
+    text = done.stdout
+    assert "\n" not in text
+    doc = json.loads(text)
+    assert text == json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    assert doc["apiVersion"] == "org.containers.bootc/v1"
+    assert doc["kind"] == "BootcHost"
+    assert doc["metadata"] == {"name": "host"}
+    assert doc["spec"] == {
+        "bootOrder": "default",
+        "image": {"image": f"{REPO}@{D1}", "transport": "registry"},
+    }
+    assert '"staged":null' in text
+    assert '"rollback":null' in text
+    assert "otherDeployments" not in text
+    assert "signature" not in text
+    booted = doc["status"]["booted"]
+    assert booted["image"] == {
+        "architecture": "amd64",
+        "image": {"image": f"{REPO}@{D1}", "transport": "registry"},
+        "imageDigest": D1,
+        "timestamp": None,
+        "version": "1.0",
+    }
+    assert booted["ostree"]["stateroot"] == "default"
+    assert booted["composefs"] is None
+    assert booted["cachedUpdate"] is None
+    assert doc["status"]["type"] == "bootcHost"
+
+
+def test_status_formats_and_versions(host: Host) -> None:
+    canonical = host.bootc("status", "--format=json", "--format-version=1").stdout
+    assert host.bootc("status", "--json").stdout == canonical
+    assert host.bootc("status", "--format", "json", "--format-version", "0").stdout == canonical
+    yaml = host.bootc("status")  # stdout is a pipe: YAML, as bootc does
+    assert yaml.returncode == 0
+    assert yaml.stdout.startswith("apiVersion: org.containers.bootc/v1\nkind: BootcHost\n")
+    human = host.bootc("status", "--format=humanreadable")
+    assert "Booted image: quay.io/example/os@" in human.stdout
+    bad = host.bootc("status", "--format=json", "--format-version=2")
+    assert (bad.returncode, bad.stdout) == (1, "")
+    assert bad.stderr.strip() == "error: Status: Unsupported format version: 2"
+    unknown = host.bootc("frobnicate")
+    assert unknown.returncode == 2
+    assert unknown.stderr.startswith("error: ")
+
+
+def test_status_booted_filters_other_slots(host: Host) -> None:
+    assert host.switch(f"{REPO}@{D2}").returncode == 0
+    doc = status(host, "--json", "--booted")
+    assert doc["status"]["staged"] is None
+    assert slot_digest(doc, "booted") == D1
+
+
+# ---------------------------------------------------------------- switch
+
+
+def test_switch_stages_and_signals(host: Host) -> None:
+    os.utime(host.paths.ostree_bootc, ns=(0, 0))
+    done = host.switch(f"{REPO}@{D2}")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [f"Queued for next boot: {REPO}@{D2}", f"  Digest: {D2}"]
+    assert slots(host) == (D1, D2, None)
+    assert host.reboot_required == f"bootc: Reboot required for image: {D2}"
+    assert host.paths.ostree_bootc.stat().st_mtime_ns > 0
+    assert host.reboot_request is None
+    assert host.switch_calls() == [["switch", f"{REPO}@{D2}"]]
+    doc = status(host)
+    assert doc["spec"]["image"]["image"] == f"{REPO}@{D2}"
+
+
+def test_switch_touch_is_seen_by_inotify_as_in_attrib(host: Host) -> None:
+    wm = pyinotify.WatchManager()
+    seen: list[str] = []
+
+    class Handler(pyinotify.ProcessEvent):  # type: ignore[misc]
+        def process_IN_ATTRIB(self, event: Any) -> None:
+            seen.append(event.pathname)
+
+    notifier = pyinotify.Notifier(wm, Handler())
+    try:
+        wm.add_watch(str(host.paths.ostree_bootc), pyinotify.IN_ATTRIB)
+        assert host.switch(f"{REPO}@{D2}").returncode == 0
+        assert notifier.check_events(timeout=5000)
+        notifier.read_events()
+        notifier.process_events()
+    finally:
+        notifier.stop()
+    assert seen == [str(host.paths.ostree_bootc)]
+
+
+def test_switch_nothing_to_do_exits_zero(host: Host) -> None:
+    same = host.switch(f"{REPO}@{D1}")
+    assert (same.returncode, same.stdout.strip()) == (0, "Image specification is unchanged.")
+    assert slots(host) == (D1, None, None)
+    assert host.reboot_required is None
+    assert host.switch(f"{REPO}@{D2}").returncode == 0
+    again = host.switch(f"{REPO}@{D2}")
+    assert (again.returncode, again.stdout.strip()) == (0, "Image specification is unchanged.")
+    # tag@digest is canonicalised to name@digest before comparing, as bootc does
+    tagged = host.switch(f"{REPO}:v2@{D2}")
+    assert tagged.stdout.strip() == "Image specification is unchanged."
+
+
+def test_switch_back_to_the_booted_image_restages_it(host: Host) -> None:
+    assert host.switch(f"{REPO}@{D2}").returncode == 0
+    back = host.switch(f"{REPO}@{D1}")
+    assert back.returncode == 0
+    assert back.stdout.startswith(f"Queued for next boot: {REPO}@{D1}")
+    doc = status(host)
+    assert (slot_digest(doc, "booted"), slot_digest(doc, "staged")) == (D1, D1)
+    assert doc["status"]["staged"]["ostree"]["deploySerial"] == 1
+    assert (
+        doc["status"]["staged"]["ostree"]["checksum"]
+        == doc["status"]["booted"]["ostree"]["checksum"]
+    )
+
+
+def test_switch_replaces_a_staged_deployment(host: Host) -> None:
+    assert host.switch(f"{REPO}@{D2}").returncode == 0
+    assert host.switch(f"{REPO}@{D3}").returncode == 0
+    assert slots(host) == (D1, D3, None)
+
+
+def test_switch_apply_requests_a_reboot(host: Host) -> None:
+    assert host.switch(f"{REPO}@{D2}", apply=True).returncode == 0
+    request = host.reboot_request
+    assert request is not None
+    assert (request["kind"], request["by"]) == ("reboot", "bootc switch --apply")
+
+
+def test_switch_soft_reboot_when_capable(host: Host) -> None:
+    host.configure(soft_reboot_capable=True)
+    assert host.bootc("switch", "--apply", "--soft-reboot=auto", f"{REPO}@{D2}").returncode == 0
+    assert host.reboot_request is not None
+    assert host.reboot_request["kind"] == "soft-reboot"
+    assert status(host)["status"]["staged"]["softRebootCapable"] is True
+
+
+def test_switch_stage_delay_holds_the_sysroot_lock(host: Host) -> None:
+    host.configure(stage_delay=30.0)
+    switch = popen(host, "bootc", "switch", f"{REPO}@{D2}")
+    try:
+        wait_for(
+            lambda: lock_is_held(host.paths.sysroot_lock), "the switch to take the sysroot lock"
+        )
+        st = popen(host, "bootc", "status", "--json")
+        with pytest.raises(subprocess.TimeoutExpired):
+            st.wait(timeout=0.5)
+        switch.kill()
+        switch.wait(timeout=10)
+        out, err = st.communicate(timeout=10)
+        assert st.returncode == 0
+        assert "Waiting for sysroot lock..." in err
+        assert json.loads(out)["status"]["staged"] is None  # killed mid-pull: nothing staged
+    finally:
+        switch.kill()
+        switch.communicate(timeout=10)
+
+
+def test_status_blocks_until_a_running_switch_finishes(host: Host) -> None:
+    host.set_fault("switch-hang")
+    switch = popen(host, "bootc", "switch", f"{REPO}@{D2}")
+    try:
+        wait_for(
+            lambda: lock_is_held(host.paths.sysroot_lock), "the switch to take the sysroot lock"
+        )
+        st = popen(host, "bootc", "status", "--json")
+        with pytest.raises(subprocess.TimeoutExpired):
+            st.wait(timeout=0.5)
+        host.clear_faults()  # the "pull" resumes and completes
+        assert switch.wait(timeout=10) == 0
+        out, _ = st.communicate(timeout=10)
+        assert slot_digest(json.loads(out), "staged") == D2  # status saw the finished switch
+    finally:
+        switch.kill()
+        switch.communicate(timeout=10)
+
+
+# ---------------------------------------------------------------- reboot and rollback
+
+
+def test_reboot_boots_the_staged_deployment(host: Host) -> None:
+    assert host.switch(f"{REPO}@{D2}", apply=True).returncode == 0
+    host.auth_file.write_text("{}")
+    state = host.reboot()
+    assert state.boots == 2
+    assert slots(host) == (D2, None, D1)
+    assert host.reboot_request is None
+    assert host.reboot_required is None
+    assert not host.auth_file.exists()  # /run is a tmpfs
+    assert (host.root / "run" / "ostree").is_dir()
+    # the next update prunes the old rollback
+    assert host.switch(f"{REPO}@{D3}").returncode == 0
+    host.reboot()
+    assert slots(host) == (D3, None, D2)
+
+
+def test_reboot_with_nothing_staged_changes_nothing(host: Host) -> None:
+    host.reboot()
+    assert slots(host) == (D1, None, None)
+    assert host.state().boots == 2
+
+
+def test_rollback_queues_and_reverts(host: Host) -> None:
+    assert host.switch(f"{REPO}@{D2}").returncode == 0
+    host.reboot()
+    assert host.switch(f"{REPO}@{D3}").returncode == 0
+    done = host.rollback()
+    assert done.returncode == 0
+    assert done.stdout.strip() == "Next boot: rollback deployment"
+    doc = status(host)
+    assert doc["status"]["rollbackQueued"] is True
+    assert doc["spec"]["bootOrder"] == "rollback"
+    assert doc["status"]["staged"] is None  # a queued rollback drops the staged deployment
+    assert host.reboot_required == f"bootc: Reboot required for image: {D1}"
+    revert = host.rollback()
+    assert revert.stdout.splitlines() == [
+        "notice: Reverting queued rollback state",
+        "Next boot: current deployment",
+    ]
+    assert status(host)["status"]["rollbackQueued"] is False
+    assert host.rollback().returncode == 0
+    host.reboot()
+    doc = status(host)
+    assert (slot_digest(doc, "booted"), slot_digest(doc, "rollback")) == (D1, D2)
+    assert doc["status"]["rollbackQueued"] is False
+
+
+def test_rollback_without_a_rollback_fails(host: Host) -> None:
+    done = host.rollback()
+    assert done.returncode == 1
+    assert done.stderr.strip() == "error: Rollback: No rollback available"
+
+
+def test_switch_cancels_a_queued_rollback(host: Host) -> None:
+    assert host.switch(f"{REPO}@{D2}").returncode == 0
+    host.reboot()
+    assert host.rollback().returncode == 0
+    assert host.switch(f"{REPO}@{D3}").returncode == 0
+    doc = status(host)
+    assert doc["status"]["rollbackQueued"] is False
+    assert slot_digest(doc, "staged") == D3
+
+
+def test_composefs_host(tmp_path: Path) -> None:
+    host = make_host(tmp_path / "cfs", booted=f"{REPO}@{D1}", backend="composefs")
+    assert not (host.root / "ostree").exists()
+    deploy = host.root / "sysroot" / "state" / "deploy"
+    assert list(deploy.iterdir()) == []
+    assert host.switch(f"{REPO}@{D2}").returncode == 0
+    assert len(list(deploy.iterdir())) == 1
+    doc = status(host)
+    staged = doc["status"]["staged"]
+    assert staged["ostree"] is None
+    assert staged["store"] is None
+    assert set(staged["composefs"]) == {
+        "bootDigest",
+        "bootType",
+        "bootloader",
+        "missingVerityAllowed",
+        "verity",
+    }
+
+
+# ---------------------------------------------------------------- faults
+
+
+def test_fault_switch_fail(host: Host) -> None:
+    host.set_fault("switch-fail")
+    done = host.switch(f"{REPO}@{D2}")
+    assert done.returncode == 1
+    assert done.stderr.startswith("error: Switching: Pulling:")
+    assert done.stdout == ""
+    host.set_fault("switch-fail", message="Switching: Pulling: connection reset by peer")
+    done = host.switch(f"{REPO}@{D2}")
+    assert done.stderr.strip() == "error: Switching: Pulling: connection reset by peer"
+    assert slots(host) == (D1, None, None)
+    host.clear_faults()
+    assert host.switch(f"{REPO}@{D2}").returncode == 0
+
+
+def test_fault_switch_hang_until_the_unit_is_stopped(host: Host) -> None:
+    host.set_fault("switch-hang")
+    unit = "bootc-operator-switch.service"
+    run = popen(
+        host,
+        "systemd-run",
+        "--wait",
+        "--collect",
+        "--unit",
+        unit,
+        "bootc",
+        "switch",
+        f"{REPO}@{D2}",
+    )
+    try:
+        wait_for(lambda: host.active_units() == [unit], "the unit to start")
+        wait_for(lambda: lock_is_held(host.paths.sysroot_lock), "the switch to take the lock")
+        is_active = host.run("systemctl", "is-active", unit)
+        assert (is_active.returncode, is_active.stdout.strip()) == (0, "active")
+        stop = host.run("systemctl", "stop", unit, timeout=30)
+        assert stop.returncode == 0, stop.stderr
+        _, err = run.communicate(timeout=10)
+        assert run.returncode == 255
+        assert "Finished with result: signal" in err
+        assert "Main processes terminated with: code=killed, status=15/TERM" in err
+    finally:
+        run.kill()
+        run.communicate(timeout=10)
+    assert host.active_units() == []
+    assert not lock_is_held(host.paths.sysroot_lock)
+    assert slots(host) == (D1, None, None)
+    again = host.run("systemctl", "stop", unit)
+    assert again.returncode == 5
+    assert again.stderr.strip() == f"Failed to stop {unit}: Unit {unit} not loaded."
+
+
+def test_fault_status_garbage(host: Host) -> None:
+    host.set_fault("status-garbage")
+    done = host.bootc("status", "--format=json", "--format-version=1")
+    assert done.returncode == 0
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(done.stdout)
+    host.clear_faults()
+    assert slots(host) == (D1, None, None)
+
+
+def test_fault_status_block(host: Host) -> None:
+    host.set_fault("status-block")
+    st = popen(host, "bootc", "status", "--json")
+    try:
+        with pytest.raises(subprocess.TimeoutExpired):
+            st.wait(timeout=0.5)
+        host.set_fault("status-block", False)
+        out, _ = st.communicate(timeout=10)
+        assert st.returncode == 0
+        assert slot_digest(json.loads(out), "booted") == D1
+    finally:
+        st.kill()
+        st.communicate(timeout=10)
+
+
+def test_fault_incompatible(host: Host) -> None:
+    host.set_fault("incompatible")
+    doc = status(host)
+    booted = doc["status"]["booted"]
+    assert (booted["incompatible"], booted["image"]) == (True, None)
+    assert doc["status"]["type"] is None
+    assert doc["spec"]["image"] is None
+    host.clear_faults()
+    assert status(host)["status"]["booted"]["incompatible"] is False
+
+
+def test_fault_not_bootc(host: Host) -> None:
+    host.set_fault("not-bootc")
+    doc = status(host)
+    assert doc["status"] == {
+        "booted": None,
+        "rollback": None,
+        "rollbackQueued": False,
+        "staged": None,
+        "type": None,
+    }
+    assert doc["spec"] == {"bootOrder": "default", "image": None}
+    done = host.switch(f"{REPO}@{D2}")
+    assert done.returncode == 1
+    assert "Not currently booted into an OSTree system" in done.stderr
+
+
+def test_unknown_fault_is_rejected(host: Host) -> None:
+    assert "switch-fail" in FAULTS
+    with pytest.raises(FakeHostError, match="unknown fault"):
+        host.set_fault("disk-full")
+
+
+# ---------------------------------------------------------------- shims
+
+
+def test_nsenter_strips_its_options_and_env_drops_container(host: Host) -> None:
+    prefix = [
+        "nsenter",
+        "--target",
+        "1",
+        "--mount",
+        "--pid",
+        "--cgroup",
+        "--setuid",
+        "0",
+        "--setgid",
+        "0",
+    ]
+    env = host.env({"PATH": os.environ["PATH"], "container": "podman"})
+
+    def run(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            list(argv), env=env, capture_output=True, text=True, timeout=30, check=False
+        )
+
+    inside = run(*prefix, "--", "bootc", "status", "--json")
+    assert json.loads(inside.stdout)["status"]["booted"] is None  # bootc thinks: container
+    refused = run(*prefix, "--", "bootc", "switch", f"{REPO}@{D2}")
+    assert refused.returncode == 1
+    assert "Detected container" in refused.stderr
+    on_host = run(*prefix, "--env", "--", "bootc", "status", "--json")
+    assert slot_digest(json.loads(on_host.stdout), "booted") == D1
+    missing = run("nsenter", "--target", "1", "--", "no-such-tool")
+    assert missing.returncode == 127
+
+
+def test_systemd_run_wait_returns_the_unit_exit_code(host: Host) -> None:
+    ok = host.run(
+        "systemd-run", "--wait", "--collect", "--unit", "u1", "bootc", "switch", f"{REPO}@{D2}"
+    )
+    assert ok.returncode == 0
+    assert ok.stdout == ""  # without --pipe the unit's output goes to the journal
+    assert ok.stderr.startswith("Running as unit: u1.service; invocation ID: ")
+    assert "Finished with result: success" in ok.stderr
+    journal = host.run("journalctl", "-u", "u1", "-o", "cat", "--no-pager")
+    assert journal.stdout.splitlines()[0] == f"Queued for next boot: {REPO}@{D2}"
+    assert host.journal("u1.service").startswith("Queued for next boot")
+
+    host.set_fault("switch-fail", message="boom")
+    failed = host.run(
+        "systemd-run",
+        "--wait",
+        "--collect",
+        "--quiet",
+        "--unit",
+        "u2",
+        "bootc",
+        "switch",
+        f"{REPO}@{D3}",
+    )
+    assert (failed.returncode, failed.stderr) == (1, "")
+    piped = host.run(
+        "systemd-run",
+        "--wait",
+        "--collect",
+        "--pipe",
+        "--quiet",
+        "--unit",
+        "u3",
+        "bootc",
+        "switch",
+        f"{REPO}@{D3}",
+    )
+    assert (piped.returncode, piped.stderr.strip()) == (1, "error: boom")
+    assert host.active_units() == []
+
+
+def test_systemd_run_refuses_a_running_unit_name(host: Host) -> None:
+    host.set_fault("switch-hang")
+    unit = "busy.service"
+    first = popen(host, "systemd-run", "--wait", "--unit", unit, "bootc", "switch", f"{REPO}@{D2}")
+    try:
+        wait_for(lambda: host.active_units() == [unit], "the first unit to start")
+        second = host.run("systemd-run", "--wait", "--unit", unit, "bootc", "status")
+        assert second.returncode == 1
+        assert "was already loaded or has a fragment file" in second.stderr
+    finally:
+        host.run("systemctl", "stop", unit, timeout=30)
+        first.communicate(timeout=10)
+    assert host.run("systemctl", "is-active", unit).returncode == 3
+
+
+def test_a_failed_unit_without_collect_stays_loaded(host: Host) -> None:
+    host.set_fault("switch-fail", message="boom")
+    argv = ("systemd-run", "--wait", "--quiet", "--unit", "sw", "bootc", "switch", f"{REPO}@{D2}")
+    assert host.run(*argv).returncode == 1
+    is_active = host.run("systemctl", "is-active", "sw.service")
+    assert (is_active.returncode, is_active.stdout.strip()) == (3, "failed")
+    blocked = host.run(*argv)
+    assert blocked.returncode == 1
+    assert "sw.service was already loaded" in blocked.stderr
+    assert host.run("systemctl", "stop", "sw").returncode == 0  # stopping a failed unit: no-op
+    assert host.run("systemctl", "is-active", "sw").stdout.strip() == "failed"
+    assert host.run("systemctl", "reset-failed", "sw").returncode == 0
+    host.clear_faults()
+    assert host.run(*argv).returncode == 0
+    assert host.run("systemctl", "is-active", "sw").stdout.strip() == "inactive"
+    assert slots(host)[1] == D2
+
+
+def test_systemctl_reboot_is_recorded(host: Host) -> None:
+    assert host.run("systemctl", "reboot").returncode == 0
+    request = host.reboot_request
+    assert request is not None
+    assert (request["kind"], request["by"]) == ("reboot", "systemctl reboot")
+    host.reboot()
+    assert host.reboot_request is None
+    assert host.run("systemctl", "frobnicate").returncode == 1
+
+
+def test_calls_are_logged(host: Host) -> None:
+    host.run("nsenter", "--target", "1", "--", "bootc", "status", "--json")
+    tools = [c["tool"] for c in host.calls()]
+    assert tools == ["nsenter", "bootc"]
+    assert host.calls("bootc")[0]["argv"] == ["status", "--json"]
+
+
+def test_generic_fake_bootc_uses_the_env_root(host: Host) -> None:
+    env = {**os.environ, "FAKEBOOTC_ROOT": str(host.root)}
+    done = subprocess.run(
+        [str(REPO_ROOT / "hack" / "fake-bootc"), "status", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert slot_digest(json.loads(done.stdout), "booted") == D1
+    unset = subprocess.run(
+        [str(REPO_ROOT / "hack" / "fake-bootc"), "status"],
+        env={k: v for k, v in os.environ.items() if k != "FAKEBOOTC_ROOT"},
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert unset.returncode == 1
+    assert "FAKEBOOTC_ROOT" in unset.stderr
+
+
+# ---------------------------------------------------------------- catalog resolution
+
+
+def test_catalog_resolves_tags_with_metadata(host: Host) -> None:
+    host.add_image(f"{REPO}:v2", D2, version="2.0", timestamp="2024-05-01T10:00:00Z")
+    done = host.switch(f"{REPO}:v2")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        f"Queued for next boot: {REPO}:v2",
+        "  Version: 2.0",
+        f"  Digest: {D2}",
+    ]
+    staged = status(host)["status"]["staged"]["image"]
+    assert staged == {
+        "architecture": "amd64",
+        "image": {"image": f"{REPO}:v2", "transport": "registry"},
+        "imageDigest": D2,
+        "timestamp": "2024-05-01T10:00:00Z",
+        "version": "2.0",
+    }
+    # a digest ref naming the catalog entry's digest gets its metadata too
+    assert host.switch(f"{REPO}@{D2}").returncode == 0
+    assert status(host)["status"]["staged"]["image"]["version"] == "2.0"
+
+
+def test_unknown_tag_fails_like_a_missing_manifest(host: Host) -> None:
+    done = host.switch(f"{REPO}:nope")
+    assert done.returncode == 1
+    assert done.stderr.strip() == (
+        "error: Switching: Pulling: reading manifest nope in quay.io/example/os: manifest unknown"
+    )
+
+
+def test_unknown_digest_accepted_unless_strict(host: Host) -> None:
+    assert host.switch(f"{REPO}@{D2}").returncode == 0
+    host.configure(accept_any_digest=False)
+    done = host.switch(f"{REPO}@{D3}")
+    assert done.returncode == 1
+    assert "manifest unknown" in done.stderr
+    assert slots(host) == (D1, D2, None)
+
+
+def test_catalog_multi_arch_index_picks_the_host_architecture(tmp_path: Path) -> None:
+    catalog = tmp_path / "shared.json"
+    manifests = {
+        "amd64": {"digest": D2, "version": "2-amd64"},
+        "arm64": {"digest": D3, "version": "2-arm64"},
+    }
+    catalog.write_text(
+        json.dumps({"images": {f"{REPO}:v2": {"digest": D4, "manifests": manifests}}})
+    )
+    amd = make_host(
+        tmp_path / "amd", booted=f"{REPO}@{D1}", catalogs=[catalog], accept_any_digest=False
+    )
+    arm = make_host(
+        tmp_path / "arm", booted=f"{REPO}@{D1}", architecture="arm64", accept_any_digest=False
+    )
+    arm_env = {"FAKEBOOTC_CATALOG": str(catalog)}
+    assert amd.switch(f"{REPO}:v2").returncode == 0
+    assert slots(amd)[1] == D2
+    done = subprocess.run(
+        [str(arm.bin_dir / "bootc"), "switch", f"{REPO}@{D4}"],
+        env=arm.env({**os.environ, **arm_env}),
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    staged = status(arm)["status"]["staged"]["image"]
+    assert (staged["image"]["image"], staged["imageDigest"], staged["architecture"]) == (
+        f"{REPO}@{D4}",
+        D3,
+        "arm64",
+    )
+    s390 = make_host(
+        tmp_path / "s390", booted=f"{REPO}@{D1}", architecture="s390x", catalogs=[catalog]
+    )
+    failed = s390.switch(f"{REPO}:v2")
+    assert failed.returncode == 1
+    assert "no image found in image index for architecture s390x" in failed.stderr
+
+
+def test_catalog_error_entry(host: Host) -> None:
+    host.add_image(f"{REPO}:broken", D2, error="reading blob sha256:x: unexpected EOF")
+    done = host.switch(f"{REPO}:broken")
+    assert done.stderr.strip() == "error: Switching: Pulling: reading blob sha256:x: unexpected EOF"
+
+
+# ---------------------------------------------------------------- registry resolution
+
+
+class FakeRegistry:
+    """A minimal OCI distribution endpoint (GET manifests, blobs, a token endpoint) to exercise
+    the simulated host's registry client; the real registry is used by the e2e tests."""
+
+    def __init__(
+        self, auth: str | None = None, user: str = "joe", password: str = "s3cret"
+    ) -> None:
+        self.auth, self.user, self.password = auth, user, password
+        self.manifests: dict[tuple[str, str], tuple[str, bytes]] = {}
+        self.blobs: dict[str, bytes] = {}
+        self.token_requests: list[dict[str, str]] = []
+        registry = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                registry.handle(self)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def host(self) -> str:
+        return f"127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def add_blob(self, data: bytes) -> str:
+        d = "sha256:" + hashlib.sha256(data).hexdigest()
+        self.blobs[d] = data
+        return d
+
+    def add_image(
+        self, repo: str, tag: str, archs: dict[str, dict[str, Any]]
+    ) -> tuple[str, dict[str, str]]:
+        """Push a multi-arch image: returns (index digest, {arch: manifest digest})."""
+        per_arch: dict[str, str] = {}
+        entries = []
+        for arch, config in archs.items():
+            config_digest = self.add_blob(
+                json.dumps({"architecture": arch, "os": "linux", **config}).encode()
+            )
+            manifest = json.dumps(
+                {
+                    "schemaVersion": 2,
+                    "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                    "config": {
+                        "mediaType": "application/vnd.oci.image.config.v1+json",
+                        "digest": config_digest,
+                        "size": 1,
+                    },
+                    "layers": [],
+                }
+            ).encode()
+            md = "sha256:" + hashlib.sha256(manifest).hexdigest()
+            self.manifests[(repo, md)] = ("application/vnd.oci.image.manifest.v1+json", manifest)
+            per_arch[arch] = md
+            entries.append(
+                {
+                    "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                    "digest": md,
+                    "size": len(manifest),
+                    "platform": {"os": "linux", "architecture": arch},
+                }
+            )
+        index = json.dumps(
+            {
+                "schemaVersion": 2,
+                "mediaType": "application/vnd.oci.image.index.v1+json",
+                "manifests": entries,
+            }
+        ).encode()
+        index_digest = "sha256:" + hashlib.sha256(index).hexdigest()
+        for ref in (tag, index_digest):
+            self.manifests[(repo, ref)] = ("application/vnd.oci.image.index.v1+json", index)
+        return index_digest, per_arch
+
+    def _basic_ok(self, header: str | None) -> bool:
+        expected = base64.b64encode(f"{self.user}:{self.password}".encode()).decode()
+        return header == f"Basic {expected}"
+
+    def _send(
+        self,
+        h: BaseHTTPRequestHandler,
+        code: int,
+        body: bytes,
+        ctype: str,
+        extra: dict[str, str] | None = None,
+    ) -> None:
+        h.send_response(code)
+        h.send_header("Content-Type", ctype)
+        h.send_header("Content-Length", str(len(body)))
+        for k, v in (extra or {}).items():
+            h.send_header(k, v)
+        h.end_headers()
+        h.wfile.write(body)
+
+    def _error(
+        self,
+        h: BaseHTTPRequestHandler,
+        code: int,
+        err: str,
+        message: str,
+        extra: dict[str, str] | None = None,
+    ) -> None:
+        body = json.dumps({"errors": [{"code": err, "message": message}]}).encode()
+        self._send(h, code, body, "application/json", extra)
+
+    def handle(self, h: BaseHTTPRequestHandler) -> None:
+        path = h.path.split("?", 1)[0]
+        auth = h.headers.get("Authorization")
+        if path == "/token":
+            query = dict(p.split("=", 1) for p in h.path.split("?", 1)[1].split("&"))
+            self.token_requests.append({**query, "authorization": auth or ""})
+            if not self._basic_ok(auth):
+                self._error(h, 401, "UNAUTHORIZED", "authentication required")
+                return
+            self._send(h, 200, json.dumps({"token": "tok-123"}).encode(), "application/json")
+            return
+        if self.auth == "basic" and not self._basic_ok(auth):
+            self._error(
+                h,
+                401,
+                "UNAUTHORIZED",
+                "authentication required",
+                {"WWW-Authenticate": 'Basic realm="fake"'},
+            )
+            return
+        if self.auth == "bearer" and auth != "Bearer tok-123":
+            challenge = f'Bearer realm="http://{self.host}/token",service="fake-registry"'
+            self._error(
+                h, 401, "UNAUTHORIZED", "authentication required", {"WWW-Authenticate": challenge}
+            )
+            return
+        parts = path.split("/")
+        # /v2/<repo...>/manifests/<ref>  or  /v2/<repo...>/blobs/<digest>
+        if len(parts) >= 5 and parts[1] == "v2" and parts[-2] in ("manifests", "blobs"):
+            repo, kind, ref = "/".join(parts[2:-2]), parts[-2], parts[-1]
+            if kind == "manifests" and (repo, ref) in self.manifests:
+                media, body = self.manifests[(repo, ref)]
+                self._send(h, 200, body, media)
+                return
+            if kind == "blobs" and ref in self.blobs:
+                self._send(h, 200, self.blobs[ref], "application/octet-stream")
+                return
+            code = "MANIFEST_UNKNOWN" if kind == "manifests" else "BLOB_UNKNOWN"
+            self._error(h, 404, code, "manifest unknown" if kind == "manifests" else "blob unknown")
+            return
+        self._error(h, 404, "NOT_FOUND", "not found")
+
+
+@pytest.fixture
+def registry_factory() -> Iterator[Callable[..., FakeRegistry]]:
+    made: list[FakeRegistry] = []
+
+    def make(auth: str | None = None) -> FakeRegistry:
+        reg = FakeRegistry(auth)
+        made.append(reg)
+        return reg
+
+    yield make
+    for reg in made:
+        reg.close()
+
+
+CONFIGS = {
+    "amd64": {
+        "created": "2024-06-01T12:00:00.123456789Z",
+        "config": {"Labels": {"org.opencontainers.image.version": "9.1", "containers.bootc": "1"}},
+    },
+    "arm64": {"created": "2024-06-01T12:00:00Z", "config": {"Labels": {"version": "9.1-arm"}}},
+}
+
+
+def test_registry_index_resolves_to_the_per_arch_digest(
+    tmp_path: Path, registry_factory: Callable[..., FakeRegistry]
+) -> None:
+    reg = registry_factory()
+    index, per_arch = reg.add_image("os", "v9", CONFIGS)
+    amd = make_host(tmp_path / "amd", booted=f"{REPO}@{D1}")
+    assert amd.switch(f"{reg.host}/os:v9").returncode == 0
+    image = status(amd)["status"]["staged"]["image"]
+    assert image == {
+        "architecture": "amd64",
+        "image": {"image": f"{reg.host}/os:v9", "transport": "registry"},
+        "imageDigest": per_arch["amd64"],
+        "timestamp": "2024-06-01T12:00:00.123456Z",
+        "version": "9.1",
+    }
+    arm = make_host(tmp_path / "arm", booted=f"{REPO}@{D1}", architecture="arm64")
+    done = arm.switch(f"{reg.host}/os@{index}")
+    assert done.returncode == 0, done.stderr
+    image = status(arm)["status"]["staged"]["image"]
+    assert (
+        image["image"]["image"],
+        image["imageDigest"],
+        image["version"],
+        image["timestamp"],
+    ) == (
+        f"{reg.host}/os@{index}",
+        per_arch["arm64"],
+        "9.1-arm",
+        "2024-06-01T12:00:00Z",
+    )
+
+
+def test_an_answering_registry_is_the_authority(
+    host: Host, registry_factory: Callable[..., FakeRegistry]
+) -> None:
+    reg = registry_factory()
+    reg.add_image("os", "v9", CONFIGS)
+    host.add_image(
+        f"{reg.host}/os:gone", D2
+    )  # the catalog is not consulted when the registry answers
+    for ref, reference in ((f"{reg.host}/os:gone", "gone"), (f"{reg.host}/os@{D3}", D3)):
+        done = host.switch(ref)
+        assert done.returncode == 1
+        expected = f"reading manifest {reference} in {reg.host}/os: manifest unknown"
+        assert done.stderr.strip() == f"error: Switching: Pulling: {expected}"
+
+
+def test_registry_basic_auth_from_the_host_auth_file(
+    host: Host, registry_factory: Callable[..., FakeRegistry]
+) -> None:
+    reg = registry_factory(auth="basic")
+    _, per_arch = reg.add_image("private/os", "v9", CONFIGS)
+    ref = f"{reg.host}/private/os:v9"
+    anonymous = host.switch(ref)
+    assert anonymous.returncode == 1
+    assert "unauthorized: authentication required" in anonymous.stderr
+
+    def auth(user: str, password: str, key: str) -> None:
+        token = base64.b64encode(f"{user}:{password}".encode()).decode()
+        host.auth_file.write_text(json.dumps({"auths": {key: {"auth": token}}}))
+
+    auth("joe", "wrong", reg.host)
+    assert "unauthorized" in host.switch(ref).stderr
+    auth("joe", "s3cret", reg.host)
+    done = host.switch(ref)
+    assert done.returncode == 0, done.stderr
+    assert slots(host)[1] == per_arch["amd64"]
+    # a more specific key (host/repo) wins over the host key
+    host.reboot()
+    host.auth_file.write_text(
+        json.dumps(
+            {
+                "auths": {
+                    reg.host: {"auth": base64.b64encode(b"joe:wrong").decode()},
+                    f"{reg.host}/private": {"username": "joe", "password": "s3cret"},
+                }
+            }
+        )
+    )
+    assert host.switch(f"{reg.host}/private/os@{per_arch['amd64']}").returncode == 0
+
+
+def test_registry_bearer_token_flow(
+    host: Host, registry_factory: Callable[..., FakeRegistry]
+) -> None:
+    reg = registry_factory(auth="bearer")
+    _, per_arch = reg.add_image("os", "v9", CONFIGS)
+    host.auth_file.write_text(
+        json.dumps({"auths": {reg.host: {"auth": base64.b64encode(b"joe:s3cret").decode()}}})
+    )
+    done = host.switch(f"{reg.host}/os:v9")
+    assert done.returncode == 0, done.stderr
+    assert slots(host)[1] == per_arch["amd64"]
+    first = reg.token_requests[0]
+    assert (first["service"], first["scope"]) == ("fake-registry", "repository%3Aos%3Apull")
+    assert first["authorization"].startswith("Basic ")
+
+
+def test_invalid_auth_file_fails_the_pull(
+    host: Host, registry_factory: Callable[..., FakeRegistry]
+) -> None:
+    reg = registry_factory()
+    reg.add_image("os", "v9", CONFIGS)
+    host.auth_file.write_text("{not json")
+    done = host.switch(f"{reg.host}/os:v9")
+    assert done.returncode == 1
+    assert "parsing auth file" in done.stderr
+
+
+def test_unreachable_registry_falls_back_to_the_catalog(
+    host: Host, registry_factory: Callable[..., FakeRegistry]
+) -> None:
+    reg = registry_factory()
+    dead = reg.host
+    reg.close()
+    host.add_image(f"{dead}/os:v9", D3, version="from-catalog")
+    assert host.switch(f"{dead}/os:v9").returncode == 0
+    assert status(host)["status"]["staged"]["image"]["version"] == "from-catalog"
+    assert host.switch(f"{dead}/os@{D4}").returncode == 0  # accept_any_digest
+    host.configure(accept_any_digest=False)
+    done = host.switch(f"{dead}/os@{D2}")
+    assert done.returncode == 1
+    assert f"pinging container registry {dead}" in done.stderr
+
+
+# ---------------------------------------------------------------- the fake-host CLI
+
+
+def fake_host(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "hack.fakebootc", *argv],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_cli_end_to_end(tmp_path: Path) -> None:
+    root = tmp_path / "cli-node"
+    init = fake_host(
+        "init", str(root), "--booted", f"{REPO}@{D1}", "--version", "1", "--arch", "arm64"
+    )
+    assert init.returncode == 0, init.stderr
+    host = open_host(root)
+    assert host.state().config.architecture == "arm64"
+    assert fake_host("init", str(root), "--booted", f"{REPO}@{D1}").returncode == 1
+
+    assert (
+        fake_host("image", str(root), f"{REPO}:v2", "--digest", D2, "--version", "2").returncode
+        == 0
+    )
+    assert host.switch(f"{REPO}:v2").returncode == 0
+    shown = json.loads(fake_host("show", str(root)).stdout)
+    assert shown["status"]["status"]["staged"]["image"]["version"] == "2"
+    assert shown["rebootRequired"] == f"bootc: Reboot required for image: {D2}"
+
+    reboot = fake_host("reboot", str(root))
+    assert reboot.returncode == 0
+    assert slots(host) == (D2, None, D1)
+
+    assert fake_host("fault", str(root), "switch-fail", "--message", "nope").returncode == 0
+    assert host.state().faults.switch_fail == "nope"
+    assert fake_host("fault", str(root), "incompatible").returncode == 0
+    assert json.loads(fake_host("show", str(root)).stdout)["faults"] == [
+        "switch_fail",
+        "incompatible",
+    ]
+    assert fake_host("fault", str(root), "incompatible", "--off").returncode == 0
+    assert fake_host("fault", str(root), "clear").returncode == 0
+    assert host.state().faults.active() == []
+
+    config = fake_host("config", str(root), "--stage-delay", "0.5", "--strict-catalog")
+    assert config.returncode == 0
+    assert (host.state().config.stage_delay, host.state().config.accept_any_digest) == (0.5, False)
+
+    env = fake_host("env", str(root)).stdout
+    assert f"export FAKEBOOTC_ROOT={host.root}" in env
+    missing = fake_host("show", str(tmp_path / "nothing"))
+    assert missing.returncode == 1
+    assert missing.stderr.startswith("fake-host: error: ")
+    assert "\n" not in missing.stderr.strip()
