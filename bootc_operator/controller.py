@@ -33,7 +33,7 @@ from bootc_operator.informers import (
     run_workers,
     unwrap,
 )
-from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, NODES, load_api_client
+from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, NODES, ApiError, load_api_client
 from bootc_operator.reconcilers import metrics as m
 from bootc_operator.reconcilers.context import POOL_INDEX, Context, index_by_pool, pool_of
 from bootc_operator.reconcilers.drain import DrainManager
@@ -48,6 +48,7 @@ from bootc_operator.runtime.leaderelection import LeaderElector
 log = logging.getLogger("controller")
 
 Reconcile = Callable[[str], Awaitable[float | None]]
+CONFLICT_REQUEUE = 0.2
 
 
 def instrumented(controller: str, reconcile: Reconcile) -> Reconcile:
@@ -57,6 +58,15 @@ def instrumented(controller: str, reconcile: Reconcile) -> Reconcile:
         start = time.perf_counter()
         try:
             result = await reconcile(key)
+        except ApiError as err:
+            if not err.conflict:
+                m.RECONCILE_TOTAL.labels(controller, "error").inc()
+                m.RECONCILE_ERRORS.labels(controller).inc()
+                raise
+            # A write based on a stale cache lost a race (409): normal; read again soon.
+            log.debug("conflict; requeueing", extra={"controller": controller, "pool": key})
+            m.RECONCILE_TOTAL.labels(controller, "requeue").inc()
+            return CONFLICT_REQUEUE
         except Exception:
             m.RECONCILE_TOTAL.labels(controller, "error").inc()
             m.RECONCILE_ERRORS.labels(controller).inc()

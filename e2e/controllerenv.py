@@ -138,3 +138,68 @@ class SlotLog:
     async def __aexit__(self, *exc: object) -> None:
         await self._bn.stop()
         await self._nodes.stop()
+
+
+PODS_PATH = "/api/v1/namespaces/{ns}/pods"
+
+
+async def create_pod(
+    api: ApiClient,
+    name: str,
+    node: str,
+    labels: dict[str, str],
+    *,
+    namespace: str = "default",
+    owner: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A pod bound straight to ``node`` (no scheduler), deleted at once when evicted."""
+    from bootc_operator.kube import PODS  # noqa: PLC0415
+
+    meta: dict[str, Any] = {"name": name, "namespace": namespace, "labels": labels}
+    if owner:
+        meta["ownerReferences"] = [owner]
+    body = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": meta,
+        "spec": {
+            "nodeName": node,
+            "terminationGracePeriodSeconds": 0,
+            "containers": [{"name": "c", "image": "registry.example.com/app:1"}],
+        },
+    }
+    pod = await create_object(api, PODS, body, namespace)
+    # No kubelet runs: report the pod Running and Ready ourselves, or the eviction
+    # API would skip PodDisruptionBudgets for a Pending pod.
+    now = "2026-01-01T00:00:00Z"
+    status = {
+        "status": {
+            "phase": "Running",
+            "conditions": [
+                {"type": "Ready", "status": "True", "lastTransitionTime": now},
+                {"type": "PodScheduled", "status": "True", "lastTransitionTime": now},
+            ],
+        }
+    }
+    from bootc_operator.kube.rest import patch_object  # noqa: PLC0415
+
+    return await patch_object(
+        api, PODS, name, status, namespace, patch_type="strategic", subresource="status"
+    )
+
+
+async def create_blocking_pdb(
+    api: ApiClient, name: str, labels: dict[str, str], namespace: str = "default"
+) -> None:
+    """A PDB no eviction of the selected pods can satisfy (minAvailable: 100%)."""
+    from bootc_operator.kube.rest import request_json  # noqa: PLC0415
+
+    body = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"minAvailable": "100%", "selector": {"matchLabels": labels}},
+    }
+    await request_json(
+        api, "POST", f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets", body=body
+    )

@@ -72,12 +72,23 @@ def test_first_list_adds_everything_and_marks_synced(informer: Informer) -> None
     assert sorted(informer.keys()) == ["a", "b"]
 
 
-def test_default_transform_strips_managed_fields(informer: Informer) -> None:
-    informer.replace([node("a", "1")])
-    informer.apply("ADDED", node("b", "2"))
-    for key in "ab":
-        cached = informer.get(key)
-        assert cached is not None and "managedFields" not in cached["metadata"]
+def test_watched_objects_pass_the_transform(informer: Informer) -> None:
+    informer.replace([])
+    informer.reflector.handle_event({"type": "ADDED", "object": node("b", "2")})
+    cached = informer.get("b")
+    assert cached is not None and "managedFields" not in cached["metadata"]
+    assert informer.resource_version == "2"
+
+
+def test_custom_transform() -> None:
+    def mark(obj: Obj) -> Obj:
+        obj["marked"] = True
+        return obj
+
+    inf = Informer(NO_API, NODES, transform=mark, registry=CollectorRegistry())
+    inf.reflector.handle_event({"type": "ADDED", "object": node("a", "1")})
+    cached = inf.get("a")
+    assert cached is not None and cached["marked"] and "managedFields" in cached["metadata"]
 
 
 def test_watch_events(informer: Informer) -> None:

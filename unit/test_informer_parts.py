@@ -19,7 +19,12 @@ from bootc_operator.informers import (
     by_label,
     strip_bulk,
 )
-from bootc_operator.informers.transform import LAST_APPLIED_ANNOTATION, chain
+from bootc_operator.informers.transform import (
+    LAST_APPLIED_ANNOTATION,
+    chain,
+    drop_paths,
+    intern_strings,
+)
 from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, NODES, PODS, ApiError, Resource
 from bootc_operator.kube.rest import iter_json_lines
 
@@ -66,6 +71,26 @@ def test_chain() -> None:
 
     out = chain(strip_bulk, mark)({"metadata": {"managedFields": []}})
     assert out == {"metadata": {}, "marked": True}
+
+
+def test_drop_paths() -> None:
+    drop = drop_paths(("status", "images"), ("spec", "deep", "x"), ("top",))
+    obj: dict[str, Any] = {"top": 1, "status": {"images": [1], "keep": 2}, "spec": {"deep": 3}}
+    assert drop(obj) == {"status": {"keep": 2}, "spec": {"deep": 3}}
+    assert drop({"status": "odd"}) == {"status": "odd"}
+    with pytest.raises(ValueError):
+        drop_paths(())
+
+
+def test_intern_strings_shares_keys_and_short_values() -> None:
+    a = json.loads('{"metadata": {"labels": {"zone": "a"}}, "l": ["True", 1, {"k": null}]}')
+    b = json.loads('{"metadata": {"labels": {"zone": "a"}}, "l": ["True", 1, {"k": null}]}')
+    ia, ib = intern_strings(a), intern_strings(b)
+    assert ia == a == ib
+    [ka] = ia["metadata"]["labels"].keys()
+    [kb] = ib["metadata"]["labels"].keys()
+    assert ka is kb and ia["l"][0] is ib["l"][0]
+    assert ia["metadata"]["labels"]["zone"] is ib["metadata"]["labels"]["zone"]
 
 
 def test_resource_paths() -> None:

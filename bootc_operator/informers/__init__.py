@@ -10,9 +10,9 @@ Informers (cache side)
     Helpers: :func:`object_key`, :func:`split_key`, :func:`key_of`,
     :func:`unwrap`, :class:`DeletedFinalStateUnknown`, index functions
     (:func:`by_owner_uid`, :func:`by_controller_uid`, :func:`by_label`,
-    :func:`by_field`, :func:`by_namespace`), transforms (:func:`strip_bulk`),
-    update filters (:func:`generation_changed`, :func:`resource_version_changed`),
-    :func:`diff_relist`.
+    :func:`by_field`, :func:`by_namespace`), transforms (:func:`strip_bulk`,
+    :func:`drop_paths`, :func:`intern_strings`, :func:`chain`), update filters
+    (:func:`generation_changed`, :func:`resource_version_changed`), :func:`diff_relist`.
 
 Workqueues (work side)
     :class:`WorkQueue` ⊂ :class:`DelayingQueue` ⊂ :class:`RateLimitingQueue`;
@@ -61,7 +61,13 @@ from bootc_operator.informers.ratelimit import (
 from bootc_operator.informers.ratelimiting_queue import RateLimitingQueue
 from bootc_operator.informers.relist import Delta, DeltaType, diff_relist
 from bootc_operator.informers.store import IndexFunc, Store
-from bootc_operator.informers.transform import strip_bulk
+from bootc_operator.informers.transform import (
+    Transform,
+    chain,
+    drop_paths,
+    intern_strings,
+    strip_bulk,
+)
 from bootc_operator.informers.worker import process_next, run_workers
 
 __all__ = [
@@ -85,16 +91,20 @@ __all__ = [
     "SharedInformerFactory",
     "ShutDown",
     "Store",
+    "Transform",
     "WorkQueue",
     "by_controller_uid",
     "by_field",
     "by_label",
     "by_namespace",
     "by_owner_uid",
+    "chain",
     "default_controller_rate_limiter",
     "diff_relist",
+    "drop_paths",
     "generation_changed",
     "informer_metrics",
+    "intern_strings",
     "key_of",
     "object_key",
     "process_next",

@@ -11,8 +11,8 @@ Interface::
     await inf.stop()               # cancels and awaits its tasks
 
 Every object passes through ``transform`` (default
-:func:`~bootc_operator.informers.transform.strip_bulk`) before it is stored and
-handed to handlers. Watch events update the store, then call handlers:
+:func:`~bootc_operator.informers.transform.strip_bulk`; the reflector applies
+it) before it is stored and handed to handlers. Watch events update the store, then call handlers:
 ``ADDED``/``MODIFIED`` of an unknown key → ``on_add``, of a known key →
 ``on_update(old, new)``; ``DELETED`` of a known key → ``on_delete`` (a delete
 for a key never seen is dropped, so handlers never see a delete without an add).
@@ -90,6 +90,7 @@ class Informer:
             page_size=page_size,
             min_watch_timeout=min_watch_timeout,
             backoff=backoff,
+            transform=transform,
             rand=random.random,
             log=self.log,
         )
@@ -192,8 +193,8 @@ class Informer:
     # ------------------------------------------------------------ reflector sink
 
     def replace(self, items: builtins.list[Obj]) -> None:
-        listed = [self.transform(obj) for obj in items]
-        for delta in diff_relist(self._store.snapshot(), listed, self._store.key):
+        """A (re-)LIST's transformed items: diff against the store, apply, notify."""
+        for delta in diff_relist(self._store.snapshot(), items, self._store.key):
             if delta.type is DeltaType.DELETED:
                 self._store.delete(delta.key)
                 self._dispatch_delete(delta.obj)
@@ -207,7 +208,7 @@ class Informer:
         self._synced.set()
 
     def apply(self, event_type: str, obj: Obj) -> None:
-        obj = self.transform(obj)
+        """One transformed watch object (``ADDED``, ``MODIFIED`` or ``DELETED``)."""
         if event_type == "DELETED":
             old = self._store.delete(self._store.key(obj))
             if old is not None:

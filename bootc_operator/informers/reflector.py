@@ -5,6 +5,8 @@
 1. LIST the resource (paginated with ``limit``/``continue``, label and field
    selectors applied; see :func:`~bootc_operator.kube.rest.list_objects`),
    remember the list's resourceVersion and hand the items to ``sink.replace(items)``.
+   Every object, listed or watched, passes through ``transform`` first (page
+   by page for a LIST, so only one raw page is held at a time).
 2. WATCH from that resourceVersion with ``allowWatchBookmarks`` and a
    server-side ``timeoutSeconds`` drawn from [min, 2·min), feeding
    ``ADDED``/``MODIFIED``/``DELETED`` objects to ``sink.apply(type, obj)``.
@@ -40,6 +42,7 @@ from kubernetes_asyncio.client import ApiClient
 from bootc_operator.informers.backoff import Backoff
 from bootc_operator.informers.metrics import InformerMetrics
 from bootc_operator.informers.objects import Obj
+from bootc_operator.informers.transform import Transform, identity
 from bootc_operator.kube.resources import Resource
 from bootc_operator.kube.rest import ApiError, iter_json_lines, list_objects, open_stream
 
@@ -97,6 +100,7 @@ class Reflector:
         page_size: int = 500,
         min_watch_timeout: float = 300.0,
         backoff: Backoff | None = None,
+        transform: Transform = identity,
         rand: Callable[[], float] = random.random,
         log: logging.Logger | None = None,
     ) -> None:
@@ -109,6 +113,7 @@ class Reflector:
         self.page_size = page_size
         self.min_watch_timeout = min_watch_timeout
         self.backoff = backoff or Backoff()
+        self.transform = transform
         self.rand = rand
         self.log = log or logging.getLogger(__name__)
         self.resource_version = ""
@@ -172,6 +177,7 @@ class Reflector:
             field_selector=self.field_selector,
             page_size=self.page_size,
             request_timeout=LIST_TIMEOUT,
+            transform=self.transform,
         )
         self.stats.lists += 1
         self._m_lists.inc()
@@ -229,7 +235,7 @@ class Reflector:
             raise WatchFailed(f"watch ERROR event: {message}")
         rv = (obj.get("metadata") or {}).get("resourceVersion")
         if etype != "BOOKMARK":
-            self.sink.apply(etype, obj)
+            self.sink.apply(etype, self.transform(obj))
         if rv:
             self.resource_version = str(rv)
         if self._failing or self._expired_again:

@@ -15,7 +15,7 @@ are parsed with :func:`json.loads` into plain dicts: no model classes.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Final
 
@@ -204,13 +204,15 @@ async def list_objects(
     field_selector: str = "",
     page_size: int = 500,
     request_timeout: float | aiohttp.ClientTimeout | None = DEFAULT_TIMEOUT,
+    transform: Callable[[Obj], Obj] | None = None,
 ) -> tuple[list[Obj], str]:
     """Every object and the list's resourceVersion (a consistent, most recent read).
 
     Pages of ``page_size`` are followed through ``continue``; if a continue
     token expires (410) the list restarts unpaginated. Items get ``apiVersion``
     and ``kind`` filled in (a LIST leaves them out), so listed and watched
-    objects look alike.
+    objects look alike. ``transform`` runs on each item as its page arrives, so
+    only one page is ever held untransformed.
     """
     path = resource.path(namespace)
     items: list[Obj] = []
@@ -241,7 +243,7 @@ async def list_objects(
             item.setdefault("apiVersion", api_version)
             if kind:
                 item.setdefault("kind", kind)
-            items.append(item)
+            items.append(transform(item) if transform else item)
         meta = page.get("metadata") or {}
         cont = meta.get("continue") or ""
         if not cont:

@@ -18,6 +18,7 @@ guard these invariants need.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import logging
 from collections.abc import Callable
@@ -81,6 +82,18 @@ class Context:
     bn_overlay: Overlay = field(default_factory=Overlay)
     node_overlay: Overlay = field(default_factory=Overlay)
     _bn_created: dict[str, str] = field(default_factory=dict)  # name -> pool, until cached
+    _locks: dict[str, asyncio.Lock] = field(default_factory=dict)
+
+    def pool_lock(self, pool: str) -> asyncio.Lock:
+        """Serialises membership and rollout passes of one pool.
+
+        Both write the same Nodes (cordon) and BootcNodes; run concurrently, a
+        rollout pass could re-cordon a node that membership is releasing.
+        """
+        lock = self._locks.get(pool)
+        if lock is None:
+            lock = self._locks[pool] = asyncio.Lock()
+        return lock
 
     # ---------------------------------------------------------------- reads
 

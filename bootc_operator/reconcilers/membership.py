@@ -48,6 +48,10 @@ class MembershipReconciler:
         self._pull_secret_hash = pull_secret_hash
 
     async def reconcile(self, pool_name: str) -> float | None:
+        async with self.ctx.pool_lock(pool_name):
+            return await self._reconcile(pool_name)
+
+    async def _reconcile(self, pool_name: str) -> float | None:
         ctx = self.ctx
         pool = ctx.pool(pool_name)
         if pool is None:

@@ -33,7 +33,7 @@ from bootc_operator.reconcilers.drain import DrainManager
 from bootc_operator.reconcilers.metrics import NODE_UPDATE_DURATION
 from bootc_operator.reconcilers.nodestate import NodeView, parse_time, view
 from bootc_operator.reconcilers.poolspec import check_pool
-from bootc_operator.reconcilers.slots import plan_rollout
+from bootc_operator.reconcilers.slots import next_reboot_deadline, plan_rollout
 
 log = logging.getLogger("rollout")
 
@@ -51,6 +51,10 @@ class RolloutReconciler:
         self.drains = drains
 
     async def reconcile(self, pool_name: str) -> float | None:
+        async with self.ctx.pool_lock(pool_name):
+            return await self._reconcile(pool_name)
+
+    async def _reconcile(self, pool_name: str) -> float | None:
         ctx = self.ctx
         pool = ctx.pool(pool_name)
         if pool is None or pool["metadata"].get("deletionTimestamp"):
@@ -77,14 +81,9 @@ class RolloutReconciler:
             wait = await self._drive_drain(pool, name, check.drain_timeout, now)
             if wait is not None:
                 requeue = wait if requeue is None else min(requeue, wait)
-        if check.reboot_timeout:
-            # Re-check slot holders when a reboot could time out (halting needs it).
-            for name in plan.holders:
-                v = views.get(name)
-                if v is not None and v.idle_since is not None:
-                    left = check.reboot_timeout - (now - v.idle_since).total_seconds()
-                    if left > 0:
-                        requeue = left + 1 if requeue is None else min(requeue, left + 1)
+        deadline = next_reboot_deadline(views.values(), now, check.reboot_timeout)
+        if deadline is not None:
+            requeue = deadline if requeue is None else min(requeue, deadline)
         return requeue
 
     async def _release(self, pool: Obj, bn: Obj, v: NodeView, *, cancelled: bool) -> None:

@@ -125,3 +125,23 @@ def plan_rollout(
         halted=halted,
         waiting=tuple(waiting),
     )
+
+
+def next_reboot_deadline(
+    views: Iterable[NodeView], now: dt.datetime, reboot_timeout: float | None
+) -> float | None:
+    """Seconds until the next slot holder could time out rebooting (None: no such holder).
+
+    Reconcilers requeue for then: nothing else happens when a node never returns.
+    """
+    if not reboot_timeout or reboot_timeout <= 0:
+        return None
+    waits = [
+        reboot_timeout - (now - v.idle_since).total_seconds()
+        for v in views
+        if v.in_slot
+        and v.idle_since is not None
+        and (not v.ready or v.state is NodeState.REBOOTING)
+    ]
+    future = [w for w in waits if w > 0]
+    return min(future) + 0.5 if future else None

@@ -27,6 +27,7 @@ from bootc_operator.api.conditions import (
     get_condition,
     set_condition,
 )
+from bootc_operator.kube import ApiError
 from bootc_operator.reconcilers import metrics as m
 from bootc_operator.reconcilers.context import Context, Obj, pool_ref
 from bootc_operator.reconcilers.drain import DrainManager
@@ -39,7 +40,7 @@ from bootc_operator.reconcilers.poolstatus import (
     degraded_nodes_message,
     up_to_date_condition,
 )
-from bootc_operator.reconcilers.slots import plan_rollout
+from bootc_operator.reconcilers.slots import next_reboot_deadline, plan_rollout
 
 log = logging.getLogger("status")
 
@@ -90,6 +91,7 @@ class StatusReconciler:
         if counts.degraded:
             problems[c.REASON_NODE_DEGRADED] = degraded_nodes_message(views)
         max_unavailable = 0
+        requeue = next_reboot_deadline(views, ctx.now(), check.reboot_timeout)
         if check.valid and check.targets:
             max_unavailable = check.resolve_max_unavailable(len(views))
             plan = plan_rollout(
@@ -154,12 +156,17 @@ class StatusReconciler:
         self._gauges(pool_name, views, up, deg_reason if deg else None, max_unavailable)
         changed = any(old_status.get(k) != new_status.get(k) for k in STATUS_FIELDS)
         if not changed and conditions_equal_ignoring_time(old_status.get("conditions"), conditions):
-            return None
+            return requeue
         patch_status = {k: v for k, v in new_status.items() if v is not None}
         patch_status["conditions"] = conditions
-        await ctx.patch_pool(pool, {"status": patch_status}, status=True)
+        try:
+            await ctx.patch_pool(pool, {"status": patch_status}, status=True)
+        except ApiError as err:
+            if err.not_found:
+                return None  # deleted meanwhile
+            raise
         self._condition_events(pool, old_status.get("conditions"), conditions)
-        return None
+        return requeue
 
     def _gauges(
         self,

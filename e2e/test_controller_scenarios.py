@@ -1,0 +1,422 @@
+"""Controller scenarios on the real API server (ports of the Go project's envtest suite)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from kubernetes_asyncio.client import ApiClient
+
+from bootc_operator.api import constants as c
+from bootc_operator.informers import EventHandler, Informer
+from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, NODES, PODS
+from bootc_operator.kube.rest import ApiError, get_object, list_objects, patch_object
+from e2e.controllerenv import (
+    SlotLog,
+    condition,
+    create_blocking_pdb,
+    create_pod,
+    create_pool,
+    delete_quietly,
+    digest,
+    get_pool,
+    image,
+    pool_body,
+    running_controller,
+)
+from e2e.helpers import unique_name, wait_for
+from hack.testenv.fleet import Fleet
+
+
+@pytest.fixture
+async def fleet(api: ApiClient) -> AsyncIterator[Fleet]:
+    f = Fleet(api, stage_delay=0.1, reboot_delay=0.3)
+    await f.start()
+    try:
+        yield f
+    finally:
+        await f.stop()
+        for name in list(f.hosts):
+            await delete_quietly(api, NODES, name)
+
+
+async def add_nodes(fleet: Fleet, group: str, n: int, booted: str, **labels: str) -> list[str]:
+    names = [f"{group}-n{i}" for i in range(n)]
+    for name in names:
+        await fleet.add_node(name, booted, {"group": group, **labels})
+    return names
+
+
+async def pool_status(api: ApiClient, name: str) -> dict[str, Any]:
+    return (await get_pool(api, name)).get("status") or {}
+
+
+async def up_to_date_on(api: ApiClient, name: str, n: int, count: int) -> bool:
+    p = await get_pool(api, name)
+    s = p.get("status") or {}
+    return bool(
+        condition(p, "UpToDate").get("status") == "True"
+        and s.get("updatedCount") == count
+        and s.get("targetDigest") == digest(n)
+    )
+
+
+async def set_image(api: ApiClient, pool: str, n: int) -> None:
+    await patch_object(api, BOOTC_NODE_POOLS, pool, {"spec": {"image": {"ref": image(n)}}})
+
+
+async def set_rollout(api: ApiClient, pool: str, **rollout: Any) -> None:
+    await patch_object(api, BOOTC_NODE_POOLS, pool, {"spec": {"rollout": rollout}})
+
+
+async def bn(api: ApiClient, name: str) -> dict[str, Any]:
+    return await get_object(api, BOOTC_NODES, name)
+
+
+async def node(api: ApiClient, name: str) -> dict[str, Any]:
+    return await get_object(api, NODES, name)
+
+
+async def test_percentage_max_unavailable(api: ApiClient, fleet: Fleet) -> None:
+    group = unique_name("pct")
+    nodes = await add_nodes(fleet, group, 5, image(1))
+    async with SlotLog(api, set(nodes)) as log, running_controller(api):
+        await create_pool(api, pool_body(group, {"group": group}, image(1), "40%"))
+        await wait_for(lambda: up_to_date_on(api, group, 1, 5), 30, "pool on image 1")
+        await set_image(api, group, 2)
+        await wait_for(lambda: up_to_date_on(api, group, 2, 5), 60, "pool on image 2")
+    # 40% of 5 rounds up to 2: two at a time, never three
+    assert log.max_slots == 2, log.timeline
+    assert log.max_cordoned <= 2
+    await delete_quietly(api, BOOTC_NODE_POOLS, group)
+
+
+async def test_pause_blocks_reboots_but_staging_completes(api: ApiClient, fleet: Fleet) -> None:
+    group = unique_name("pause")
+    nodes = await add_nodes(fleet, group, 3, image(1))
+    async with SlotLog(api, set(nodes)) as log, running_controller(api):
+        await create_pool(api, pool_body(group, {"group": group}, image(1), 3, paused=True))
+        await wait_for(lambda: up_to_date_on(api, group, 1, 3), 30, "pool on image 1")
+        await set_image(api, group, 2)
+
+        async def all_staged() -> bool:
+            objs = [await bn(api, n) for n in nodes]
+            return all(
+                (o.get("status") or {}).get("staged", {}).get("imageDigest") == digest(2)
+                and condition(o, "Idle").get("reason") == "Staged"
+                for o in objs
+            )
+
+        await wait_for(all_staged, 30, "every node staged while paused")
+
+        async def paused_condition() -> bool:
+            p = await get_pool(api, group)
+            cond = condition(p, "UpToDate")
+            return cond.get("reason") == "Paused" and "3 staged" in cond.get("message", "")
+
+        await wait_for(paused_condition, 30, "UpToDate=False/Paused naming 3 staged")
+        assert log.max_slots == 0 and not fleet.reboots
+        await set_rollout(api, group, paused=False)
+        await wait_for(lambda: up_to_date_on(api, group, 2, 3), 60, "resumed rollout done")
+    assert log.max_slots == 3
+    await delete_quietly(api, BOOTC_NODE_POOLS, group)
+
+
+async def test_degraded_node_does_not_stop_the_others(api: ApiClient, fleet: Fleet) -> None:
+    group = unique_name("deg")
+    nodes = await add_nodes(fleet, group, 3, image(1))
+    async with running_controller(api):
+        await create_pool(api, pool_body(group, {"group": group}, image(1)))
+        await wait_for(lambda: up_to_date_on(api, group, 1, 3), 30, "pool on image 1")
+        fleet.fail_stage[nodes[1]] = "error: pulling image: manifest unknown"
+        await set_image(api, group, 2)
+
+        async def two_updated_one_degraded() -> bool:
+            p = await get_pool(api, group)
+            s = p.get("status") or {}
+            deg = condition(p, "Degraded")
+            return bool(
+                s.get("updatedCount") == 2
+                and s.get("degradedCount") == 1
+                and deg.get("reason") == "NodeDegraded"
+                and nodes[1] in deg.get("message", "")
+                and "manifest unknown" in deg.get("message", "")
+            )
+
+        await wait_for(two_updated_one_degraded, 60, "2 updated, the failing node degraded")
+        del fleet.fail_stage[nodes[1]]
+        fleet.poke(nodes[1])
+        await wait_for(lambda: up_to_date_on(api, group, 2, 3), 60, "recovered node updated")
+        p = await get_pool(api, group)
+        assert condition(p, "Degraded")["status"] == "False"
+    await delete_quietly(api, BOOTC_NODE_POOLS, group)
+
+
+async def test_two_unhealthy_slot_holders_halt_and_recovery_resumes(
+    api: ApiClient, fleet: Fleet
+) -> None:
+    group = unique_name("halt")
+    nodes = await add_nodes(fleet, group, 5, image(1))
+    async with SlotLog(api, set(nodes)) as log, running_controller(api):
+        await create_pool(
+            api, pool_body(group, {"group": group}, image(1), 2, rebootTimeoutSeconds=2)
+        )
+        await wait_for(lambda: up_to_date_on(api, group, 1, 5), 30, "pool on image 1")
+        fleet.never_ready.update(nodes[:2])
+        await set_image(api, group, 2)
+
+        async def halted() -> bool:
+            p = await get_pool(api, group)
+            deg = condition(p, "Degraded")
+            return deg.get("reason") == "RolloutHalted" and nodes[0] in deg.get("message", "")
+
+        await wait_for(halted, 60, "RolloutHalted naming the unhealthy holders")
+        # no further slot was handed out while halted
+        assert log.max_slots == 2
+        assert sorted({n for n, _ in fleet.reboots}) == nodes[:2]
+        # the two hosts come back: finish their reboots
+        fleet.never_ready.clear()
+        for name in nodes[:2]:
+            host = fleet.hosts[name]
+            host.rollback, host.booted, host.staged, host.down = host.booted, image(2), None, False
+            await fleet._set_ready(name, True)
+            fleet.poke(name)
+        await wait_for(lambda: up_to_date_on(api, group, 2, 5), 60, "rollout resumed and done")
+    assert log.max_slots == 2
+    await delete_quietly(api, BOOTC_NODE_POOLS, group)
+
+
+async def test_image_change_mid_drain_resets_in_one_write_and_cancels_drain(
+    api: ApiClient, fleet: Fleet
+) -> None:
+    group = unique_name("mid")
+    nodes = await add_nodes(fleet, group, 2, image(1))
+    app = {"app": group}
+    await create_pod(api, f"{group}-pod", nodes[0], app)
+    await create_blocking_pdb(api, group, app)
+    seen: list[tuple[str, str]] = []
+    watch = Informer(api, BOOTC_NODES)
+    watch.add_event_handler(
+        EventHandler(
+            on_update=lambda _o, n: seen.append(
+                (n["spec"]["desiredImage"], n["spec"]["desiredImageState"])
+            )
+        )
+    )
+    watch.start()
+    await watch.wait_for_sync()
+    try:
+        async with running_controller(api):
+            await create_pool(api, pool_body(group, {"group": group}, image(1)))
+            await wait_for(lambda: up_to_date_on(api, group, 1, 2), 30, "pool on image 1")
+            await set_image(api, group, 2)
+
+            async def blocked() -> bool:
+                b = await bn(api, nodes[0])
+                ann = b["metadata"].get("annotations") or {}
+                n = await node(api, nodes[0])
+                return c.IN_REBOOT_SLOT_ANNOTATION in ann and bool(n["spec"].get("unschedulable"))
+
+            await wait_for(blocked, 30, f"{nodes[0]} in a slot, cordoned, drain blocked by PDB")
+
+            async def says_blocked() -> bool:
+                p = await get_pool(api, group)
+                return f"{group}-pod" in condition(p, "UpToDate").get("message", "")
+
+            await wait_for(says_blocked, 30, "pool progress names the blocking pod")
+            await set_image(api, group, 3)
+
+            async def released() -> bool:
+                b = await bn(api, nodes[0])
+                ann = b["metadata"].get("annotations") or {}
+                n = await node(api, nodes[0])
+                return (
+                    b["spec"]["desiredImage"] == image(3)
+                    and c.IN_REBOOT_SLOT_ANNOTATION not in ann
+                    and not n["spec"].get("unschedulable")
+                )
+
+            await wait_for(released, 30, "drain cancelled, slot released, node uncordoned")
+        assert (image(2), "Booted") not in seen
+        assert all(not (img == image(3) and state == "Booted") for img, state in seen[:1])
+        # every change of desiredImage arrived together with Staged
+        prev = image(1)
+        for img, state in seen:
+            if img != prev:
+                assert state == "Staged", seen
+            prev = img
+    finally:
+        await watch.stop()
+        await delete_quietly(api, BOOTC_NODE_POOLS, group)
+
+
+async def test_node_leaving_mid_drain_is_released(api: ApiClient, fleet: Fleet) -> None:
+    group = unique_name("leave")
+    nodes = await add_nodes(fleet, group, 2, image(1))
+    app = {"app": group}
+    await create_pod(api, f"{group}-pod", nodes[0], app)
+    await create_blocking_pdb(api, group, app)
+    async with running_controller(api):
+        await create_pool(api, pool_body(group, {"group": group}, image(1)))
+        await wait_for(lambda: up_to_date_on(api, group, 1, 2), 30, "pool on image 1")
+        await set_image(api, group, 2)
+
+        async def cordoned() -> bool:
+            return bool((await node(api, nodes[0]))["spec"].get("unschedulable"))
+
+        await wait_for(cordoned, 30, "first node cordoned (drain blocked)")
+        await patch_object(api, NODES, nodes[0], {"metadata": {"labels": {"group": "elsewhere"}}})
+
+        async def gone() -> bool:
+            n = await node(api, nodes[0])
+            try:
+                await bn(api, nodes[0])
+                return False
+            except ApiError as err:
+                return (
+                    err.not_found
+                    and not n["spec"].get("unschedulable")
+                    and (c.MANAGED_LABEL not in n["metadata"].get("labels", {}))
+                )
+
+        await wait_for(gone, 30, "left node uncordoned, unlabelled, BootcNode deleted")
+        await wait_for(lambda: up_to_date_on(api, group, 2, 1), 60, "remaining node updated")
+    await delete_quietly(api, BOOTC_NODE_POOLS, group)
+
+
+async def test_previously_cordoned_node_stays_cordoned(api: ApiClient, fleet: Fleet) -> None:
+    group = unique_name("cord")
+    nodes = await add_nodes(fleet, group, 2, image(1))
+    await patch_object(api, NODES, nodes[1], {"spec": {"unschedulable": True}})
+    async with running_controller(api):
+        await create_pool(api, pool_body(group, {"group": group}, image(1)))
+        await wait_for(lambda: up_to_date_on(api, group, 1, 2), 30, "pool on image 1")
+        await set_image(api, group, 2)
+        await wait_for(lambda: up_to_date_on(api, group, 2, 2), 60, "pool on image 2")
+    assert (await node(api, nodes[1]))["spec"].get("unschedulable") is True
+    assert not (await node(api, nodes[0]))["spec"].get("unschedulable")
+    await delete_quietly(api, BOOTC_NODE_POOLS, group)
+
+
+async def test_overlapping_pools_conflict_only_on_the_loser(api: ApiClient, fleet: Fleet) -> None:
+    group = unique_name("ovl")
+    nodes = await add_nodes(fleet, group, 2, image(1), zone="a")
+    first, second = f"{group}-first", f"{group}-second"
+    async with running_controller(api):
+        await create_pool(api, pool_body(first, {"group": group}, image(1)))
+        await wait_for(lambda: up_to_date_on(api, first, 1, 2), 30, "first pool owns both")
+        await create_pool(api, pool_body(second, {"zone": "a", "group": group}, image(1)))
+
+        async def conflict() -> bool:
+            p = await get_pool(api, second)
+            deg = condition(p, "Degraded")
+            return deg.get("reason") == "NodeConflict" and first in deg.get("message", "")
+
+        await wait_for(conflict, 30, "second pool reports NodeConflict naming the first")
+        assert condition(await get_pool(api, first), "Degraded")["status"] == "False"
+        for name in nodes:
+            assert (await bn(api, name))["metadata"]["labels"][c.POOL_LABEL] == first
+        # fix: the second pool selects nothing of the first's any more
+        await patch_object(
+            api,
+            BOOTC_NODE_POOLS,
+            second,
+            {"spec": {"nodeSelector": {"matchLabels": {"zone": "b", "group": group}}}},
+        )
+
+        async def cleared() -> bool:
+            return condition(await get_pool(api, second), "Degraded").get("status") == "False"
+
+        await wait_for(cleared, 30, "conflict clears")
+    await delete_quietly(api, BOOTC_NODE_POOLS, second)
+    await delete_quietly(api, BOOTC_NODE_POOLS, first)
+
+
+@pytest.mark.parametrize(
+    ("spec_patch", "fragment"),
+    [
+        ({"image": {"ref": "myos:latest"}}, "short name"),
+        ({"nodeSelector": {"matchLabels": {"bad key!": "x"}}}, "nodeSelector"),
+        ({"nodeSelector": {"matchExpressions": [{"key": "a", "operator": "In"}]}}, "at least one"),
+    ],
+)
+async def test_invalid_spec_is_reported(
+    api: ApiClient, fleet: Fleet, spec_patch: dict[str, Any], fragment: str
+) -> None:
+    group = unique_name("inv")
+    await add_nodes(fleet, group, 1, image(1))
+    body = pool_body(group, {"group": group}, image(1))
+    body["spec"].update(spec_patch)
+    async with running_controller(api):
+        await create_pool(api, body)
+
+        async def invalid() -> bool:
+            deg = condition(await get_pool(api, group), "Degraded")
+            return deg.get("reason") == "InvalidSpec" and fragment in deg.get("message", "")
+
+        await wait_for(invalid, 30, f"InvalidSpec mentioning {fragment!r}")
+    await delete_quietly(api, BOOTC_NODE_POOLS, group)
+
+
+async def test_pool_deletion_releases_every_node(api: ApiClient, fleet: Fleet) -> None:
+    group = unique_name("del")
+    nodes = await add_nodes(fleet, group, 2, image(1))
+    async with running_controller(api):
+        await create_pool(api, pool_body(group, {"group": group}, image(1)))
+        await wait_for(lambda: up_to_date_on(api, group, 1, 2), 30, "pool on image 1")
+        await delete_quietly(api, BOOTC_NODE_POOLS, group)
+
+        async def released() -> bool:
+            items, _ = await list_objects(
+                api, BOOTC_NODES, label_selector=f"{c.POOL_LABEL}={group}"
+            )
+            labels = [(await node(api, n))["metadata"].get("labels", {}) for n in nodes]
+            try:
+                await get_pool(api, group)
+                pool_gone = False
+            except ApiError as err:
+                pool_gone = err.not_found
+            return not items and pool_gone and all(c.MANAGED_LABEL not in lb for lb in labels)
+
+        await wait_for(released, 30, "nodes unlabelled, BootcNodes and pool gone")
+
+
+async def test_status_events_and_metrics(api: ApiClient, fleet: Fleet) -> None:
+    group = unique_name("obs")
+    await add_nodes(fleet, group, 2, image(1))
+    async with running_controller(api):
+        await create_pool(api, pool_body(group, {"group": group}, image(1)))
+        await wait_for(lambda: up_to_date_on(api, group, 1, 2), 30, "pool on image 1")
+        await set_image(api, group, 2)
+        await wait_for(lambda: up_to_date_on(api, group, 2, 2), 60, "pool on image 2")
+        s = await pool_status(api, group)
+        assert s["nodeCount"] == 2 and s["updatingCount"] == 0 and s["degradedCount"] == 0
+        assert condition(await get_pool(api, group), "UpToDate")["message"] == "2/2 updated"
+
+        async def events() -> set[str]:
+            items, _ = await list_objects(
+                api, EVENTS_V1, "default", field_selector=f"regarding.name={group}"
+            )
+            return {e["reason"] for e in items}
+
+        want = {"NodeJoined", "SlotTaken", "RebootRequested", "NodeUpdated", "RolloutComplete"}
+        await wait_for(lambda: _superset(events, want), 30, f"events {want}")
+        from prometheus_client import REGISTRY, generate_latest  # noqa: PLC0415
+
+        text = generate_latest(REGISTRY).decode()
+        assert f'bootc_operator_pool_up_to_date{{pool="{group}"}} 1.0' in text
+        assert f'bootc_operator_pool_nodes{{pool="{group}",state="UpToDate"}} 2.0' in text
+        assert f'bootc_operator_reboot_slots_in_use{{pool="{group}"}} 0.0' in text
+        assert 'controller_runtime_reconcile_total{controller="rollout",result="success"}' in text
+    await delete_quietly(api, BOOTC_NODE_POOLS, group)
+
+
+async def _superset(fetch: Any, want: set[str]) -> bool:
+    got = await fetch()
+    return bool(want <= got)
+
+
+from bootc_operator.kube import EVENTS as EVENTS_V1  # noqa: E402
+
+_ = PODS
