@@ -199,8 +199,10 @@ async def test_image_change_mid_drain_resets_in_one_write_and_cancels_drain(
     watch = Informer(api, BOOTC_NODES)
     watch.add_event_handler(
         EventHandler(
-            on_update=lambda _o, n: seen.append(
-                (n["spec"]["desiredImage"], n["spec"]["desiredImageState"])
+            on_update=lambda _o, n: (
+                seen.append((n["spec"]["desiredImage"], n["spec"]["desiredImageState"]))
+                if n["metadata"]["name"] == nodes[0]
+                else None
             )
         )
     )
@@ -238,8 +240,8 @@ async def test_image_change_mid_drain_resets_in_one_write_and_cancels_drain(
                 )
 
             await wait_for(released, 30, "drain cancelled, slot released, node uncordoned")
+        # the blocked node was never told to reboot into image 2
         assert (image(2), "Booted") not in seen
-        assert all(not (img == image(3) and state == "Booted") for img, state in seen[:1])
         # every change of desiredImage arrived together with Staged
         prev = image(1)
         for img, state in seen:
