@@ -123,9 +123,18 @@ class Controller:
         def bn_event(obj: Any) -> None:
             self.enqueue(pool_of(unwrap(obj)))
 
+        def bn_deleted(obj: Any) -> None:
+            # A released node may now go to another pool that was waiting for it.
+            bn = unwrap(obj)
+            self.enqueue(pool_of(bn))
+            node = self.nodes.get(bn["metadata"]["name"])
+            if node is not None:
+                for pool in pools_selecting(self.pools.list(), node["metadata"].get("labels")):
+                    self.enqueue(pool)
+
         self.bootc_nodes.add_event_handler(
             EventHandler(
-                on_add=bn_event, on_update=lambda _old, new: bn_event(new), on_delete=bn_event
+                on_add=bn_event, on_update=lambda _old, new: bn_event(new), on_delete=bn_deleted
             )
         )
 

@@ -168,7 +168,7 @@ async def create_pod(
             "containers": [{"name": "c", "image": "registry.example.com/app:1"}],
         },
     }
-    pod = await create_object(api, PODS, body, namespace)
+    await create_object(api, PODS, body, namespace)
     # No kubelet runs: report the pod Running and Ready ourselves, or the eviction
     # API would skip PodDisruptionBudgets for a Pending pod.
     now = "2026-01-01T00:00:00Z"

@@ -422,3 +422,81 @@ async def _superset(fetch: Any, want: set[str]) -> bool:
 from bootc_operator.kube import EVENTS as EVENTS_V1  # noqa: E402
 
 _ = PODS
+
+
+async def test_membership_follows_labels_deletions_and_resolved_conflicts(
+    api: ApiClient, fleet: Fleet
+) -> None:
+    """Port of the Go suite's membership tests (create, label removal, deletion, conflict)."""
+    group = unique_name("mem")
+    n1, n2, n3 = f"{group}-1", f"{group}-2", f"{group}-3"
+    await fleet.add_node(n1, image(1), {"p1": group})
+    await fleet.add_node(n2, image(1), {"p2": group})
+    await fleet.add_node(n3, image(1), {"p1": group, "p2": group})
+    p1, p2 = f"{group}-p1", f"{group}-p2"
+
+    async def owner(name: str) -> str | None:
+        try:
+            b = await bn(api, name)
+        except ApiError as err:
+            if err.not_found:
+                return None
+            raise
+        return str(b["metadata"]["ownerReferences"][0]["name"])
+
+    async with running_controller(api):
+        await create_pool(api, pool_body(p1, {"p1": group}, image(1)))
+        await wait_for(lambda: _eq(owner(n3), p1), 30, "pool 1 owns the contested node")
+        await create_pool(api, pool_body(p2, {"p2": group}, image(2)))
+        await wait_for(lambda: _eq(owner(n2), p2), 30, "pool 2 owns its own node")
+
+        async def p2_conflict() -> bool:
+            deg = condition(await get_pool(api, p2), "Degraded")
+            return deg.get("reason") == "NodeConflict" and p1 in deg.get("message", "")
+
+        await wait_for(p2_conflict, 30, "pool 2 NodeConflict naming pool 1")
+        assert condition(await get_pool(api, p1), "Degraded")["status"] == "False"
+        b2 = await bn(api, n2)
+        assert b2["spec"] == {"desiredImage": image(2), "desiredImageState": "Staged"}
+        # resolve: n3 leaves pool 1 and moves to pool 2, which recovers
+        await patch_object(api, NODES, n3, {"metadata": {"labels": {"p1": None}}})
+        await wait_for(lambda: _eq(owner(n3), p2), 30, "contested node moves to pool 2")
+
+        async def p2_healthy() -> bool:
+            return condition(await get_pool(api, p2), "Degraded").get("reason") == "Healthy"
+
+        await wait_for(p2_healthy, 30, "pool 2 healthy again")
+        # a deleted Node loses its BootcNode
+        await delete_quietly(api, NODES, n1)
+        await wait_for(lambda: _eq(owner(n1), None), 30, "deleted node's BootcNode removed")
+        # label removal: unmanaged again
+        await patch_object(api, NODES, n2, {"metadata": {"labels": {"p2": None}}})
+
+        async def n2_released() -> bool:
+            labels = (await node(api, n2))["metadata"].get("labels") or {}
+            return await owner(n2) is None and c.MANAGED_LABEL not in labels
+
+        await wait_for(n2_released, 30, "unlabelled node released")
+    fleet.hosts.pop(n1, None)
+    await delete_quietly(api, BOOTC_NODE_POOLS, p1)
+    await delete_quietly(api, BOOTC_NODE_POOLS, p2)
+
+
+async def test_invalid_image_recovers_when_fixed(api: ApiClient, fleet: Fleet) -> None:
+    group = unique_name("fix")
+    await add_nodes(fleet, group, 1, image(1))
+    async with running_controller(api):
+        await create_pool(api, pool_body(group, {"group": group}, "myos@sha256:bad"))
+
+        async def reason(want: str) -> bool:
+            return condition(await get_pool(api, group), "Degraded").get("reason") == want
+
+        await wait_for(lambda: reason("InvalidSpec"), 30, "InvalidSpec for a short name")
+        await set_image(api, group, 1)
+        await wait_for(lambda: reason("Healthy"), 30, "Healthy once the ref is fixed")
+        await wait_for(lambda: up_to_date_on(api, group, 1, 1), 30, "pool converges")
+    await delete_quietly(api, BOOTC_NODE_POOLS, group)
+
+
+async def _eq(value: Any, want: Any) -> bool:
+    return bool(await value == want)
