@@ -20,6 +20,7 @@ from bootc_operator.informers import (
     by_label,
     generation_changed,
     key_of,
+    resource_version_changed,
     unwrap,
 )
 from bootc_operator.kube import NODES, PODS
@@ -204,6 +205,21 @@ def test_indexers_and_namespaced_keys() -> None:
     inf.replace([pod])
     assert inf.get("ns/p") is pod
     assert inf.by_index("app", "x") == [pod]
+
+
+def test_resync_redelivers_cached_objects_as_updates(informer: Informer) -> None:
+    rec = Recorder()
+    informer.add_event_handler(rec.handler())
+    informer.resync()  # not synced yet: nothing to resync
+    informer.replace([node("a", "1"), node("b", "1")])
+    rec.events.clear()
+    informer.resync()
+    assert sorted(rec.events) == [("update", "a"), ("update", "b")]
+    filtered = Recorder()
+    informer.add_event_handler(filtered.handler(update_predicate=resource_version_changed))
+    filtered.events.clear()
+    informer.resync()
+    assert filtered.events == [], "resource_version_changed drops resyncs"
 
 
 async def test_wait_for_sync(informer: Informer) -> None:

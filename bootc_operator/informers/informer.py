@@ -186,9 +186,13 @@ class Informer:
         assert self.resync_period
         while True:
             await asyncio.sleep(self.resync_period)
-            if self.has_synced:
-                for obj in self._store.list():
-                    self._dispatch_update(obj, obj)
+            self.resync()
+
+    def resync(self) -> None:
+        """Call every handler's ``on_update(obj, obj)`` for every cached object (once synced)."""
+        if self.has_synced:
+            for obj in self._store.list():
+                self._dispatch_update(obj, obj)
 
     # ------------------------------------------------------------ reflector sink
 
