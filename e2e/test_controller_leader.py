@@ -133,7 +133,7 @@ async def test_only_the_leader_writes_and_a_standby_takes_over(
             await fleet.add_node(name, image(1), {"group": group})
         for p in controllers:
             await wait_for(
-                lambda p=p: _status_ok(p),
+                _probe(p),
                 60,
                 f"{p.name} /readyz (caches synced)",
                 ignore=(OSError,),
