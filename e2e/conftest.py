@@ -14,7 +14,10 @@ Tests share the control plane: give objects unique names
 
 from __future__ import annotations
 
+import signal
+import threading
 from collections.abc import AsyncIterator, Generator, Iterator
+from types import FrameType
 
 import pytest
 from kubernetes_asyncio.client import ApiClient
@@ -22,8 +25,27 @@ from kubernetes_asyncio.client import ApiClient
 from hack.testenv import ControlPlane, api_client
 
 
+def _interrupt_on_sigterm() -> None:
+    """Turn SIGTERM (e.g. from `timeout`) into KeyboardInterrupt so fixtures tear down.
+
+    Components die with the pytest process anyway (PR_SET_PDEATHSIG); this also
+    gets the state directory removed.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM kills outright
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, handler)
+
+
 @pytest.fixture(scope="session")
 def control_plane() -> Iterator[ControlPlane]:
+    _interrupt_on_sigterm()
     with ControlPlane() as cp:
         yield cp
 

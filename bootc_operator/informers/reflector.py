@@ -123,6 +123,7 @@ class Reflector:
         self._m_watches = metrics.watches.labels(resource=name)
         self._m_relists = metrics.relists.labels(resource=name)
         self._m_events = metrics.events
+        self._m_event_types: dict[str, Any] = {}
         self._m_list_errors = metrics.errors.labels(resource=name, op="list")
         self._m_watch_errors = metrics.errors.labels(resource=name, op="watch")
         self._name = name
@@ -226,7 +227,11 @@ class Reflector:
         if not isinstance(etype, str) or not isinstance(obj, dict):
             raise WatchFailed(f"malformed watch event: {str(event)[:200]}")
         self.stats.events[etype] += 1
-        self._m_events.labels(resource=self._name, type=etype).inc()
+        counter = self._m_event_types.get(etype)
+        if counter is None:
+            counter = self._m_events.labels(resource=self._name, type=etype)
+            self._m_event_types[etype] = counter
+        counter.inc()
         if etype == "ERROR":
             code = _status_code(obj)
             message = f"{code} {obj.get('reason', '')}: {obj.get('message', '')}"

@@ -40,7 +40,7 @@ from typing import Any, Self
 import yaml
 
 from hack.testenv import certs
-from hack.testenv.procs import Process, StartupError, log_tail, spawn
+from hack.testenv.procs import Process, StartupError, cmdline, log_tail, pid_alive, spawn
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_CRD_DIR = REPO_ROOT / "manifests" / "crd"
@@ -61,6 +61,7 @@ DEFAULT_CONTROLLERS: tuple[str, ...] = (
 KWOK_CONTROLLERS: tuple[str, ...] = ("node-lifecycle-controller",)
 SA_ISSUER = "https://kubernetes.default.svc.cluster.local"
 STATE_FILE = "state.json"
+TEMP_PREFIX = "bootc-controlplane-"
 FIELD_MANAGER = "bootc-operator-testenv"
 # The order components are stopped in (dependants first).
 STOP_ORDER = ("kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd")
@@ -93,6 +94,41 @@ def resolve_bin_dir() -> Path:
     if missing:
         raise ControlPlaneError(f"binaries missing in {path}: {', '.join(missing)}")
     return path
+
+
+def sweep_stale_state_dirs(max_age_without_state: float = 3600.0) -> list[Path]:
+    """Remove temporary state dirs left by harness processes that were killed (SIGKILL).
+
+    A dir is stale when its owner process is gone and none of its recorded
+    components still runs (their command lines name the dir). Dirs without a
+    state file are only removed after ``max_age_without_state`` seconds.
+    Returns the removed dirs.
+    """
+    removed: list[Path] = []
+    for path in Path(tempfile.gettempdir()).glob(f"{TEMP_PREFIX}*"):
+        try:
+            state = json.loads((path / STATE_FILE).read_text())
+        except FileNotFoundError:
+            try:
+                if time.time() - path.stat().st_mtime < max_age_without_state:
+                    continue
+            except FileNotFoundError:
+                continue
+            state = {}
+        except (OSError, ValueError):
+            continue
+        owner = state.get("owner")
+        if isinstance(owner, int) and pid_alive(owner):
+            continue
+        pids = state.get("pids") or {}
+        if any(
+            isinstance(pid, int) and pid_alive(pid) and any(str(path) in a for a in cmdline(pid))
+            for pid in pids.values()
+        ):
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
 
 
 _live: set[ControlPlane] = set()
@@ -128,7 +164,8 @@ class ControlPlane:
     ) -> None:
         self.bin_dir: Path = bin_dir if bin_dir is not None else resolve_bin_dir()
         if state_dir is None:
-            self.state_dir = Path(tempfile.mkdtemp(prefix="bootc-controlplane-"))
+            sweep_stale_state_dirs()
+            self.state_dir = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX))
         else:
             if state_dir.exists() and any(state_dir.iterdir()):
                 raise ControlPlaneError(f"state directory {state_dir} is not empty")
@@ -157,6 +194,7 @@ class ControlPlane:
         self._procs: dict[str, Process] = {}
         self._closed = False
         self._ssl: ssl.SSLContext | None = None
+        self._write_state()
         _live.add(self)
 
     # ------------------------------------------------------------ public API
@@ -228,8 +266,8 @@ class ControlPlane:
 
         The PIDs are in ``state_dir/state.json``; ``hack/controlplane down`` kills them.
         """
-        self._write_state()
         self._closed = True
+        self._write_state()
         _live.discard(self)
 
     def stop_apiserver(self) -> None:
@@ -472,6 +510,8 @@ class ControlPlane:
             "kubeconfig": str(self.kubeconfig),
             "etcd": self.etcd_endpoint,
             "bin_dir": str(self.bin_dir),
+            # The process that owns the components; None once detached.
+            "owner": None if self._closed else os.getpid(),
             "pids": {name: p.pid for name, p in self._procs.items()},
         }
         tmp = self.state_dir / f".{STATE_FILE}.tmp"

@@ -65,8 +65,11 @@ class Fleet:
         *,
         stage_delay: float = 0.2,
         reboot_delay: float = 0.5,
+        manage_ready: bool = True,
     ) -> None:
         self.api = api
+        # False when kwok owns the Nodes' status (it keeps them Ready).
+        self.manage_ready = manage_ready
         self.stage_delay = stage_delay
         self.reboot_delay = reboot_delay
         self.hosts: dict[str, Host] = {}
@@ -94,6 +97,8 @@ class Fleet:
             "metadata": {"name": name, "labels": labels or {}},
             "status": {"conditions": [self._ready_condition(True)]},
         }
+        if not self.manage_ready:
+            body["status"] = {}
         await create_object(self.api, NODES, body)
         await self._set_ready(name, True)
         self.hosts[name] = Host(booted=booted)
@@ -112,6 +117,8 @@ class Fleet:
         }
 
     async def _set_ready(self, name: str, ready: bool) -> None:
+        if not self.manage_ready:
+            return
         patch = {"status": {"conditions": [self._ready_condition(ready)]}}
         with contextlib.suppress(ApiError):
             await patch_object(
