@@ -156,6 +156,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="timeout for staging an image (bootc switch)",
     )
     dmn.add_argument(
+        "--backoff-initial",
+        type=parse_duration,
+        default=10.0,
+        help="delay before retrying a failed switch, reboot or status read; doubles per "
+        "consecutive failure",
+    )
+    dmn.add_argument(
+        "--backoff-max",
+        type=parse_duration,
+        default=300.0,
+        help="the longest delay between such retries",
+    )
+    dmn.add_argument(
         "--metrics-bind-address", default=":8090", help="address for /metrics ('0' disables)"
     )
     dmn.add_argument(
@@ -181,5 +194,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         from bootc_operator import controller  # noqa: PLC0415 - keep --help fast
 
         return asyncio.run(controller.run(args))
-    print("bootc-operator daemon: not implemented yet (issue #5)", file=sys.stderr)
-    return 3
+    from bootc_operator.daemon import agent  # noqa: PLC0415 - keep --help fast
+
+    return asyncio.run(agent.run(args))

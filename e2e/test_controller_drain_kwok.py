@@ -185,7 +185,11 @@ async def test_real_pods_are_evicted_pdb_respected_daemonset_pods_left(kapi: Api
             await patch_object(
                 api, BOOTC_NODE_POOLS, "kwok", {"spec": {"image": {"ref": image(2)}}}
             )
-            await wait_for(lambda: on(2), 180, "every node drained, rebooted and updated")
+            try:
+                await wait_for(lambda: on(2), 180, "every node drained, rebooted and updated")
+            except AssertionError:
+                await dump(api)
+                raise
     finally:
         await watch.stop()
         await fleet.stop()
@@ -195,3 +199,24 @@ async def test_real_pods_are_evicted_pdb_respected_daemonset_pods_left(kapi: Api
     # web pods were evicted and rescheduled (new pods), and the PDB always held
     assert not web_before & {p["metadata"]["uid"] for p in await pods("app=web")}
     assert min_ready and min(min_ready[len(min_ready) // 100 :]) >= 1, min_ready
+
+
+async def dump(api: ApiClient) -> None:
+    """Print what the rollout was waiting for (attached to the failure report)."""
+    from bootc_operator.kube import BOOTC_NODES, NODES as NODE_RES  # noqa: PLC0415
+
+    pool = await get_pool(api, "kwok")
+    print("pool status:", pool.get("status"))
+    bns, _ = await list_objects(api, BOOTC_NODES)
+    for b in bns:
+        print("bn", b["metadata"]["name"], b["metadata"].get("annotations"), b.get("spec"),
+              [(c["type"], c["reason"]) for c in (b.get("status") or {}).get("conditions", [])])
+    nodes, _ = await list_objects(api, NODE_RES)
+    for n in nodes:
+        print("node", n["metadata"]["name"], n["spec"], [(c["type"], c["status"]) for c in n["status"].get("conditions", [])])
+    pdb = await request_json(api, "GET", f"/apis/policy/v1/namespaces/{NS}/poddisruptionbudgets/web")
+    print("pdb status:", pdb.get("status"))
+    pods, _ = await list_objects(api, PODS, NS)
+    for p in pods:
+        print("pod", p["metadata"]["name"], p["spec"].get("nodeName"), p["status"].get("phase"),
+              p["metadata"].get("deletionTimestamp"), p["status"].get("conditions"))

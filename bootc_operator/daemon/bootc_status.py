@@ -318,8 +318,9 @@ def parse_status(text: str | bytes) -> HostStatus:
     try:
         doc = json.loads(stripped)
     except json.JSONDecodeError as exc:
+        what = exc.msg.removesuffix(" at")  # "Invalid control character at"
         raise BootcStatusError(
-            f"bootc status output is not JSON ({exc.msg} at line {exc.lineno} column "
+            f"bootc status output is not JSON ({what} at line {exc.lineno} column "
             f"{exc.colno}); output starts: {_excerpt(stripped)}"
         ) from None
     if not isinstance(doc, dict):

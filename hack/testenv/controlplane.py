@@ -8,13 +8,19 @@ the context manager, and an ``atexit`` hook; children also die with the
 harness process through ``PR_SET_PDEATHSIG``).
 
 It is synchronous (subprocess + urllib) so that it works from a plain CLI and
-from sync pytest fixtures alike. Methods must be called from the thread that
-created the object (normally the main thread).
+from sync pytest fixtures alike; async tests call the slow methods through
+``asyncio.to_thread``. It is not thread-safe: one call at a time. Processes
+started from a thread other than the main thread are not tied to the harness
+process by PDEATHSIG (a worker thread may exit any time); ``close()`` and the
+``atexit`` hook still kill them.
 
-Contract other code relies on: ``kubeconfig``, ``server``, ``etcd_endpoint``,
-``bin_dir``, ``state_dir``, ``start()``, ``close()``, ``stop_apiserver()``,
-``start_apiserver()``, ``compact_etcd()``, ``kubectl()``, ``install_crds()``,
-``start_scheduler()``, ``start_kwok()``/``stop_kwok()``.
+Contract other code relies on (keep these names): attributes ``kubeconfig``,
+``server``, ``etcd_endpoint``, ``bin_dir``, ``state_dir``, ``log_dir``,
+``processes``; methods ``start()``/``close()`` (and ``with``), ``detach()``,
+``stop_apiserver()``/``start_apiserver()``, ``compact_etcd()``, ``kubectl()``,
+``install_crds()``, ``start_controller_manager()``/``stop_controller_manager()``,
+``start_scheduler()``/``stop_scheduler()``, ``start_kwok()``/``stop_kwok()``,
+``log_path()``.
 """
 
 from __future__ import annotations
@@ -101,7 +107,8 @@ def sweep_stale_state_dirs(max_age_without_state: float = 3600.0) -> list[Path]:
 
     A dir is stale when its owner process is gone and none of its recorded
     components still runs (their command lines name the dir). Dirs without a
-    state file are only removed after ``max_age_without_state`` seconds.
+    state file are only removed after ``max_age_without_state`` seconds; dirs
+    kept on purpose (``$BOOTC_OPERATOR_KEEP_STATE``) never.
     Returns the removed dirs.
     """
     removed: list[Path] = []
@@ -118,7 +125,7 @@ def sweep_stale_state_dirs(max_age_without_state: float = 3600.0) -> list[Path]:
         except (OSError, ValueError):
             continue
         owner = state.get("owner")
-        if isinstance(owner, int) and pid_alive(owner):
+        if state.get("kept") or (isinstance(owner, int) and pid_alive(owner)):
             continue
         pids = state.get("pids") or {}
         if any(
@@ -258,7 +265,9 @@ class ControlPlane:
                     proc.stop()
         finally:
             _live.discard(self)
-            if not self.keep_state:
+            if self.keep_state:
+                self._write_state(kept=True)
+            else:
                 shutil.rmtree(self.state_dir, ignore_errors=True)
 
     def detach(self) -> None:
@@ -459,6 +468,9 @@ class ControlPlane:
     def stop_kwok(self) -> None:
         self._stop("kwok")
 
+    def stop_scheduler(self) -> None:
+        self._stop("kube-scheduler")
+
     def stop_controller_manager(self) -> None:
         self._stop("kube-controller-manager")
 
@@ -504,8 +516,10 @@ class ControlPlane:
                 )
             time.sleep(0.1)
 
-    def _write_state(self) -> None:
+    def _write_state(self, kept: bool = False) -> None:
         state = {
+            # Kept on purpose ($BOOTC_OPERATOR_KEEP_STATE): sweep_stale_state_dirs leaves it.
+            "kept": kept,
             "server": self.server,
             "kubeconfig": str(self.kubeconfig),
             "etcd": self.etcd_endpoint,

@@ -1,0 +1,502 @@
+"""``bootc-operator daemon``: the node agent's asyncio runtime (DESIGN §4).
+
+Shaped like client-go's sample-controller with a single key, the node's name:
+
+- an ``Informer`` on BootcNodes with the field selector ``metadata.name=<node>`` (the
+  daemon never sees, let alone writes, another node's BootcNode; events for any
+  other name are dropped as well);
+- ``HostWatch`` (pyinotify on the loop), a poll every ``--poll-interval`` that always
+  runs, and the end of a switch mark the host status stale and enqueue the key;
+- one worker (``run_workers``) runs ``Agent.reconcile``, so reconciles never overlap:
+  sync the pull secret → re-read ``bootc status`` when stale (never while our switch
+  runs: bootc holds the sysroot lock) → ``decide`` (pure) → patch
+  ``BootcNode.status`` when its content changed → act: cancel / start the switch,
+  or reboot (the Rebooting status is written first). The reconcile returns the
+  backoff delay of a failed command as its requeue time.
+
+The switch runs as a task the agent owns (``_switch_task``), so a reconcile never
+waits for a stage: it ends by recording an ``Attempt``, marking status stale and
+enqueueing the key. A newer desired image cancels it (which stops the systemd unit).
+
+Status writes read their own writes (``reconcilers.overlay.Overlay``): the server's
+answer to a patch is used until the informer caught up, so a stale cache never
+causes a second write or a moved ``lastTransitionTime``.
+
+Shutdown (SIGTERM/SIGINT): intake stops (queue, poll, inotify), the reconcile under
+way gets a short grace period and is then cancelled (a host command it runs is
+killed), and a running switch is **stopped**: its unit gets ``systemctl stop
+--no-block`` (the stop job is queued in systemd, so the daemon does not wait for
+it). bootc stages transactionally — an interrupted pull leaves the deployments as
+they were, and the layers already fetched are reused — so the host stays
+consistent, and no bootc runs unsupervised holding the sysroot lock. The next
+daemon re-reads status and stages again (after stopping any leftover unit, also at
+start). Letting systemd finish the switch instead would leave a half-known state
+behind; a requested reboot needs no cleanup.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import datetime as dt
+import logging
+import shlex
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kubernetes_asyncio.client import ApiClient
+
+from bootc_operator.daemon import metrics as m
+from bootc_operator.daemon.bootc_status import HostStatus
+from bootc_operator.daemon.decide import (
+    Attempt,
+    Decision,
+    Desired,
+    HostView,
+    RetryPolicy,
+    Work,
+    decide,
+    desired_from_spec,
+)
+from bootc_operator.daemon.hostcmd import HostCommandError, HostCommands
+from bootc_operator.daemon.hostwatch import HostWatch
+from bootc_operator.daemon.nodestatus import build_status, same_status, status_patch
+from bootc_operator.daemon.pullsecret import (
+    PullSecretError,
+    auth_path,
+    docker_config,
+    remove_auth_file,
+    write_auth_file,
+)
+from bootc_operator.informers import EventHandler, Informer, RateLimitingQueue, run_workers, unwrap
+from bootc_operator.informers.objects import DeletedFinalStateUnknown, Obj
+from bootc_operator.kube import BOOTC_NODES, SECRETS, ApiError, get_object, load_api_client
+from bootc_operator.kube.rest import patch_object
+from bootc_operator.reconcilers.overlay import Overlay
+from bootc_operator.runtime.httpserver import ProbeServer
+
+log = logging.getLogger("daemon")
+
+SHUTDOWN_GRACE = 10.0
+SecretWant = tuple[str, str, str]
+
+
+@dataclass(frozen=True)
+class Config:
+    node_name: str
+    host_root: Path
+    poll_interval: float = 300.0
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> Config:
+        return cls(
+            node_name=args.node_name,
+            host_root=Path(args.host_root),
+            poll_interval=args.poll_interval,
+            retry=RetryPolicy(initial=args.backoff_initial, cap=args.backoff_max),
+        )
+
+
+class Agent:
+    def __init__(
+        self,
+        api: ApiClient,
+        config: Config,
+        host: HostCommands,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.api = api
+        self.config = config
+        self.node = config.node_name
+        self.host = host
+        self.clock = clock
+        self.informer = Informer(api, BOOTC_NODES, field_selector=f"metadata.name={self.node}")
+        self.informer.add_event_handler(
+            EventHandler(
+                on_add=self._enqueue_obj,
+                on_update=lambda _old, new: self._enqueue_obj(new),
+                on_delete=self._enqueue_obj,
+            )
+        )
+        self.queue = RateLimitingQueue[str]("daemon")
+        self.watch = HostWatch(config.host_root, self.host_changed)
+        self._overlay = Overlay()
+        self._ctx = {"node": self.node}
+        # what bootc status said
+        self._host_status: HostStatus | None = None
+        self._host_error: str | None = None
+        self._status_failures = 0
+        self._host_stale = True
+        # work under way
+        self._switch_task: asyncio.Task[None] | None = None
+        self._switch_image: str | None = None
+        self._last: Attempt | None = None
+        self._reboot_requested: str | None = None
+        # pull secret
+        self._secret_known = False
+        self._secret_want: SecretWant | None = None
+        self._secret_problem: str | None = None
+        self._seen_spec: tuple[Any, Any] | None = None
+        # lifecycle
+        self._workers: asyncio.Task[None] | None = None
+        self._poller: asyncio.Task[None] | None = None
+
+    # ------------------------------------------------------------ triggers
+
+    def _enqueue_obj(self, obj: Obj | DeletedFinalStateUnknown) -> None:
+        if (unwrap(obj).get("metadata") or {}).get("name") == self.node:
+            self.queue.add(self.node)
+
+    def host_changed(self) -> None:
+        """The host may have changed (inotify, poll): re-read bootc status."""
+        self._host_stale = True
+        self.queue.add(self.node)
+
+    async def _poll(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.poll_interval)
+            self.host_changed()
+
+    # ------------------------------------------------------------ reconcile
+
+    async def reconcile(self, key: str) -> float | None:
+        obj = self._overlay.read(key, self.informer.get(key))
+        if obj is None:
+            if self._switch_task is not None:
+                log.info("BootcNode is gone; cancelling the switch", extra=self._ctx)
+                await self._cancel_switch()
+            return None
+        meta = obj.get("metadata") or {}
+        generation = meta.get("generation")
+        if (meta.get("uid"), generation) != self._seen_spec:
+            self._seen_spec = (meta.get("uid"), generation)
+            self._host_stale = True  # decide a new spec from fresh host status
+        spec = obj.get("spec") or {}
+        desired = desired_from_spec(spec)
+        secret_problem = await self._sync_pull_secret(spec)
+        if self._switch_task is None and self._host_stale:
+            await self._refresh_host()
+        decision = decide(
+            desired,
+            self._host_view(),
+            self._work(),
+            now=self.clock(),
+            retry=self.config.retry,
+            problems=[secret_problem] if secret_problem else [],
+        )
+        if decision.forget_attempt:
+            self._last = None
+        if not await self._write_status(key, obj, decision, generation):
+            return None
+        return await self._act(key, decision, desired)
+
+    def _host_view(self) -> HostView:
+        return HostView(self._host_status, self._host_error, self._status_failures)
+
+    def _work(self) -> Work:
+        return Work(self._switch_image, self._last, self._reboot_requested)
+
+    async def _refresh_host(self) -> None:
+        try:
+            status = await self.host.status()
+        except HostCommandError as exc:
+            message = str(exc)
+            if message != self._host_error:
+                log.warning("cannot read bootc status: %s", message, extra=self._ctx)
+            self._host_error = message
+            self._status_failures += 1
+            return
+        if self._host_error is not None:
+            log.info("bootc status readable again", extra=self._ctx)
+        self._host_status, self._host_error, self._status_failures = status, None, 0
+        self._host_stale = False
+
+    async def _write_status(
+        self, key: str, obj: Obj, decision: Decision, generation: int | None
+    ) -> bool:
+        """Patch the status subresource if its content changed; False if the object is gone."""
+        current = obj.get("status")
+        images = (
+            self._host_status.images()
+            if self._host_status is not None and self._host_error is None
+            else None
+        )
+        new = build_status(current, decision, images, generation, dt.datetime.now(dt.UTC))
+        if same_status(current, new):
+            return True
+        try:
+            written = await patch_object(
+                self.api, BOOTC_NODES, key, status_patch(new), subresource="status"
+            )
+        except ApiError as exc:
+            if exc.not_found:
+                return False
+            raise
+        self._overlay.wrote(key, written)
+        idle, deg = decision.idle, decision.degraded
+        log.info(
+            "status updated",
+            extra={
+                **self._ctx,
+                "idle": f"{idle.status}/{idle.reason}" if idle else "unchanged",
+                "degraded": f"{deg.status}/{deg.reason}",
+                **({"problem": deg.message} if deg.status else {}),
+            },
+        )
+        return True
+
+    async def _act(self, key: str, decision: Decision, desired: Desired | None) -> float | None:
+        if decision.cancel_switch:
+            log.info(
+                "cancelling the running switch",
+                extra={
+                    **self._ctx,
+                    "image": self._switch_image,
+                    "desired": desired and desired.image,
+                },
+            )
+            await self._cancel_switch()
+            self._host_stale = True
+            self.queue.add(key)  # deferred until this reconcile is done: decide again
+        if decision.start_switch is not None:
+            self._start_switch(decision.start_switch)
+        if decision.reboot and desired is not None:
+            await self._reboot(desired.image)
+        return decision.requeue_after
+
+    # ------------------------------------------------------------ switch
+
+    def _start_switch(self, image: str) -> None:
+        last = self._last
+        attempts = (
+            last.attempts + 1
+            if last is not None and last.action == "switch" and last.image == image
+            else 1
+        )
+        m.STAGE_ATTEMPTS.inc()
+        log.info("staging", extra={**self._ctx, "image": image, "attempt": attempts})
+        self._switch_image = image
+        self._switch_task = asyncio.create_task(
+            self._run_switch(image, attempts), name=f"switch {image}"
+        )
+
+    async def _run_switch(self, image: str, attempts: int) -> None:
+        error: str | None = None
+        try:
+            await self.host.switch(image)
+        except HostCommandError as exc:
+            error = str(exc)
+        except Exception as exc:
+            log.exception("switch failed unexpectedly", extra={**self._ctx, "image": image})
+            error = f"bootc switch {image}: unexpected error: {exc}"
+        if error is None:
+            log.info("switch finished", extra={**self._ctx, "image": image})
+        else:
+            log.warning("switch failed: %s", error, extra={**self._ctx, "image": image})
+        self._last = Attempt("switch", image, attempts, self.clock(), error)
+        if self._switch_task is asyncio.current_task():
+            self._switch_task, self._switch_image = None, None
+        self.host_changed()
+
+    async def _cancel_switch(self) -> None:
+        task = self._switch_task
+        if task is None:
+            return
+        task.cancel()
+        # asyncio.wait, not ``await task``: a cancellation of *this* task must propagate.
+        await asyncio.wait([task])
+        if self._switch_task is task:
+            self._switch_task, self._switch_image = None, None
+
+    # ------------------------------------------------------------ reboot
+
+    async def _reboot(self, image: str) -> None:
+        log.info("rebooting into the staged image", extra={**self._ctx, "image": image})
+        try:
+            await self.host.reboot()
+        except HostCommandError as exc:
+            last = self._last
+            attempts = (
+                last.attempts + 1
+                if last is not None and last.action == "reboot" and last.image == image
+                else 1
+            )
+            log.warning("reboot failed: %s", exc, extra={**self._ctx, "image": image})
+            self._last = Attempt("reboot", image, attempts, self.clock(), str(exc))
+            self.queue.add(self.node)
+            return
+        self._reboot_requested = image
+        self._last = None
+
+    # ------------------------------------------------------------ pull secret
+
+    async def _sync_pull_secret(self, spec: Obj) -> str | None:
+        """Make the host's auth.json follow spec.pullSecretRef/Hash; a problem text or None.
+
+        Done at start and whenever the ref or hash changes; a problem is retried when
+        the host is re-read anyway (poll, inotify). The last good file stays.
+        """
+        ref = spec.get("pullSecretRef") or None
+        want: SecretWant | None = None
+        if isinstance(ref, dict):
+            want = (
+                str(ref.get("namespace") or ""),
+                str(ref.get("name") or ""),
+                str(spec.get("pullSecretHash") or ""),
+            )
+        if (
+            self._secret_known
+            and want == self._secret_want
+            and (self._secret_problem is None or not self._host_stale)
+        ):
+            return self._secret_problem
+        self._secret_known, self._secret_want = True, want
+        path = auth_path(self.config.host_root)
+        if want is None:
+            self._secret_problem = None
+            try:
+                if remove_auth_file(self.config.host_root):
+                    log.info("pull secret cleared; removed %s", path, extra=self._ctx)
+            except OSError as exc:
+                self._secret_problem = f"cannot remove {path}: {exc.strerror}"
+                log.warning(self._secret_problem, extra=self._ctx)
+            return self._secret_problem
+        namespace, name, secret_hash = want
+        problem: str | None = None
+        try:
+            if not namespace or not name:
+                raise PullSecretError("pullSecretRef needs both name and namespace")
+            secret = await get_object(self.api, SECRETS, name, namespace)
+            changed = write_auth_file(self.config.host_root, docker_config(secret))
+        except ApiError as exc:
+            if exc.status not in (403, 404):
+                self._secret_known = False  # transient: try again on the retry
+                raise
+            problem = f"pull secret {namespace}/{name}: " + (
+                "not found" if exc.not_found else f"cannot read it: {exc.message or exc.reason}"
+            )
+        except PullSecretError as exc:
+            problem = f"pull secret {namespace}/{name}: {exc}"
+        except OSError as exc:
+            problem = f"pull secret {namespace}/{name}: cannot write {path}: {exc.strerror}"
+        else:
+            if changed:
+                log.info(
+                    "pull secret written",
+                    extra={
+                        **self._ctx,
+                        "secret": f"{namespace}/{name}",
+                        "hash": secret_hash,
+                        "path": str(path),
+                    },
+                )
+                if self._last is not None and self._last.error is not None:
+                    self._last = None  # new credentials: retry a failed pull now
+        if problem is not None:
+            kept = "keeping the previous file" if path.exists() else "no credentials written"
+            problem = f"{problem} ({kept})"
+            log.warning(problem, extra=self._ctx)
+        self._secret_problem = problem
+        return problem
+
+    # ------------------------------------------------------------ lifecycle
+
+    def ready(self) -> bool | str:
+        return True if self.informer.has_synced else "BootcNode cache not synced"
+
+    def healthy(self) -> bool | str:
+        if self._workers is not None and self._workers.done():
+            return "the reconcile worker stopped"
+        return True
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Run until ``stop`` is set, then shut down (see the module docstring)."""
+        log.info(
+            "starting",
+            extra={
+                **self._ctx,
+                "host_root": str(self.config.host_root),
+                "host_exec": shlex.join(self.host.prefix),
+                "poll_interval": self.config.poll_interval,
+            },
+        )
+        stopper = asyncio.create_task(stop.wait(), name="stop-signal")
+        try:
+            # A switch unit left by a daemon that died without cleaning up holds the
+            # sysroot lock and nobody would supervise it: stop it before anything else.
+            await self.host.stop_switch()
+            self.informer.start()
+            self.watch.start()
+            self._poller = asyncio.create_task(self._poll(), name="poll")
+            sync = asyncio.create_task(self.informer.wait_for_sync(), name="sync")
+            await asyncio.wait({sync, stopper}, return_when=asyncio.FIRST_COMPLETED)
+            if not sync.done():
+                sync.cancel()
+                return
+            log.info("BootcNode cache synced", extra=self._ctx)
+            self.queue.add(self.node)
+            self._workers = asyncio.create_task(
+                run_workers(self.queue, self.reconcile, 1, log=log), name="reconcile"
+            )
+            await asyncio.wait({self._workers, stopper}, return_when=asyncio.FIRST_COMPLETED)
+            if self._workers.done() and not self._workers.cancelled():
+                exc = self._workers.exception()
+                if exc is not None:
+                    log.error("reconcile worker failed", exc_info=exc, extra=self._ctx)
+        finally:
+            stopper.cancel()
+            await self.shutdown()
+
+    async def shutdown(self, grace: float = SHUTDOWN_GRACE) -> None:
+        log.info("shutting down", extra=self._ctx)
+        self.host.shutting_down = True
+        self.queue.shut_down()
+        self.watch.stop()
+        if self._poller is not None:
+            self._poller.cancel()
+            await asyncio.wait([self._poller])
+        if self._workers is not None:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(grace):
+                    await self.queue.shut_down_with_drain()
+            self._workers.cancel()
+            await asyncio.wait([self._workers])
+        if self._switch_task is not None:
+            log.info(
+                "stopping the running switch",
+                extra={**self._ctx, "image": self._switch_image},
+            )
+            await self._cancel_switch()
+        await self.informer.stop()
+
+
+async def run(args: argparse.Namespace) -> int:
+    """The ``daemon`` mode's entry point; returns the process exit code."""
+    config = Config.from_args(args)
+    host = HostCommands(
+        shlex.split(args.host_exec),
+        command_timeout=args.bootc_timeout,
+        stage_timeout=args.stage_timeout,
+    )
+    api = await load_api_client(args.kubeconfig)
+    agent = Agent(api, config, host)
+    server = ProbeServer(ready=agent.ready, healthy=agent.healthy)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await server.start(args.metrics_bind_address, args.health_probe_bind_address)
+        await agent.run(stop)
+    finally:
+        await server.stop()
+        await api.close()
+    log.info("stopped", extra={"node": config.node_name})
+    return 0

@@ -1,0 +1,242 @@
+"""Running commands on the host: ``bootc status``, the switch unit, ``systemctl``.
+
+Every command runs as ``<host-exec prefix> <command...>`` (DESIGN §4: by default
+``nsenter --target 1 --mount --pid --cgroup --setuid 0 --setgid 0 --env --``; tests
+use a simulated host's shims) in its own process group, with a timeout: on timeout
+or cancellation the whole group gets SIGKILL and is reaped, so nothing is left
+behind and the event loop never blocks. Each run is timed and failures counted
+(``metrics``). Failures raise ``HostCommandError`` whose message is one readable
+text meant for the ``Degraded`` condition.
+
+- ``status()``: ``bootc status --format=json --format-version=1``, parsed. It waits
+  for the sysroot lock while another bootc command runs, hence the timeout.
+- ``switch(image)``: stop a leftover switch unit first, then
+  ``systemd-run --wait --collect --pipe --quiet --unit bootc-operator-switch.service
+  bootc switch IMAGE``. The switch runs as a transient unit so that it is
+  systemd's child, not the daemon's (a daemon restart never leaves a half-killed
+  bootc behind) and can be stopped by name. ``--pipe`` hands bootc's stderr to us
+  (without it the error text would only be in the journal), ``--quiet`` drops
+  systemd-run's own chatter. Its exit code only says whether bootc failed: whether
+  the image got staged is read from status. On timeout the unit is stopped (killing
+  the systemd-run client would not stop it) and the error says so. Cancelled (a
+  newer desired image, shutdown), the unit is stopped too: ``block=False`` only
+  queues the stop job, for a shutdown that must be quick.
+- ``stop_switch()``: ``systemctl stop`` the unit (exit 5, "not loaded", is fine),
+  then ``systemctl reset-failed`` it (a failed unit would block the next start).
+- ``reboot()``: ``systemctl reboot``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import IO, Final
+
+from bootc_operator.daemon import metrics as m
+from bootc_operator.daemon.bootc_status import BootcStatusError, HostStatus, parse_status
+
+SWITCH_UNIT: Final = "bootc-operator-switch.service"
+STATUS_ARGS: Final = ("bootc", "status", "--format=json", "--format-version=1")
+UNIT_NOT_LOADED: Final = 5
+ERROR_TEXT_LIMIT: Final = 4000
+OUTPUT_LIMIT: Final = 16 * 1024 * 1024
+
+log = logging.getLogger("daemon.host")
+
+
+class HostCommandError(Exception):
+    """A host command failed; ``str()`` is the text for the Degraded condition."""
+
+
+class CommandTimeout(HostCommandError):
+    pass
+
+
+@dataclass(frozen=True)
+class Result:
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: bytes
+    stderr: str
+    seconds: float
+
+
+def error_text(stderr: str, stdout: str = "") -> str:
+    """The useful part of a failed command's output: from bootc's first ``error:`` line
+    on (its error chain), else the last lines; trimmed to a condition-sized length."""
+    text = stderr.strip() or stdout.strip()
+    lines = [line.rstrip() for line in text.splitlines() if line.strip()]
+    for i, line in enumerate(lines):
+        if line.lstrip().startswith("error:"):
+            lines = lines[i:]
+            break
+    else:
+        lines = lines[-20:]
+    joined = "\n".join(lines)
+    if len(joined) > ERROR_TEXT_LIMIT:
+        joined = "..." + joined[-ERROR_TEXT_LIMIT:]
+    return joined or "(no output)"
+
+
+def _read(f: IO[bytes]) -> bytes:
+    """What a finished command wrote to ``f`` (a small local temporary file)."""
+    f.seek(0)
+    return f.read(OUTPUT_LIMIT)
+
+
+def _kill_group(proc: asyncio.subprocess.Process) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+class HostCommands:
+    def __init__(
+        self,
+        prefix: Sequence[str],
+        *,
+        command_timeout: float,
+        stage_timeout: float,
+        unit: str = SWITCH_UNIT,
+    ) -> None:
+        self.prefix = tuple(prefix)
+        self.command_timeout = command_timeout
+        self.stage_timeout = stage_timeout
+        self.unit = unit
+        #: set at shutdown: a cancelled switch then only queues the stop job (no waiting)
+        self.shutting_down = False
+
+    async def run(self, command: str, args: Sequence[str], timeout: float) -> Result:  # noqa: ASYNC109
+        """Run ``prefix + args``; raises ``CommandTimeout`` / ``HostCommandError`` if it
+        cannot be started. A non-zero exit is returned, not raised (callers judge)."""
+        args = tuple(args)
+        argv = (*self.prefix, *args)
+        what = " ".join(args[:2]) if args[:1] == ("bootc",) else " ".join(args)
+        started = time.monotonic()
+        # Output goes to anonymous temporary files, not pipes: ``systemd-run --pipe`` hands
+        # them to the unit, and asyncio's ``wait()`` would wait for every holder of a pipe
+        # to close it, i.e. for the unit, even after the command itself was killed.
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+            try:
+                proc = await asyncio.create_subprocess_exec(
+                    *argv,
+                    stdin=asyncio.subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=err,
+                    start_new_session=True,
+                )
+            except OSError as exc:
+                m.COMMAND_FAILURES.labels(command).inc()
+                raise HostCommandError(f"cannot run {what}: {argv[0]}: {exc.strerror}") from None
+            try:
+                async with asyncio.timeout(timeout):
+                    await proc.wait()
+            except TimeoutError:
+                _kill_group(proc)
+                await proc.wait()
+                m.COMMAND_DURATION.labels(command).observe(time.monotonic() - started)
+                m.COMMAND_FAILURES.labels(command).inc()
+                raise CommandTimeout(f"{what} did not finish within {timeout:g}s") from None
+            except asyncio.CancelledError:
+                _kill_group(proc)
+                await proc.wait()
+                raise
+            seconds = time.monotonic() - started
+            m.COMMAND_DURATION.labels(command).observe(seconds)
+            stdout, stderr = _read(out), _read(err)
+        assert proc.returncode is not None
+        return Result(argv, proc.returncode, stdout, stderr.decode("utf-8", "replace"), seconds)
+
+    async def status(self) -> HostStatus:
+        """``bootc status``, parsed; ``HostCommandError`` with a clear reason otherwise."""
+        try:
+            result = await self.run("status", STATUS_ARGS, self.command_timeout)
+        except CommandTimeout:
+            raise CommandTimeout(
+                f"bootc status did not finish within {self.command_timeout:g}s (it waits for "
+                "the sysroot lock while another bootc command, such as a switch, runs)"
+            ) from None
+        if result.returncode != 0:
+            m.COMMAND_FAILURES.labels("status").inc()
+            raise HostCommandError(
+                f"bootc status failed (exit code {result.returncode}): {error_text(result.stderr)}"
+            )
+        try:
+            host = parse_status(result.stdout)
+        except BootcStatusError as exc:
+            m.COMMAND_FAILURES.labels("status").inc()
+            raise HostCommandError(str(exc)) from None
+        m.LAST_STATUS_REFRESH.set(time.time())
+        return host
+
+    async def stop_switch(self, *, block: bool = True) -> None:
+        """Stop the switch unit if it is loaded; errors are logged, not raised."""
+        args = ["systemctl", "stop", *([] if block else ["--no-block"]), self.unit]
+        try:
+            result = await self.run("stop", args, self.command_timeout)
+        except HostCommandError as exc:
+            log.warning("could not stop the switch unit", extra={"unit": self.unit, "error": exc})
+            return
+        if result.returncode not in (0, UNIT_NOT_LOADED):
+            m.COMMAND_FAILURES.labels("stop").inc()
+            log.warning(
+                "could not stop the switch unit",
+                extra={"unit": self.unit, "error": error_text(result.stderr)},
+            )
+        if block:
+            # Only a unit that failed without --collect stays loaded: clear it, quietly.
+            with contextlib.suppress(HostCommandError):
+                await self.run("stop", ["systemctl", "reset-failed", self.unit], 30.0)
+
+    async def switch(self, image: str) -> None:
+        """Stage ``image``; ``HostCommandError`` when bootc fails or it takes too long."""
+        await self.stop_switch()
+        args = [
+            "systemd-run",
+            "--wait",
+            "--collect",
+            "--pipe",
+            "--quiet",
+            "--unit",
+            self.unit,
+            "bootc",
+            "switch",
+            image,
+        ]
+        try:
+            result = await self.run("switch", args, self.stage_timeout)
+        except CommandTimeout:
+            await self.stop_switch()
+            raise CommandTimeout(
+                f"bootc switch {image} did not finish within {self.stage_timeout:g}s "
+                f"(--stage-timeout); stopped {self.unit}"
+            ) from None
+        except asyncio.CancelledError:
+            await self._stop_after_cancel()
+            raise
+        if result.returncode != 0:
+            m.COMMAND_FAILURES.labels("switch").inc()
+            raise HostCommandError(
+                f"bootc switch {image} failed (exit code {result.returncode}): "
+                f"{error_text(result.stderr, result.stdout.decode('utf-8', 'replace'))}"
+            )
+
+    async def _stop_after_cancel(self) -> None:
+        # Cancelled again meanwhile: stop waiting; the caller re-raises anyway.
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.stop_switch(block=not self.shutting_down)
+
+    async def reboot(self) -> None:
+        result = await self.run("reboot", ["systemctl", "reboot"], self.command_timeout)
+        if result.returncode != 0:
+            m.COMMAND_FAILURES.labels("reboot").inc()
+            raise HostCommandError(
+                f"systemctl reboot failed (exit code {result.returncode}): "
+                f"{error_text(result.stderr)}"
+            )

@@ -1,0 +1,251 @@
+"""Helpers for the daemon's e2e tests: daemon subprocesses on simulated hosts, BootcNodes.
+
+``Daemons`` starts ``bootc-operator daemon`` as a real subprocess (the venv's console
+script) for a node, pointed at a simulated host (``hack.fakebootc``): the default
+``--host-exec`` nsenter line resolves to the host's shim because the host's ``bin/``
+comes first on ``PATH``. Probe and metrics ports are picked free. ``stop_all()``
+(called by the fixture whatever happens) SIGTERMs every daemon, SIGKILLs it after a
+grace period, and stops any unit still running on the hosts.
+
+``NodeLog`` watches one BootcNode with the project's informer and records every
+status the API server held, so a test can assert a *sequence* (Staging before
+Staged) without racing the daemon.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from kubernetes_asyncio.client import ApiClient
+
+from bootc_operator.api import constants as c
+from bootc_operator.informers import EventHandler, Informer
+from bootc_operator.kube import BOOTC_NODES, ApiError, create_object, get_object, patch_object
+from bootc_operator.kube.rest import delete_object
+from hack.fakebootc import Host
+from hack.testenv.controlplane import free_port
+from hack.testenv.procs import Process, spawn
+
+REPO = "registry.example.com/os"
+SWITCH_UNIT = "bootc-operator-switch.service"
+DAEMON_BIN = Path(sys.executable).with_name("bootc-operator")
+
+
+def digest(n: int) -> str:
+    return "sha256:" + f"{n:064x}"
+
+
+def image(n: int) -> str:
+    return f"{REPO}@{digest(n)}"
+
+
+# ------------------------------------------------------------------ daemons
+
+
+@dataclass
+class Daemon:
+    node: str
+    host: Host
+    process: Process
+    metrics_port: int
+    probe_port: int
+
+    def alive(self) -> bool:
+        return self.process.alive()
+
+    def log(self, lines: int = 60) -> str:
+        return self.process.tail(lines)
+
+    async def get(self, path: str) -> tuple[int, str]:
+        port = self.metrics_port if path == "/metrics" else self.probe_port
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(f"http://127.0.0.1:{port}{path}") as resp,
+        ):
+            return resp.status, await resp.text()
+
+    async def stop(self, grace: float = 15.0) -> int | None:
+        """SIGTERM (SIGKILL after ``grace``); the exit code (negative: killed by a signal)."""
+        await asyncio.to_thread(self.process.stop, grace)
+        return self.process.returncode()
+
+
+@dataclass
+class Daemons:
+    kubeconfig: Path
+    log_dir: Path
+    started: list[Daemon] = field(default_factory=list)
+
+    def start(
+        self,
+        node: str,
+        host: Host,
+        *,
+        poll_interval: str = "1h",
+        stage_timeout: str = "5m",
+        bootc_timeout: str = "30s",
+        backoff_initial: str = "1s",
+        backoff_max: str = "2s",
+        extra: tuple[str, ...] = (),
+    ) -> Daemon:
+        metrics_port, probe_port = free_port(), free_port()
+        argv = [
+            str(DAEMON_BIN),
+            "daemon",
+            "--node-name",
+            node,
+            "--kubeconfig",
+            str(self.kubeconfig),
+            "--host-root",
+            str(host.root),
+            "--poll-interval",
+            poll_interval,
+            "--stage-timeout",
+            stage_timeout,
+            "--bootc-timeout",
+            bootc_timeout,
+            "--backoff-initial",
+            backoff_initial,
+            "--backoff-max",
+            backoff_max,
+            "--metrics-bind-address",
+            f"127.0.0.1:{metrics_port}",
+            "--health-probe-bind-address",
+            f"127.0.0.1:{probe_port}",
+            "--log-level",
+            "debug",
+            *extra,
+        ]
+        env = host.env()
+        env["PYTHONUNBUFFERED"] = "1"
+        env.pop("KUBECONFIG", None)
+        index = len(self.started)
+        process = spawn(
+            f"daemon-{node}", argv, self.log_dir / f"daemon-{index}-{node}.log", env=env
+        )
+        daemon = Daemon(node, host, process, metrics_port, probe_port)
+        self.started.append(daemon)
+        return daemon
+
+    async def stop_all(self) -> None:
+        """Stop every daemon and host unit; print the daemons' logs (shown on failure)."""
+        for daemon in self.started:
+            if daemon.alive():
+                await daemon.stop()
+            print(f"===== daemon {daemon.node} ({daemon.process.describe_exit()}) =====")
+            print(daemon.log(200))
+        for host in {d.host.root: d.host for d in self.started}.values():
+            with contextlib.suppress(Exception):
+                host.clear_faults()
+            for unit in host.active_units():
+                await asyncio.to_thread(host.run, "systemctl", "stop", unit)
+
+
+# ------------------------------------------------------------------ BootcNodes
+
+
+def bootc_node_body(name: str, desired: str, state: str = "Staged", **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": c.API_VERSION,
+        "kind": c.NODE_KIND,
+        "metadata": {"name": name},
+        "spec": {"desiredImage": desired, "desiredImageState": state, **spec},
+    }
+
+
+async def create_bootc_node(
+    api: ApiClient, name: str, desired: str, state: str = "Staged", **spec: Any
+) -> dict[str, Any]:
+    return await create_object(api, BOOTC_NODES, bootc_node_body(name, desired, state, **spec))
+
+
+async def get_bootc_node(api: ApiClient, name: str) -> dict[str, Any]:
+    return await get_object(api, BOOTC_NODES, name)
+
+
+async def set_spec(api: ApiClient, name: str, **spec: Any) -> dict[str, Any]:
+    """Merge-patch ``spec`` (``None`` values remove fields)."""
+    return await patch_object(api, BOOTC_NODES, name, {"spec": spec})
+
+
+async def delete_bootc_node(api: ApiClient, name: str) -> None:
+    with contextlib.suppress(ApiError):
+        await delete_object(api, BOOTC_NODES, name)
+
+
+def condition(obj: dict[str, Any] | None, ctype: str) -> dict[str, Any]:
+    for cond in ((obj or {}).get("status") or {}).get("conditions") or ():
+        if cond.get("type") == ctype:
+            return dict(cond)
+    return {}
+
+
+def idle_reason(obj: dict[str, Any] | None) -> str | None:
+    return condition(obj, c.COND_IDLE).get("reason")
+
+
+def is_degraded(obj: dict[str, Any] | None) -> bool:
+    return condition(obj, c.COND_DEGRADED).get("status") == "True"
+
+
+def degraded_message(obj: dict[str, Any] | None) -> str:
+    cond = condition(obj, c.COND_DEGRADED)
+    return str(cond.get("message", "")) if cond.get("status") == "True" else ""
+
+
+def slot_image(obj: dict[str, Any] | None, slot: str) -> str | None:
+    info = ((obj or {}).get("status") or {}).get(slot)
+    return None if not info else str(info.get("image"))
+
+
+def settled(obj: dict[str, Any] | None) -> bool:
+    """The daemon has reported on the object's current generation."""
+    if not obj:
+        return False
+    status = obj.get("status") or {}
+    return bool(status.get("observedGeneration") == obj["metadata"].get("generation"))
+
+
+class NodeLog:
+    """Every version of one BootcNode seen through a watch, oldest first."""
+
+    def __init__(self, api: ApiClient, name: str) -> None:
+        self.name = name
+        self.versions: list[dict[str, Any]] = []
+        self.informer = Informer(api, BOOTC_NODES, field_selector=f"metadata.name={name}")
+        self.informer.add_event_handler(
+            EventHandler(
+                on_add=self.versions.append, on_update=lambda _o, n: self.versions.append(n)
+            )
+        )
+
+    async def __aenter__(self) -> NodeLog:
+        self.informer.start()
+        await self.informer.wait_for_sync()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.informer.stop()
+
+    @property
+    def current(self) -> dict[str, Any] | None:
+        return self.informer.get(self.name)
+
+    def idle_reasons(self) -> list[str]:
+        """Idle reasons in the order they were reported, consecutive repeats collapsed."""
+        out: list[str] = []
+        for obj in self.versions:
+            reason = idle_reason(obj)
+            if reason and (not out or out[-1] != reason):
+                out.append(reason)
+        return out
+
+    def ever(self, predicate: Callable[[dict[str, Any]], bool]) -> bool:
+        return any(predicate(obj) for obj in self.versions)

@@ -1,0 +1,522 @@
+"""The node agent end to end: ``bootc-operator daemon`` processes on simulated bootc hosts,
+against the real API server (no controller: the tests write BootcNode.spec themselves).
+
+Each test creates its own BootcNodes and hosts; daemons are real subprocesses, always
+stopped by the ``daemons`` fixture. Waits are deadlines on observable state; "never"
+is asserted after a causal barrier (the daemon reported on a later spec generation).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import stat
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes_asyncio.client import ApiClient
+
+from bootc_operator.api import constants as c
+from bootc_operator.kube import SECRETS, ApiError, create_object, patch_object
+from bootc_operator.kube.rest import delete_object
+from e2e.daemonenv import (
+    SWITCH_UNIT,
+    Daemons,
+    NodeLog,
+    condition,
+    create_bootc_node,
+    degraded_message,
+    delete_bootc_node,
+    digest,
+    get_bootc_node,
+    idle_reason,
+    image,
+    is_degraded,
+    set_spec,
+    settled,
+    slot_image,
+)
+from e2e.helpers import unique_name, wait_for
+from hack.fakebootc import Host, make_host
+from hack.fakebootc.shims import unit_record
+from hack.testenv import ControlPlane
+
+D1, D2, D3 = image(1), image(2), image(3)
+WAIT = 60.0
+
+
+@pytest.fixture
+async def daemons(control_plane: ControlPlane, tmp_path: Path) -> AsyncIterator[Daemons]:
+    ds = Daemons(control_plane.kubeconfig, tmp_path / "logs")
+    try:
+        yield ds
+    finally:
+        await ds.stop_all()
+
+
+@pytest.fixture
+async def node(api: ApiClient) -> AsyncIterator[str]:
+    """A unique node name; its BootcNode (if a test created one) is deleted at the end."""
+    name = unique_name("node")
+    try:
+        yield name
+    finally:
+        await delete_bootc_node(api, name)
+
+
+def running_switch(host: Host) -> str | None:
+    """The image of the switch unit running on ``host``, if any."""
+    record = unit_record(host.paths, SWITCH_UNIT)
+    argv = (record or {}).get("argv") or []
+    return str(argv[-1]) if argv[:2] == ["bootc", "switch"] else None
+
+
+def new_host(tmp_path: Path, booted: str = D1, **kwargs: Any) -> Host:
+    return make_host(tmp_path / unique_name("host"), booted=booted, version="1.0", **kwargs)
+
+
+async def bn(api: ApiClient, name: str) -> dict[str, Any]:
+    return await get_bootc_node(api, name)
+
+
+async def wait_bn(
+    api: ApiClient, name: str, predicate: Callable[[dict[str, Any]], bool], what: str
+) -> dict[str, Any]:
+    """Poll the BootcNode until ``predicate`` holds; returns that version."""
+
+    async def check() -> dict[str, Any] | None:
+        obj = await bn(api, name)
+        return obj if predicate(obj) else None
+
+    result: dict[str, Any] | None = await wait_for(check, WAIT, what, interval=0.2)
+    assert result is not None
+    return result
+
+
+def is_idle(obj: dict[str, Any]) -> bool:
+    return settled(obj) and idle_reason(obj) == c.REASON_IDLE and not is_degraded(obj)
+
+
+# ------------------------------------------------------------------ status at start
+
+
+async def test_status_populated_at_start(
+    api: ApiClient, daemons: Daemons, node: str, tmp_path: Path
+) -> None:
+    host = new_host(tmp_path)
+    created = await create_bootc_node(api, node, D1)
+    daemon = daemons.start(node, host)
+    obj = await wait_bn(api, node, is_idle, "status populated at start")
+
+    status = obj["status"]
+    assert status["observedGeneration"] == created["metadata"]["generation"]
+    assert status["booted"]["image"] == D1
+    assert status["booted"]["imageDigest"] == digest(1)
+    assert status["booted"]["version"] == "1.0"
+    assert status["booted"]["architecture"] == "amd64"
+    assert status.get("staged") is None and status.get("rollback") is None
+    idle, deg = condition(obj, c.COND_IDLE), condition(obj, c.COND_DEGRADED)
+    assert (idle["status"], idle["reason"]) == ("True", c.REASON_IDLE)
+    assert (deg["status"], deg["reason"]) == ("False", c.REASON_HEALTHY)
+    assert idle["observedGeneration"] == created["metadata"]["generation"]
+
+    code, _ = await daemon.get("/healthz")
+    assert code == 200
+    code, text = await daemon.get("/metrics")
+    assert code == 200
+    refreshed = [
+        float(line.split()[-1])
+        for line in text.splitlines()
+        if line.startswith("bootc_operator_daemon_last_status_refresh_timestamp_seconds ")
+    ]
+    assert refreshed and refreshed[0] > 0
+    assert 'bootc_operator_daemon_bootc_command_duration_seconds_count{command="status"}' in text
+    assert "bootc_operator_daemon_stage_attempts_total 0.0" in text
+
+
+# ------------------------------------------------------------------ stage, reboot
+
+
+async def test_stage_reboot_and_come_back_on_the_new_image(
+    api: ApiClient, daemons: Daemons, node: str, tmp_path: Path
+) -> None:
+    host = new_host(tmp_path)
+    await create_bootc_node(api, node, D1)
+    daemon = daemons.start(node, host)
+    await wait_bn(api, node, is_idle, "Idle on the booted image")
+
+    async with NodeLog(api, node) as history:
+        await set_spec(api, node, desiredImage=D2, desiredImageState="Staged")
+        obj = await wait_bn(
+            api,
+            node,
+            lambda o: settled(o) and idle_reason(o) == c.REASON_STAGED,
+            "Staged after a desiredImage change",
+        )
+        assert slot_image(obj, "staged") == D2
+        assert obj["status"]["staged"]["imageDigest"] == digest(2)
+        assert slot_image(obj, "booted") == D1
+        assert not is_degraded(obj)
+        await wait_for(
+            lambda: history.idle_reasons()[-2:] == [c.REASON_STAGING, c.REASON_STAGED],
+            WAIT,
+            "Staging reported before Staged",
+        )
+        assert host.reboot_request is None, "staging must not reboot"
+
+        await set_spec(api, node, desiredImageState="Booted")
+        await wait_bn(
+            api,
+            node,
+            lambda o: settled(o) and idle_reason(o) == c.REASON_REBOOTING,
+            "Rebooting",
+        )
+        request = await wait_for(lambda: host.reboot_request, WAIT, "a reboot request on the host")
+        assert request is not None and request["kind"] == "reboot"
+    assert host.switch_calls() == [["switch", D2]]
+
+    # the simulated reboot: the node goes down (daemon and all), boots the staged image
+    assert await daemon.stop() == 0
+    host.reboot()
+    daemons.start(node, host)
+    obj = await wait_bn(
+        api, node, lambda o: is_idle(o) and slot_image(o, "booted") == D2, "Idle on the new image"
+    )
+    assert slot_image(obj, "rollback") == D1
+    assert slot_image(obj, "staged") is None
+    assert host.reboot_request is None
+
+
+async def test_desired_change_while_staged_restages(
+    api: ApiClient, daemons: Daemons, node: str, tmp_path: Path
+) -> None:
+    host = new_host(tmp_path)
+    await create_bootc_node(api, node, D2)
+    daemons.start(node, host)
+    await wait_bn(api, node, lambda o: settled(o) and slot_image(o, "staged") == D2, "D2 staged")
+    await set_spec(api, node, desiredImage=D3)
+    obj = await wait_bn(
+        api,
+        node,
+        lambda o: (
+            settled(o) and idle_reason(o) == c.REASON_STAGED and slot_image(o, "staged") == D3
+        ),
+        "D3 re-staged",
+    )
+    assert slot_image(obj, "booted") == D1
+    assert host.switch_calls() == [["switch", D2], ["switch", D3]]
+
+
+async def test_newer_desired_image_cancels_the_running_switch(
+    api: ApiClient, daemons: Daemons, node: str, tmp_path: Path
+) -> None:
+    host = new_host(tmp_path, stage_delay=300.0)  # every pull takes 5 minutes
+    await create_bootc_node(api, node, D1)
+    daemons.start(node, host)
+    await wait_bn(api, node, is_idle, "Idle")
+
+    await set_spec(api, node, desiredImage=D2)
+    await wait_for(lambda: running_switch(host) == D2, WAIT, "the D2 switch running")
+    await wait_bn(api, node, lambda o: idle_reason(o) == c.REASON_STAGING, "Staging D2")
+
+    await set_spec(api, node, desiredImage=D3)
+    await wait_for(
+        lambda: running_switch(host) == D3 and len(host.switch_calls()) == 2,
+        WAIT,
+        "the D3 switch replacing D2's",
+    )
+    assert host.switch_calls() == [["switch", D2], ["switch", D3]]
+    assert host.state().staged is None, "the cancelled D2 switch staged nothing"
+    obj = await wait_bn(
+        api, node, lambda o: settled(o) and idle_reason(o) == c.REASON_STAGING, "Staging D3"
+    )
+    assert condition(obj, c.COND_IDLE)["message"] == f"staging {D3}"
+
+    # back to the booted image: nothing to stage, the D3 switch is stopped too
+    await set_spec(api, node, desiredImage=D1)
+    await wait_bn(api, node, is_idle, "Idle on the booted image")
+    await wait_for(lambda: host.active_units() == [], WAIT, "no switch running")
+    assert host.state().staged is None
+
+
+# ------------------------------------------------------------------ failures
+
+
+async def test_switch_failure_is_degraded_then_recovers(
+    api: ApiClient, daemons: Daemons, node: str, tmp_path: Path
+) -> None:
+    host = new_host(tmp_path)
+    host.set_fault(
+        "switch-fail", message="Switching: Pulling: unauthorized: authentication required"
+    )
+    await create_bootc_node(api, node, D1)
+    daemons.start(node, host)
+    await wait_bn(api, node, is_idle, "Idle")
+
+    await set_spec(api, node, desiredImage=D2)
+    obj = await wait_bn(
+        api, node, lambda o: settled(o) and is_degraded(o), "Degraded after a failed switch"
+    )
+    message = degraded_message(obj)
+    assert "error: Switching: Pulling: unauthorized: authentication required" in message
+    assert f"bootc switch {D2} failed (exit code 1)" in message
+    assert condition(obj, c.COND_DEGRADED)["reason"] == c.REASON_ERROR
+    obj = await wait_bn(
+        api, node, lambda o: idle_reason(o) == c.REASON_IDLE and is_degraded(o), "Idle + Degraded"
+    )
+
+    host.clear_faults()
+    obj = await wait_bn(
+        api,
+        node,
+        lambda o: idle_reason(o) == c.REASON_STAGED and not is_degraded(o),
+        "Staged and healthy once the fault is gone (retried with backoff)",
+    )
+    assert slot_image(obj, "staged") == D2
+    assert len(host.switch_calls()) >= 2
+
+
+async def test_hanging_switch_times_out(
+    api: ApiClient, daemons: Daemons, node: str, tmp_path: Path
+) -> None:
+    host = new_host(tmp_path)
+    host.set_fault("switch-hang")
+    await create_bootc_node(api, node, D2)
+    daemon = daemons.start(node, host, stage_timeout="2s", backoff_initial="1h", backoff_max="1h")
+    obj = await wait_bn(api, node, is_degraded, "Degraded after the stage timeout")
+    assert f"bootc switch {D2} did not finish within 2s" in degraded_message(obj)
+    assert idle_reason(obj) == c.REASON_IDLE
+    assert host.active_units() == [], "the hanging switch unit must have been stopped"
+    assert daemon.alive()
+    # the sysroot lock is free again: the daemon still reads status fine
+    host.clear_faults()
+    assert host.bootc("status", "--format=json", timeout=10).returncode == 0
+
+
+async def test_garbage_status_is_degraded_without_a_crash(
+    api: ApiClient, daemons: Daemons, node: str, tmp_path: Path
+) -> None:
+    host = new_host(tmp_path)
+    host.set_fault("status-garbage")
+    await create_bootc_node(api, node, D1)
+    daemon = daemons.start(node, host)
+    obj = await wait_bn(api, node, is_degraded, "Degraded on garbage status")
+    assert "bootc status output is not JSON" in degraded_message(obj)
+    assert daemon.alive()
+    code, _ = await daemon.get("/healthz")
+    assert code == 200
+    assert host.switch_calls() == []
+
+    host.clear_faults()
+    obj = await wait_bn(api, node, is_idle, "healthy again once status is readable")
+    assert slot_image(obj, "booted") == D1
+
+
+async def test_blocked_status_times_out(
+    api: ApiClient, daemons: Daemons, node: str, tmp_path: Path
+) -> None:
+    host = new_host(tmp_path)
+    await create_bootc_node(api, node, D1)
+    host.set_fault("status-block")
+    daemon = daemons.start(node, host, bootc_timeout="1s")
+    obj = await wait_bn(api, node, is_degraded, "Degraded when bootc status blocks")
+    assert "bootc status did not finish within 1s" in degraded_message(obj)
+    assert "sysroot lock" in degraded_message(obj)
+    assert daemon.alive()
+    host.clear_faults()
+    await wait_bn(api, node, is_idle, "healthy once status answers")
+
+
+@pytest.mark.parametrize(
+    ("fault", "why"),
+    [("incompatible", "rpm-ostree"), ("not-bootc", "status.booted is null")],
+)
+async def test_unmanageable_host_is_degraded_and_never_switched(
+    api: ApiClient, daemons: Daemons, node: str, tmp_path: Path, fault: str, why: str
+) -> None:
+    host = new_host(tmp_path)
+    host.set_fault(fault)
+    await create_bootc_node(api, node, D2)
+    daemons.start(node, host)
+    obj = await wait_bn(api, node, lambda o: settled(o) and is_degraded(o), "Degraded")
+    assert why in degraded_message(obj)
+    # a later spec generation was decided too: still no switch, ever
+    await set_spec(api, node, desiredImage=D3, desiredImageState="Booted")
+    obj = await wait_bn(api, node, lambda o: settled(o) and is_degraded(o), "Degraded again")
+    assert why in degraded_message(obj)
+    assert host.switch_calls() == []
+    assert host.reboot_request is None
+
+
+# ------------------------------------------------------------------ host watch
+
+
+@pytest.mark.parametrize("backend", ["ostree", "composefs"])
+async def test_out_of_band_switch_is_seen_through_inotify(
+    api: ApiClient, daemons: Daemons, node: str, tmp_path: Path, backend: str
+) -> None:
+    host = new_host(tmp_path, backend=backend)
+    await create_bootc_node(api, node, D1)
+    daemons.start(node, host, poll_interval="1h")  # only inotify can explain a quick update
+    await wait_bn(api, node, is_idle, "Idle")
+
+    done = await asyncio.to_thread(host.switch, D2)
+    assert done.returncode == 0, done.stderr
+    obj = await wait_bn(
+        api, node, lambda o: slot_image(o, "staged") == D2, "the out-of-band switch reported"
+    )
+    assert slot_image(obj, "booted") == D1
+    assert host.switch_calls() == [["switch", D2]], "the daemon itself switched nothing"
+
+
+# ------------------------------------------------------------------ pull secret
+
+
+def dockerconfig(user: str) -> bytes:
+    token = base64.b64encode(f"{user}:secret-{user}".encode()).decode()
+    return json.dumps({"auths": {"registry.example.com": {"auth": token}}}).encode()
+
+
+async def put_secret(api: ApiClient, name: str, content: bytes, *, create: bool) -> None:
+    body = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": "default"},
+        "type": "kubernetes.io/dockerconfigjson",
+        "data": {".dockerconfigjson": base64.b64encode(content).decode()},
+    }
+    if create:
+        await create_object(api, SECRETS, body, "default")
+    else:
+        await patch_object(api, SECRETS, name, {"data": body["data"]}, "default")
+
+
+def auth_file(host: Host) -> tuple[bytes, int] | None:
+    try:
+        return host.auth_file.read_bytes(), stat.S_IMODE(host.auth_file.stat().st_mode)
+    except FileNotFoundError:
+        return None
+
+
+async def test_pull_secret_written_rewritten_and_removed(
+    api: ApiClient, daemons: Daemons, node: str, tmp_path: Path
+) -> None:
+    host = new_host(tmp_path)
+    secret = unique_name("pull")
+    first, second = dockerconfig("alice"), dockerconfig("bob")
+    await put_secret(api, secret, first, create=True)
+    try:
+        ref = {"name": secret, "namespace": "default"}
+        await create_bootc_node(api, node, D1, pullSecretRef=ref, pullSecretHash="h1")
+        daemon = daemons.start(node, host)
+        await wait_for(lambda: auth_file(host) == (first, 0o600), WAIT, "auth.json written, 0600")
+
+        await put_secret(api, secret, second, create=False)
+        await set_spec(api, node, pullSecretHash="h2")
+        await wait_for(lambda: auth_file(host) == (second, 0o600), WAIT, "auth.json rewritten")
+        assert not list(host.auth_file.parent.glob(".auth.json.*")), "no temporary files left"
+
+        # an unusable secret: Degraded, and the last good file stays
+        await set_spec(
+            api,
+            node,
+            pullSecretRef={"name": "missing", "namespace": "default"},
+            pullSecretHash="h3",
+        )
+        obj = await wait_bn(api, node, lambda o: settled(o) and is_degraded(o), "Degraded")
+        assert "pull secret default/missing: not found (keeping the previous file)" in (
+            degraded_message(obj)
+        )
+        assert auth_file(host) == (second, 0o600)
+
+        await set_spec(api, node, pullSecretRef=None, pullSecretHash=None)
+        await wait_for(lambda: auth_file(host) is None, WAIT, "auth.json removed")
+        await wait_bn(api, node, is_idle, "healthy without a pull secret")
+        log_text = daemon.log(100_000)
+        assert "secret-alice" not in log_text and "secret-bob" not in log_text
+        assert base64.b64encode(first).decode() not in log_text
+    finally:
+        with contextlib.suppress(ApiError):
+            await delete_object(api, SECRETS, secret, "default")
+
+
+async def test_pull_secret_is_rewritten_after_a_reboot(
+    api: ApiClient, daemons: Daemons, node: str, tmp_path: Path
+) -> None:
+    host = new_host(tmp_path)
+    secret = unique_name("pull")
+    content = dockerconfig("carol")
+    await put_secret(api, secret, content, create=True)
+    try:
+        ref = {"name": secret, "namespace": "default"}
+        await create_bootc_node(api, node, D1, pullSecretRef=ref, pullSecretHash="h1")
+        daemon = daemons.start(node, host)
+        await wait_for(lambda: auth_file(host) == (content, 0o600), WAIT, "auth.json written")
+        assert await daemon.stop() == 0
+        host.reboot()  # /run is a tmpfs
+        assert auth_file(host) is None
+        daemons.start(node, host)
+        await wait_for(lambda: auth_file(host) == (content, 0o600), WAIT, "auth.json rewritten")
+    finally:
+        with contextlib.suppress(ApiError):
+            await delete_object(api, SECRETS, secret, "default")
+
+
+# ------------------------------------------------------------------ isolation, shutdown
+
+
+async def test_another_nodes_bootcnode_changes_nothing(
+    api: ApiClient, daemons: Daemons, node: str, tmp_path: Path
+) -> None:
+    host = new_host(tmp_path)
+    other = unique_name("other")
+    try:
+        await create_bootc_node(api, node, D1)
+        await create_bootc_node(api, other, D2)
+        daemons.start(node, host)
+        await wait_bn(api, node, is_idle, "own node Idle")
+        await set_spec(api, other, desiredImage=D3, desiredImageState="Booted")
+
+        # barrier: the daemon reports on a later generation of its own BootcNode
+        await set_spec(api, node, desiredImage=D2)
+        obj = await wait_bn(
+            api, node, lambda o: settled(o) and idle_reason(o) == c.REASON_STAGED, "own D2 staged"
+        )
+        assert slot_image(obj, "staged") == D2
+        assert host.switch_calls() == [["switch", D2]]
+        assert host.reboot_request is None
+        assert (await bn(api, other)).get("status") is None, "another node's status was written"
+    finally:
+        await delete_bootc_node(api, other)
+
+
+async def test_sigterm_stops_a_running_switch_and_exits_cleanly(
+    api: ApiClient, daemons: Daemons, node: str, tmp_path: Path
+) -> None:
+    host = new_host(tmp_path, stage_delay=300.0)
+    await create_bootc_node(api, node, D2)
+    daemon = daemons.start(node, host)
+    await wait_for(lambda: SWITCH_UNIT in host.active_units(), WAIT, "the switch running")
+    await wait_bn(api, node, lambda o: idle_reason(o) == c.REASON_STAGING, "Staging")
+
+    assert await daemon.stop(grace=30.0) == 0
+    await wait_for(lambda: host.active_units() == [], WAIT, "the switch unit stopped")
+    assert host.state().staged is None, "an interrupted switch stages nothing"
+    # the host is consistent: bootc answers at once (no sysroot lock left held)
+    assert host.bootc("status", "--format=json", timeout=10).returncode == 0
+
+
+async def test_deleted_bootcnode_cancels_the_switch(
+    api: ApiClient, daemons: Daemons, node: str, tmp_path: Path
+) -> None:
+    host = new_host(tmp_path, stage_delay=300.0)
+    await create_bootc_node(api, node, D2)
+    daemon = daemons.start(node, host)
+    await wait_for(lambda: SWITCH_UNIT in host.active_units(), WAIT, "the switch running")
+    await delete_bootc_node(api, node)
+    await wait_for(lambda: host.active_units() == [], WAIT, "the switch unit stopped")
+    assert daemon.alive()

@@ -1,0 +1,461 @@
+"""The daemon's state machine (``bootc_operator.daemon.decide``) as a table: every rule of
+DESIGN §3/§4 is one row of (desired, host status, in-flight work) → decision."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from bootc_operator.api import constants as c
+from bootc_operator.api.v1alpha1 import DesiredImageState
+from bootc_operator.daemon.bootc_status import HostStatus
+from bootc_operator.daemon.decide import (
+    HEALTHY,
+    IDLE,
+    Action,
+    Attempt,
+    Cond,
+    Decision,
+    Desired,
+    HostView,
+    RetryPolicy,
+    Work,
+    decide,
+    degraded,
+    desired_from_spec,
+    rebooting,
+    staged,
+    staging,
+)
+
+
+def digest(ch: str) -> str:
+    return "sha256:" + ch * 64
+
+
+REPO = "quay.io/example/os"
+A, B, C = (f"{REPO}@{digest(x)}" for x in "abc")
+INDEX = f"{REPO}@{digest('f')}"  # a multi-arch index; bootc reports the amd64 digest "e"
+NOW = 1000.0
+RETRY = RetryPolicy(initial=10.0, cap=300.0)
+STAGED, BOOTED = DesiredImageState.STAGED, DesiredImageState.BOOTED
+SWITCH_ERROR = f"bootc switch {B} failed (exit code 1): error: Switching: Pulling: unauthorized"
+
+
+def entry(ref: str | None, image_digest: str | None = None, **flags: Any) -> dict[str, Any]:
+    image = None
+    if ref is not None:
+        image = {
+            "image": {"image": ref, "transport": "registry"},
+            "imageDigest": image_digest or ref.partition("@")[2],
+            "architecture": "amd64",
+        }
+    return {"image": image, **flags}
+
+
+def host(
+    booted: dict[str, Any] | None = None,
+    staged_: dict[str, Any] | None = None,
+    rollback: dict[str, Any] | None = None,
+) -> HostView:
+    doc = {
+        "apiVersion": "org.containers.bootc/v1",
+        "kind": "BootcHost",
+        "status": {"booted": booted, "staged": staged_, "rollback": rollback},
+    }
+    return HostView(HostStatus.model_validate(doc))
+
+
+ON_A = host(entry(A))
+A_STAGED_B = host(entry(A), entry(B))
+INCOMPATIBLE_WHY = "local rpm-ostree modifications (incompatible: true)"
+NOT_BOOTC_WHY = "bootc reports no booted deployment (status.booted is null)"
+
+
+def failed(action: Action, image: str, attempts: int, ago: float, error: str | None) -> Attempt:
+    return Attempt(action, image, attempts, NOW - ago, error)
+
+
+def deg(*problems: str) -> Cond:
+    return degraded(*problems)
+
+
+def reason_of(view: HostView, why: str) -> str:
+    assert view.status is not None
+    reason = view.status.unmanageable_reason()
+    assert reason is not None and why in reason
+    return reason
+
+
+UNCONFIRMED = (
+    f"bootc switch {B} exited 0 but bootc status does not show it staged (staged: nothing)"
+)
+INCOMPATIBLE = host(entry(None, incompatible=True))
+STAGED_INCOMPATIBLE = host(entry(A), entry(B, incompatible=True))
+NOT_BOOTC = host(None)
+NO_IMAGE = host(entry(None))
+
+Row = tuple[str, Desired | None, HostView, Work, tuple[str, ...], Decision]
+
+ROWS: list[Row] = [
+    # --- nothing to do
+    ("booted is desired: Idle", Desired(A), ON_A, Work(), (), Decision(IDLE, HEALTHY)),
+    (
+        "booted is desired, Booted asked: Idle, no reboot",
+        Desired(A, BOOTED),
+        ON_A,
+        Work(),
+        (),
+        Decision(IDLE, HEALTHY),
+    ),
+    ("no desired image: Idle", None, ON_A, Work(), (), Decision(IDLE, HEALTHY)),
+    (
+        "multi-arch index digest desired, booted through it: Idle",
+        Desired(INDEX),
+        host(entry(INDEX, digest("e"))),
+        Work(),
+        (),
+        Decision(IDLE, HEALTHY),
+    ),
+    (
+        "desired names the per-arch digest of the booted tag: Idle",
+        Desired(f"{REPO}@{digest('e')}"),
+        host(entry(f"{REPO}:latest", digest("e"))),
+        Work(),
+        (),
+        Decision(IDLE, HEALTHY),
+    ),
+    # --- staging
+    (
+        "desired differs, nothing staged: Staging, switch",
+        Desired(B),
+        ON_A,
+        Work(),
+        (),
+        Decision(staging(B), HEALTHY, start_switch=B),
+    ),
+    (
+        "Booted asked but not staged yet: stage first, no reboot",
+        Desired(B, BOOTED),
+        ON_A,
+        Work(),
+        (),
+        Decision(staging(B), HEALTHY, start_switch=B),
+    ),
+    (
+        "switch of the desired image running: Staging, nothing else",
+        Desired(B),
+        ON_A,
+        Work(switching=B),
+        (),
+        Decision(staging(B), HEALTHY),
+    ),
+    (
+        "newer desired image while switching: cancel, switch the new one",
+        Desired(C),
+        ON_A,
+        Work(switching=B),
+        (),
+        Decision(staging(C), HEALTHY, cancel_switch=True, start_switch=C),
+    ),
+    (
+        "desired back to the booted image while switching: cancel, Idle",
+        Desired(A),
+        ON_A,
+        Work(switching=B),
+        (),
+        Decision(IDLE, HEALTHY, cancel_switch=True),
+    ),
+    (
+        "desired is the staged image while switching another: cancel, Staged",
+        Desired(B),
+        A_STAGED_B,
+        Work(switching=C),
+        (),
+        Decision(staged(B), HEALTHY, cancel_switch=True),
+    ),
+    (
+        "desired changes while staged: re-stage",
+        Desired(C),
+        A_STAGED_B,
+        Work(),
+        (),
+        Decision(staging(C), HEALTHY, start_switch=C),
+    ),
+    (
+        "BootcNode without desired image while switching: cancel",
+        None,
+        ON_A,
+        Work(switching=B),
+        (),
+        Decision(IDLE, HEALTHY, cancel_switch=True),
+    ),
+    # --- staged, reboot
+    (
+        "desired staged, Staged asked: Staged",
+        Desired(B),
+        A_STAGED_B,
+        Work(),
+        (),
+        Decision(staged(B), HEALTHY),
+    ),
+    (
+        "desired staged, Booted asked: Rebooting, then reboot",
+        Desired(B, BOOTED),
+        A_STAGED_B,
+        Work(),
+        (),
+        Decision(rebooting(B), HEALTHY, reboot=True),
+    ),
+    (
+        "reboot already requested: Rebooting, no second reboot",
+        Desired(B, BOOTED),
+        A_STAGED_B,
+        Work(reboot_requested=B),
+        (),
+        Decision(rebooting(B), HEALTHY),
+    ),
+    (
+        "a successful switch is forgotten once staged",
+        Desired(B),
+        A_STAGED_B,
+        Work(last=failed("switch", B, 1, 1, None)),
+        (),
+        Decision(staged(B), HEALTHY, forget_attempt=True),
+    ),
+    (
+        "a successful switch is forgotten when rebooting",
+        Desired(B, BOOTED),
+        A_STAGED_B,
+        Work(last=failed("switch", B, 2, 1, None)),
+        (),
+        Decision(rebooting(B), HEALTHY, reboot=True, forget_attempt=True),
+    ),
+    (
+        "reboot command failed, backoff running: Staged + Degraded, wait",
+        Desired(B, BOOTED),
+        A_STAGED_B,
+        Work(last=failed("reboot", B, 1, 4, "systemctl reboot failed (exit code 1): nope")),
+        (),
+        Decision(
+            staged(B),
+            deg("systemctl reboot failed (exit code 1): nope"),
+            requeue_after=6.0,
+        ),
+    ),
+    (
+        "reboot command failed, backoff over: Rebooting + reboot, still Degraded",
+        Desired(B, BOOTED),
+        A_STAGED_B,
+        Work(last=failed("reboot", B, 1, 10, "systemctl reboot failed (exit code 1): nope")),
+        (),
+        Decision(rebooting(B), deg("systemctl reboot failed (exit code 1): nope"), reboot=True),
+    ),
+    # --- stage failures and backoff
+    (
+        "stage failed, backoff running: Idle + Degraded with bootc's error, wait",
+        Desired(B),
+        ON_A,
+        Work(last=failed("switch", B, 1, 3, SWITCH_ERROR)),
+        (),
+        Decision(IDLE, deg(SWITCH_ERROR), requeue_after=7.0),
+    ),
+    (
+        "stage failed, backoff over: retry, Degraded kept (no flapping)",
+        Desired(B),
+        ON_A,
+        Work(last=failed("switch", B, 1, 10, SWITCH_ERROR)),
+        (),
+        Decision(staging(B), deg(SWITCH_ERROR), start_switch=B),
+    ),
+    (
+        "retry running: Staging, Degraded kept",
+        Desired(B),
+        ON_A,
+        Work(switching=B, last=failed("switch", B, 1, 10, SWITCH_ERROR)),
+        (),
+        Decision(staging(B), deg(SWITCH_ERROR)),
+    ),
+    (
+        "third failure: 40 s backoff",
+        Desired(B),
+        ON_A,
+        Work(last=failed("switch", B, 3, 30, SWITCH_ERROR)),
+        (),
+        Decision(IDLE, deg(SWITCH_ERROR), requeue_after=10.0),
+    ),
+    (
+        "backoff is capped",
+        Desired(B),
+        ON_A,
+        Work(last=failed("switch", B, 40, 100, SWITCH_ERROR)),
+        (),
+        Decision(IDLE, deg(SWITCH_ERROR), requeue_after=200.0),
+    ),
+    (
+        "switch exited 0 but nothing staged: read status, not the exit code",
+        Desired(B),
+        ON_A,
+        Work(last=failed("switch", B, 1, 1, None)),
+        (),
+        Decision(IDLE, deg(UNCONFIRMED), requeue_after=9.0),
+    ),
+    (
+        "a failure of another image does not hold back the desired one",
+        Desired(C),
+        ON_A,
+        Work(last=failed("switch", B, 5, 1, SWITCH_ERROR)),
+        (),
+        Decision(staging(C), HEALTHY, start_switch=C, forget_attempt=True),
+    ),
+    (
+        "desired booted after failures: Idle, healthy, failure forgotten",
+        Desired(A),
+        ON_A,
+        Work(last=failed("switch", B, 2, 1, SWITCH_ERROR)),
+        (),
+        Decision(IDLE, HEALTHY, forget_attempt=True),
+    ),
+    # --- bootc status unusable
+    (
+        "status unreadable: Degraded, Idle unchanged, re-read after backoff",
+        Desired(B),
+        HostView(None, "bootc status did not finish within 120s", failures=1),
+        Work(),
+        (),
+        Decision(None, deg("bootc status did not finish within 120s"), requeue_after=10.0),
+    ),
+    (
+        "status unreadable a 4th time: longer backoff, even with a stale document",
+        Desired(B),
+        HostView(ON_A.status, "bootc status output is not JSON", failures=4),
+        Work(),
+        (),
+        Decision(None, deg("bootc status output is not JSON"), requeue_after=80.0),
+    ),
+    (
+        "status never read",
+        Desired(B),
+        HostView(),
+        Work(),
+        (),
+        Decision(None, deg("bootc status has not been read yet"), requeue_after=10.0),
+    ),
+    # --- hosts bootc cannot manage: never a switch
+    (
+        "incompatible booted deployment: Degraded, no switch",
+        Desired(B),
+        INCOMPATIBLE,
+        Work(),
+        (),
+        Decision(IDLE, deg(reason_of(INCOMPATIBLE, INCOMPATIBLE_WHY))),
+    ),
+    (
+        "incompatible staged deployment: Degraded, no reboot",
+        Desired(B, BOOTED),
+        STAGED_INCOMPATIBLE,
+        Work(),
+        (),
+        Decision(IDLE, deg(reason_of(STAGED_INCOMPATIBLE, INCOMPATIBLE_WHY))),
+    ),
+    (
+        "not a bootc host: Degraded, no switch",
+        Desired(B),
+        NOT_BOOTC,
+        Work(),
+        (),
+        Decision(IDLE, deg(reason_of(NOT_BOOTC, NOT_BOOTC_WHY))),
+    ),
+    (
+        "booted deployment without an image: Degraded, no switch",
+        Desired(B),
+        NO_IMAGE,
+        Work(),
+        (),
+        Decision(IDLE, deg(reason_of(NO_IMAGE, "not a container image"))),
+    ),
+    # --- extra problems (pull secret)
+    (
+        "pull secret problem: Degraded, staging goes on",
+        Desired(B),
+        ON_A,
+        Work(),
+        ("pull secret ns/s: not found",),
+        Decision(staging(B), deg("pull secret ns/s: not found"), start_switch=B),
+    ),
+    (
+        "pull secret problem and stage error: both reported",
+        Desired(B),
+        ON_A,
+        Work(last=failed("switch", B, 1, 1, SWITCH_ERROR)),
+        ("pull secret ns/s: not found",),
+        Decision(IDLE, deg(SWITCH_ERROR, "pull secret ns/s: not found"), requeue_after=9.0),
+    ),
+    (
+        "pull secret problem on an up-to-date node",
+        Desired(A),
+        ON_A,
+        Work(),
+        ("pull secret ns/s: not found",),
+        Decision(IDLE, deg("pull secret ns/s: not found")),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("desired", "view", "work", "problems", "expected"),
+    [row[1:] for row in ROWS],
+    ids=[row[0] for row in ROWS],
+)
+def test_decision_table(
+    desired: Desired | None,
+    view: HostView,
+    work: Work,
+    problems: tuple[str, ...],
+    expected: Decision,
+) -> None:
+    assert decide(desired, view, work, now=NOW, retry=RETRY, problems=problems) == expected
+
+
+def test_conditions_of_each_state() -> None:
+    assert (IDLE.status, IDLE.reason) == (True, c.REASON_IDLE)
+    assert (staging(B).status, staging(B).reason) == (False, c.REASON_STAGING)
+    assert (staged(B).status, staged(B).reason) == (False, c.REASON_STAGED)
+    assert (rebooting(B).status, rebooting(B).reason) == (False, c.REASON_REBOOTING)
+    assert (HEALTHY.status, HEALTHY.reason) == (False, c.REASON_HEALTHY)
+    assert deg("x", "y") == Cond(True, c.REASON_ERROR, "x; y")
+    assert degraded(None, "") == HEALTHY
+
+
+def test_never_a_switch_or_reboot_on_an_unmanageable_host() -> None:
+    for view in (INCOMPATIBLE, STAGED_INCOMPATIBLE, NOT_BOOTC, NO_IMAGE):
+        for desired in (Desired(B), Desired(B, BOOTED), Desired(A, BOOTED)):
+            for work in (Work(), Work(last=failed("switch", B, 1, 999, SWITCH_ERROR))):
+                d = decide(desired, view, work, now=NOW, retry=RETRY)
+                assert d.start_switch is None and not d.reboot
+                assert d.degraded.status
+
+
+@pytest.mark.parametrize(
+    ("failures", "delay"),
+    [(0, 0.0), (1, 10.0), (2, 20.0), (3, 40.0), (5, 160.0), (6, 300.0), (1000, 300.0)],
+)
+def test_retry_delay_is_capped_exponential(failures: int, delay: float) -> None:
+    assert RETRY.delay(failures) == delay
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ({"desiredImage": A, "desiredImageState": "Staged"}, Desired(A, STAGED)),
+        ({"desiredImage": A, "desiredImageState": "Booted"}, Desired(A, BOOTED)),
+        ({"desiredImage": A, "desiredImageState": "Sideways"}, Desired(A, STAGED)),
+        ({"desiredImage": A}, Desired(A, STAGED)),
+        ({"desiredImage": ""}, None),
+        ({}, None),
+        (None, None),
+    ],
+)
+def test_desired_from_spec(spec: dict[str, Any] | None, expected: Desired | None) -> None:
+    assert desired_from_spec(spec) == expected

@@ -1,0 +1,202 @@
+"""The daemon's host side on a simulated host (``hack.fakebootc``): host commands with
+timeouts, kills and error texts (``daemon.hostcmd``) and the pyinotify watch on the event
+loop (``daemon.hostwatch``). Local processes and files only; no API server."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from prometheus_client import REGISTRY
+
+from bootc_operator.cli import DEFAULT_HOST_EXEC
+from bootc_operator.daemon import metrics  # noqa: F401 - registers the collectors
+from bootc_operator.daemon.hostcmd import (
+    SWITCH_UNIT,
+    CommandTimeout,
+    HostCommandError,
+    HostCommands,
+    error_text,
+)
+from bootc_operator.daemon.hostwatch import HostWatch, watch_target
+from hack.fakebootc import Host, make_host
+from hack.fakebootc.state import lock_is_held
+from hack.testenv.waiting import wait_for
+
+REPO = "quay.io/example/os"
+D1, D2 = (f"{REPO}@sha256:{c * 64}" for c in "12")
+DEADLINE = 30.0
+
+
+@pytest.fixture
+def host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Host]:
+    h = make_host(tmp_path / "node", booted=D1, version="1.0")
+    monkeypatch.setenv("PATH", h.env()["PATH"])  # the daemon's default nsenter line: the shim
+    try:
+        yield h
+    finally:
+        h.clear_faults()
+        for unit in h.active_units():
+            h.run("systemctl", "stop", unit)
+
+
+def commands(stage_timeout: float = 60.0, command_timeout: float = 30.0) -> HostCommands:
+    return HostCommands(
+        DEFAULT_HOST_EXEC.split(), command_timeout=command_timeout, stage_timeout=stage_timeout
+    )
+
+
+def sample(name: str, **labels: str) -> float:
+    value = REGISTRY.get_sample_value(name, labels)
+    return float(value or 0.0)
+
+
+def failures(command: str) -> float:
+    return sample("bootc_operator_daemon_bootc_command_failures_total", command=command)
+
+
+async def test_status_is_read_and_parsed(host: Host) -> None:
+    status = await commands().status()
+    assert status.booted is not None and status.booted.image_digest == "sha256:" + "1" * 64
+    assert sample("bootc_operator_daemon_last_status_refresh_timestamp_seconds") > 0
+
+
+async def test_garbage_status_is_a_clear_error(host: Host) -> None:
+    host.set_fault("status-garbage")
+    before = failures("status")
+    with pytest.raises(HostCommandError, match="bootc status output is not JSON"):
+        await commands().status()
+    assert failures("status") == before + 1
+
+
+async def test_blocked_status_times_out_and_is_killed(host: Host) -> None:
+    host.set_fault("status-block")
+    with pytest.raises(CommandTimeout, match=r"did not finish within 0\.5s .*sysroot lock"):
+        await commands(command_timeout=0.5).status()
+    statuses = [c for c in host.calls("bootc") if c["argv"][:1] == ["status"]]
+    assert statuses and not any(_alive(c["pid"]) for c in statuses), "bootc status was killed"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with contextlib.suppress(OSError):
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        return state not in ("Z", "X")
+    return False
+
+
+async def test_switch_stages_through_a_transient_unit(host: Host) -> None:
+    await commands().switch(D2)
+    staged = host.state().staged
+    assert staged is not None and staged.image == D2
+    units = [c["argv"] for c in host.calls("systemd-run")]
+    assert units == [
+        ["--wait", "--collect", "--pipe", "--quiet", "--unit", SWITCH_UNIT, "bootc", "switch", D2]
+    ]
+    assert ["stop", SWITCH_UNIT] in [c["argv"] for c in host.calls("systemctl")], (
+        "a leftover unit is stopped first"
+    )
+    assert host.active_units() == []
+
+
+async def test_switch_failure_carries_bootcs_error_text(host: Host) -> None:
+    host.set_fault("switch-fail", message="Switching: Pulling: manifest unknown")
+    with pytest.raises(HostCommandError) as exc:
+        await commands().switch(D2)
+    assert str(exc.value) == (
+        f"bootc switch {D2} failed (exit code 1): error: Switching: Pulling: manifest unknown"
+    )
+
+
+async def test_switch_timeout_stops_the_unit(host: Host) -> None:
+    host.set_fault("switch-hang")
+    with pytest.raises(CommandTimeout, match=rf"bootc switch {D2} did not finish within 0\.5s"):
+        await commands(stage_timeout=0.5).switch(D2)
+    assert host.active_units() == []
+    assert not lock_is_held(host.paths.sysroot_lock)
+
+
+async def test_cancelled_switch_stops_the_unit(host: Host) -> None:
+    host.set_fault("switch-hang")
+    task = asyncio.create_task(commands().switch(D2))
+
+    await wait_for(lambda: SWITCH_UNIT in host.active_units(), DEADLINE, "the switch unit")
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert host.active_units() == []
+    assert host.state().staged is None
+
+
+async def test_reboot_is_requested(host: Host) -> None:
+    await commands().reboot()
+    request = host.reboot_request
+    assert request is not None and request["kind"] == "reboot"
+
+
+async def test_a_missing_tool_is_a_clear_error(host: Host) -> None:
+    cmds = HostCommands(["/nonexistent/nsenter"], command_timeout=5, stage_timeout=5)
+    with pytest.raises(HostCommandError, match="cannot run bootc status: /nonexistent/nsenter"):
+        await cmds.status()
+
+
+@pytest.mark.parametrize(
+    ("stderr", "text"),
+    [
+        ("Waiting for sysroot lock...\nerror: Switching: boom\n  caused by: x\n", None),
+        ("", "(no output)"),
+        ("just a line\n", "just a line"),
+    ],
+)
+def test_error_text(stderr: str, text: str | None) -> None:
+    expected = text if text is not None else "error: Switching: boom\n  caused by: x"
+    assert error_text(stderr) == expected
+
+
+def test_error_text_is_bounded() -> None:
+    long = error_text("error: " + "x" * 10_000)
+    assert len(long) <= 4003 and long.startswith("...")
+
+
+# ------------------------------------------------------------------ host watch
+
+
+def test_watch_target(tmp_path: Path) -> None:
+    assert watch_target(tmp_path) is None
+    (tmp_path / "sysroot/state/deploy").mkdir(parents=True)
+    target = watch_target(tmp_path)
+    assert target is not None and target[0] == tmp_path / "sysroot/state/deploy"
+    (tmp_path / "ostree/bootc").mkdir(parents=True)
+    target = watch_target(tmp_path)
+    assert target is not None and target[0] == tmp_path / "ostree/bootc"
+
+
+@pytest.mark.parametrize("backend", ["ostree", "composefs"])
+async def test_a_switch_on_the_host_is_noticed(tmp_path: Path, backend: str) -> None:
+    host = make_host(tmp_path / "node", booted=D1, backend=backend)
+    changed = asyncio.Event()
+    watch = HostWatch(host.root, changed.set)
+    watched = watch.start()
+    try:
+        assert watched == host.root / (
+            "ostree/bootc" if backend == "ostree" else "sysroot/state/deploy"
+        )
+        assert not changed.is_set()
+        done = await asyncio.to_thread(host.switch, D2)
+        assert done.returncode == 0, done.stderr
+        await asyncio.wait_for(changed.wait(), DEADLINE)
+    finally:
+        watch.stop()
+
+
+async def test_no_watch_target_is_not_fatal(tmp_path: Path) -> None:
+    watch = HostWatch(tmp_path, lambda: None)
+    assert watch.start() is None
+    watch.stop()

@@ -1,0 +1,138 @@
+"""BootcNode.status as the daemon writes it: building it from a decision (metav1 condition
+semantics), diffing it (timestamps ignored) and the merge patch (stale fields cleared)."""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+from typing import Any
+
+from bootc_operator.api import constants as c
+from bootc_operator.api.v1alpha1 import BootcNodeStatus, ImageInfo
+from bootc_operator.daemon.bootc_status import DeploymentImages
+from bootc_operator.daemon.decide import HEALTHY, IDLE, Decision, degraded, staged, staging
+from bootc_operator.daemon.nodestatus import build_status, same_status, status_patch
+
+T0 = dt.datetime(2026, 1, 1, 10, 0, 0, tzinfo=dt.UTC)
+T1 = T0 + dt.timedelta(minutes=5)
+A = "quay.io/example/os@sha256:" + "a" * 64
+B = "quay.io/example/os@sha256:" + "b" * 64
+
+
+def info(ref: str, **extra: Any) -> ImageInfo:
+    return ImageInfo(image=ref, image_digest=ref.partition("@")[2], architecture="amd64", **extra)
+
+
+ON_A = DeploymentImages(booted=info(A, version="1.0"), staged=None, rollback=None)
+A_STAGED_B = DeploymentImages(booted=info(A, version="1.0"), staged=info(B), rollback=None)
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386, as the API server applies a merge patch."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+def cond(status: dict[str, Any], ctype: str) -> dict[str, Any]:
+    return next(x for x in status["conditions"] if x["type"] == ctype)
+
+
+def test_first_status_has_conditions_images_and_generation() -> None:
+    status = build_status(None, Decision(IDLE, HEALTHY), ON_A, 3, T0)
+    assert status["observedGeneration"] == 3
+    assert status["booted"]["image"] == A
+    assert status["booted"]["version"] == "1.0"
+    assert status["staged"] is None and status["rollback"] is None
+    assert [x["type"] for x in status["conditions"]] == [c.COND_IDLE, c.COND_DEGRADED]
+    idle, deg = cond(status, c.COND_IDLE), cond(status, c.COND_DEGRADED)
+    assert idle == {
+        "type": "Idle",
+        "status": "True",
+        "reason": "Idle",
+        "message": "",
+        "lastTransitionTime": "2026-01-01T10:00:00Z",
+        "observedGeneration": 3,
+    }
+    assert (deg["status"], deg["reason"], deg["observedGeneration"]) == ("False", "Healthy", 3)
+    # valid against the API model (what the CRD schema is generated from)
+    BootcNodeStatus.model_validate(merge_patch({}, status_patch(status)["status"]))
+
+
+def test_last_transition_time_moves_only_when_the_status_flips() -> None:
+    first = build_status(None, Decision(staging(B), HEALTHY), ON_A, 1, T0)
+    # Staging -> Staged: Idle stays False (reason/message change), Degraded stays False
+    second = build_status(first, Decision(staged(B), HEALTHY), A_STAGED_B, 2, T1)
+    assert cond(second, c.COND_IDLE)["reason"] == c.REASON_STAGED
+    assert cond(second, c.COND_IDLE)["lastTransitionTime"] == "2026-01-01T10:00:00Z"
+    assert cond(second, c.COND_DEGRADED)["lastTransitionTime"] == "2026-01-01T10:00:00Z"
+    assert cond(second, c.COND_IDLE)["observedGeneration"] == 2
+    # Degraded flips to True: its time moves, Idle's does not
+    third = build_status(second, Decision(IDLE, degraded("boom")), A_STAGED_B, 2, T1)
+    assert cond(third, c.COND_DEGRADED)["lastTransitionTime"] == "2026-01-01T10:05:00Z"
+    assert cond(third, c.COND_DEGRADED)["message"] == "boom"
+    assert cond(third, c.COND_IDLE)["lastTransitionTime"] == "2026-01-01T10:05:00Z"  # flipped
+
+
+def test_unknown_host_keeps_images_and_idle() -> None:
+    before = build_status(None, Decision(staged(B), HEALTHY), A_STAGED_B, 1, T0)
+    after = build_status(before, Decision(None, degraded("bootc status timed out")), None, 1, T1)
+    assert after["staged"] == before["staged"] and after["booted"] == before["booted"]
+    assert cond(after, c.COND_IDLE) == cond(before, c.COND_IDLE)
+    assert cond(after, c.COND_DEGRADED)["status"] == "True"
+
+
+def test_other_condition_types_are_kept() -> None:
+    current = {"conditions": [{"type": "Custom", "status": "True", "reason": "X"}]}
+    status = build_status(current, Decision(IDLE, HEALTHY), ON_A, 1, T0)
+    assert [x["type"] for x in status["conditions"]] == ["Custom", "Idle", "Degraded"]
+
+
+def test_same_status_ignores_timestamps_nulls_and_order() -> None:
+    status = build_status(None, Decision(staged(B), HEALTHY), A_STAGED_B, 1, T0)
+    stored = merge_patch({}, status_patch(status)["status"])  # nulls gone, as on the server
+    assert same_status(stored, status)
+    later = build_status(stored, Decision(staged(B), HEALTHY), A_STAGED_B, 1, T1)
+    assert same_status(stored, later)
+    moved = copy.deepcopy(stored)
+    for x in moved["conditions"]:
+        x["lastTransitionTime"] = "2030-01-01T00:00:00Z"
+    moved["conditions"].reverse()
+    assert same_status(moved, status)
+
+
+def test_same_status_sees_every_real_change() -> None:
+    base = build_status(None, Decision(staged(B), HEALTHY), A_STAGED_B, 1, T0)
+    assert not same_status(base, build_status(base, Decision(staged(B), HEALTHY), ON_A, 1, T0))
+    assert not same_status(
+        base, build_status(base, Decision(staged(B), HEALTHY), A_STAGED_B, 2, T0)
+    )
+    assert not same_status(
+        base, build_status(base, Decision(staged(B), degraded("x")), A_STAGED_B, 1, T0)
+    )
+    assert not same_status(
+        base, build_status(base, Decision(staged(A), HEALTHY), A_STAGED_B, 1, T0)
+    )  # message
+    assert not same_status(None, base)
+
+
+def test_patch_clears_what_disappeared() -> None:
+    server = merge_patch(
+        {}, status_patch(build_status(None, Decision(IDLE, HEALTHY), A_STAGED_B, 1, T0))["status"]
+    )
+    assert server["booted"]["version"] == "1.0" and "staged" in server
+    # the host now reports no staged deployment and no version for the booted one
+    images = DeploymentImages(booted=info(A), staged=None, rollback=None)
+    new = build_status(server, Decision(IDLE, HEALTHY), images, 1, T1)
+    patch = status_patch(new)
+    assert patch["status"]["staged"] is None and patch["status"]["rollback"] is None
+    applied = merge_patch(server, patch["status"])
+    assert "staged" not in applied
+    assert "version" not in applied["booted"]
+    assert same_status(applied, new)

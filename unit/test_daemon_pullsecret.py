@@ -1,0 +1,133 @@
+"""The pull secret on the host: reading ``.dockerconfigjson`` from a Secret and writing
+``HOSTROOT/run/ostree/auth.json`` atomically with mode 0600, and removing it."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bootc_operator.daemon.pullsecret import (
+    PullSecretError,
+    auth_path,
+    docker_config,
+    remove_auth_file,
+    write_auth_file,
+)
+
+CONFIG = json.dumps({"auths": {"quay.io": {"auth": base64.b64encode(b"u:hunter2").decode()}}})
+
+
+def secret(
+    data: dict[str, str] | None, stype: str = "kubernetes.io/dockerconfigjson"
+) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Secret", "type": stype, "data": data}
+
+
+def b64(text: str | bytes) -> str:
+    raw = text.encode() if isinstance(text, str) else text
+    return base64.b64encode(raw).decode()
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_docker_config_decodes_the_secret() -> None:
+    assert docker_config(secret({".dockerconfigjson": b64(CONFIG)})) == CONFIG.encode()
+
+
+@pytest.mark.parametrize(
+    ("obj", "why"),
+    [
+        (secret(None, "Opaque"), "has no .dockerconfigjson key (type Opaque"),
+        (secret({"other": b64("x")}), "has no .dockerconfigjson key"),
+        (secret({".dockerconfigjson": "%%% hunter2 %%%"}), "is not valid base64"),
+        (secret({".dockerconfigjson": b64("hunter2 {")}), "is not valid JSON"),
+        (secret({".dockerconfigjson": b64(b"\xff\xfe hunter2")}), "is not valid JSON"),
+        (secret({".dockerconfigjson": b64('["hunter2"]')}), "is not a JSON object"),
+        (secret({".dockerconfigjson": b64('{"auths": "hunter2"}')}), '"auths" field'),
+    ],
+)
+def test_unusable_secrets_are_named_without_their_content(obj: dict[str, Any], why: str) -> None:
+    with pytest.raises(PullSecretError) as exc:
+        docker_config(obj)
+    assert why in str(exc.value)
+    assert "hunter2" not in str(exc.value)
+
+
+def test_write_creates_the_file_0600(tmp_path: Path) -> None:
+    assert write_auth_file(tmp_path, CONFIG.encode()) is True
+    path = tmp_path / "run" / "ostree" / "auth.json"
+    assert auth_path(tmp_path) == path
+    assert path.read_bytes() == CONFIG.encode()
+    assert mode(path) == 0o600
+
+
+def test_write_is_a_no_op_when_unchanged(tmp_path: Path) -> None:
+    write_auth_file(tmp_path, CONFIG.encode())
+    inode = auth_path(tmp_path).stat().st_ino
+    assert write_auth_file(tmp_path, CONFIG.encode()) is False
+    assert auth_path(tmp_path).stat().st_ino == inode
+
+
+def test_rewrite_replaces_the_file_atomically(tmp_path: Path) -> None:
+    write_auth_file(tmp_path, b'{"auths": {}}')
+    path = auth_path(tmp_path)
+    reader = path.open("rb")  # a reader of the old file keeps seeing it whole
+    old_inode = path.stat().st_ino
+    assert write_auth_file(tmp_path, CONFIG.encode()) is True
+    assert path.stat().st_ino != old_inode, "replaced by a rename, not rewritten in place"
+    assert reader.read() == b'{"auths": {}}'
+    reader.close()
+    assert path.read_bytes() == CONFIG.encode() and mode(path) == 0o600
+    assert sorted(p.name for p in path.parent.iterdir()) == ["auth.json"], "no temp files left"
+
+
+def test_a_file_with_loose_permissions_is_rewritten_0600(tmp_path: Path) -> None:
+    path = auth_path(tmp_path)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(CONFIG.encode())
+    path.chmod(0o644)
+    assert write_auth_file(tmp_path, CONFIG.encode()) is True
+    assert mode(path) == 0o600
+
+
+def test_a_failed_write_keeps_the_old_file_and_leaves_no_temp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_auth_file(tmp_path, b'{"auths": {}}')
+
+    def broken_fsync(_fd: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", broken_fsync)
+    with pytest.raises(OSError, match="No space left"):
+        write_auth_file(tmp_path, CONFIG.encode())
+    path = auth_path(tmp_path)
+    assert path.read_bytes() == b'{"auths": {}}'
+    assert sorted(p.name for p in path.parent.iterdir()) == ["auth.json"]
+
+
+def test_remove(tmp_path: Path) -> None:
+    assert remove_auth_file(tmp_path) is False
+    write_auth_file(tmp_path, CONFIG.encode())
+    assert remove_auth_file(tmp_path) is True
+    assert not auth_path(tmp_path).exists()
+    assert auth_path(tmp_path).parent.is_dir()
+
+
+def test_etc_and_usr_lib_credentials_are_never_touched(tmp_path: Path) -> None:
+    for where in ("etc/ostree", "usr/lib/ostree"):
+        (tmp_path / where).mkdir(parents=True)
+        (tmp_path / where / "auth.json").write_text("{}")
+    write_auth_file(tmp_path, CONFIG.encode())
+    remove_auth_file(tmp_path)
+    for where in ("etc/ostree", "usr/lib/ostree"):
+        assert (tmp_path / where / "auth.json").read_text() == "{}"
+    assert list((tmp_path / "run" / "ostree").iterdir()) == []
