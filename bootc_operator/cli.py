@@ -147,7 +147,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="re-read bootc status at least this often",
     )
     dmn.add_argument(
-        "--bootc-timeout", type=parse_duration, default=120.0, help="timeout for bootc status"
+        "--bootc-timeout",
+        type=parse_duration,
+        default=120.0,
+        help="timeout for bootc status and systemctl commands on the host",
     )
     dmn.add_argument(
         "--stage-timeout",

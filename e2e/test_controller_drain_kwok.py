@@ -44,7 +44,14 @@ NODES = [f"kwok-{i}" for i in range(3)]
 
 @pytest.fixture(scope="module")
 def kwok_plane() -> Iterator[ControlPlane]:
-    with ControlPlane(controllers=CONTROLLERS, scheduler=True) as cp:
+    # kwok's heartbeats can lag on a loaded 2-core machine; the node-lifecycle
+    # controller would then mark every pod NotReady for good (no kubelet re-marks
+    # them), and PodDisruptionBudgets would block every eviction.
+    with ControlPlane(
+        controllers=CONTROLLERS,
+        scheduler=True,
+        controller_manager_args=["--node-monitor-grace-period=10m"],
+    ) as cp:
         cp.start_kwok(node_label_selector="type=kwok")
         yield cp
 
@@ -203,20 +210,39 @@ async def test_real_pods_are_evicted_pdb_respected_daemonset_pods_left(kapi: Api
 
 async def dump(api: ApiClient) -> None:
     """Print what the rollout was waiting for (attached to the failure report)."""
-    from bootc_operator.kube import BOOTC_NODES, NODES as NODE_RES  # noqa: PLC0415
+    from bootc_operator.kube import BOOTC_NODES  # noqa: PLC0415
+    from bootc_operator.kube import NODES as NODE_RES
 
     pool = await get_pool(api, "kwok")
     print("pool status:", pool.get("status"))
     bns, _ = await list_objects(api, BOOTC_NODES)
     for b in bns:
-        print("bn", b["metadata"]["name"], b["metadata"].get("annotations"), b.get("spec"),
-              [(c["type"], c["reason"]) for c in (b.get("status") or {}).get("conditions", [])])
+        print(
+            "bn",
+            b["metadata"]["name"],
+            b["metadata"].get("annotations"),
+            b.get("spec"),
+            [(c["type"], c["reason"]) for c in (b.get("status") or {}).get("conditions", [])],
+        )
     nodes, _ = await list_objects(api, NODE_RES)
     for n in nodes:
-        print("node", n["metadata"]["name"], n["spec"], [(c["type"], c["status"]) for c in n["status"].get("conditions", [])])
-    pdb = await request_json(api, "GET", f"/apis/policy/v1/namespaces/{NS}/poddisruptionbudgets/web")
+        print(
+            "node",
+            n["metadata"]["name"],
+            n["spec"],
+            [(c["type"], c["status"]) for c in n["status"].get("conditions", [])],
+        )
+    pdb = await request_json(
+        api, "GET", f"/apis/policy/v1/namespaces/{NS}/poddisruptionbudgets/web"
+    )
     print("pdb status:", pdb.get("status"))
     pods, _ = await list_objects(api, PODS, NS)
     for p in pods:
-        print("pod", p["metadata"]["name"], p["spec"].get("nodeName"), p["status"].get("phase"),
-              p["metadata"].get("deletionTimestamp"), p["status"].get("conditions"))
+        print(
+            "pod",
+            p["metadata"]["name"],
+            p["spec"].get("nodeName"),
+            p["status"].get("phase"),
+            p["metadata"].get("deletionTimestamp"),
+            p["status"].get("conditions"),
+        )

@@ -104,6 +104,8 @@ class Config:
 
 
 class Agent:
+    """One node's agent: owns its informer, queue, host watch, poll and switch tasks."""
+
     def __init__(
         self,
         api: ApiClient,

@@ -165,6 +165,7 @@ class ControlPlane:
         controllers: Sequence[str] = DEFAULT_CONTROLLERS,
         scheduler: bool = False,
         apiserver_args: Sequence[str] = (),
+        controller_manager_args: Sequence[str] = (),
         watch_cache: bool = True,
         die_with_parent: bool = True,
         startup_timeout: float = 120.0,
@@ -183,6 +184,7 @@ class ControlPlane:
         self.controllers = tuple(controllers)
         self.want_scheduler = scheduler
         self.apiserver_extra_args = tuple(apiserver_args)
+        self.controller_manager_extra_args = tuple(controller_manager_args)
         self.watch_cache = watch_cache
         self.die_with_parent = die_with_parent
         self.startup_timeout = startup_timeout
@@ -403,6 +405,7 @@ class ControlPlane:
             f"--cluster-signing-cert-file={self.pki.ca.cert}",
             f"--cluster-signing-key-file={self.pki.ca.key}",
             f"--service-cluster-ip-range={certs.SERVICE_CLUSTER_IP_RANGE}",
+            *self.controller_manager_extra_args,
         ]
         proc = self._spawn("kube-controller-manager", argv)
         self._wait(proc, lambda: _insecure_ok(port, "/healthz"), "/healthz to return ok")
