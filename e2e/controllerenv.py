@@ -21,8 +21,8 @@ from kubernetes_asyncio.client import ApiClient
 from bootc_operator.api import constants as c
 from bootc_operator.controller import Controller
 from bootc_operator.informers import EventHandler, Informer
-from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, NODES, ApiError, create_object
-from bootc_operator.kube.rest import delete_object, get_object
+from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, NODES, PODS, ApiError, create_object
+from bootc_operator.kube.rest import delete_object, get_object, patch_object, request_json
 
 REPO = "registry.example.com/os"
 
@@ -153,8 +153,6 @@ async def create_pod(
     owner: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A pod bound straight to ``node`` (no scheduler), deleted at once when evicted."""
-    from bootc_operator.kube import PODS  # noqa: PLC0415
-
     meta: dict[str, Any] = {"name": name, "namespace": namespace, "labels": labels}
     if owner:
         meta["ownerReferences"] = [owner]
@@ -181,8 +179,6 @@ async def create_pod(
             ],
         }
     }
-    from bootc_operator.kube.rest import patch_object  # noqa: PLC0415
-
     return await patch_object(
         api, PODS, name, status, namespace, patch_type="strategic", subresource="status"
     )
@@ -192,8 +188,6 @@ async def create_blocking_pdb(
     api: ApiClient, name: str, labels: dict[str, str], namespace: str = "default"
 ) -> None:
     """A PDB no eviction of the selected pods can satisfy (minAvailable: 100%)."""
-    from bootc_operator.kube.rest import request_json  # noqa: PLC0415
-
     body = {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",

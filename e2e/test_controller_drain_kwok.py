@@ -14,7 +14,8 @@ import pytest
 from kubernetes_asyncio.client import ApiClient
 
 from bootc_operator.informers import EventHandler, Informer
-from bootc_operator.kube import BOOTC_NODE_POOLS, PODS
+from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, PODS
+from bootc_operator.kube import NODES as NODE_RES
 from bootc_operator.kube.rest import list_objects, patch_object, request_json
 from e2e.controllerenv import (
     condition,
@@ -210,8 +211,6 @@ async def test_real_pods_are_evicted_pdb_respected_daemonset_pods_left(kapi: Api
 
 async def dump(api: ApiClient) -> None:
     """Print what the rollout was waiting for (attached to the failure report)."""
-    from bootc_operator.kube import BOOTC_NODES  # noqa: PLC0415
-    from bootc_operator.kube import NODES as NODE_RES
 
     pool = await get_pool(api, "kwok")
     print("pool status:", pool.get("status"))

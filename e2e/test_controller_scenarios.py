@@ -7,10 +7,12 @@ from typing import Any
 
 import pytest
 from kubernetes_asyncio.client import ApiClient
+from prometheus_client import REGISTRY, generate_latest
 
 from bootc_operator.api import constants as c
 from bootc_operator.informers import EventHandler, Informer
-from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, NODES, PODS
+from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, NODES
+from bootc_operator.kube import EVENTS as EVENTS_V1
 from bootc_operator.kube.rest import ApiError, get_object, list_objects, patch_object
 from e2e.controllerenv import (
     SlotLog,
@@ -145,6 +147,14 @@ async def test_degraded_node_does_not_stop_the_others(api: ApiClient, fleet: Fle
             )
 
         await wait_for(two_updated_one_degraded, 60, "2 updated, the failing node degraded")
+
+        async def node_event() -> bool:
+            items, _ = await list_objects(
+                api, EVENTS_V1, "default", field_selector=f"regarding.name={nodes[1]}"
+            )
+            return any(e["reason"] == "NodeDegraded" and e["type"] == "Warning" for e in items)
+
+        await wait_for(node_event, 30, "a NodeDegraded Warning on the node")
         del fleet.fail_stage[nodes[1]]
         fleet.poke(nodes[1])
         await wait_for(lambda: up_to_date_on(api, group, 2, 3), 60, "recovered node updated")
@@ -404,8 +414,6 @@ async def test_status_events_and_metrics(api: ApiClient, fleet: Fleet) -> None:
 
         want = {"NodeJoined", "SlotTaken", "RebootRequested", "NodeUpdated", "RolloutComplete"}
         await wait_for(lambda: _superset(events, want), 30, f"events {want}")
-        from prometheus_client import REGISTRY, generate_latest  # noqa: PLC0415
-
         text = generate_latest(REGISTRY).decode()
         assert f'bootc_operator_pool_up_to_date{{pool="{group}"}} 1.0' in text
         assert f'bootc_operator_pool_nodes{{pool="{group}",state="UpToDate"}} 2.0' in text
@@ -417,11 +425,6 @@ async def test_status_events_and_metrics(api: ApiClient, fleet: Fleet) -> None:
 async def _superset(fetch: Any, want: set[str]) -> bool:
     got = await fetch()
     return bool(want <= got)
-
-
-from bootc_operator.kube import EVENTS as EVENTS_V1  # noqa: E402
-
-_ = PODS
 
 
 async def test_membership_follows_labels_deletions_and_resolved_conflicts(
@@ -500,3 +503,48 @@ async def test_invalid_image_recovers_when_fixed(api: ApiClient, fleet: Fleet) -
 
 async def _eq(value: Any, want: Any) -> bool:
     return bool(await value == want)
+
+
+async def test_drain_timeout_goes_around_the_node(api: ApiClient, fleet: Fleet) -> None:
+    group = unique_name("dto")
+    nodes = await add_nodes(fleet, group, 2, image(1))
+    app = {"app": group}
+    pod_name = f"{group}-pod"
+    await create_pod(api, pod_name, nodes[0], app)
+    await create_blocking_pdb(api, group, app)
+    async with SlotLog(api, set(nodes)) as log, running_controller(api):
+        await create_pool(
+            api, pool_body(group, {"group": group}, image(1), 1, drainTimeoutSeconds=2)
+        )
+        await wait_for(lambda: up_to_date_on(api, group, 1, 2), 30, "pool on image 1")
+        await set_image(api, group, 2)
+
+        async def reported() -> bool:
+            p = await get_pool(api, group)
+            deg = condition(p, "Degraded")
+            msg = deg.get("message", "")
+            return (
+                deg.get("reason") == "NodeDegraded"
+                and nodes[0] in msg
+                and pod_name in msg
+                and "timed out" in msg
+                and (p.get("status") or {}).get("updatedCount") == 1
+            )
+
+        await wait_for(reported, 60, "pool names the node and the blocking pod; other node done")
+        n0 = await node(api, nodes[0])
+        assert not n0["spec"].get("unschedulable"), "timed-out node must be uncordoned"
+        b0 = await bn(api, nodes[0])
+        assert c.IN_REBOOT_SLOT_ANNOTATION not in (b0["metadata"].get("annotations") or {})
+        assert b0["spec"]["desiredImageState"] == "Staged"
+
+        async def timeout_event() -> bool:
+            items, _ = await list_objects(
+                api, EVENTS_V1, "default", field_selector=f"regarding.name={nodes[0]}"
+            )
+            return any(e["reason"] == "DrainTimeout" and pod_name in e["note"] for e in items)
+
+        await wait_for(timeout_event, 30, "a DrainTimeout event naming the pod")
+    assert log.max_slots == 1
+    assert nodes[0] not in {n for n, _ in fleet.reboots}
+    await delete_quietly(api, BOOTC_NODE_POOLS, group)

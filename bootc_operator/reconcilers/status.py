@@ -29,7 +29,7 @@ from bootc_operator.api.conditions import (
 )
 from bootc_operator.kube import ApiError
 from bootc_operator.reconcilers import metrics as m
-from bootc_operator.reconcilers.context import Context, Obj, pool_ref
+from bootc_operator.reconcilers.context import Context, Obj, node_ref, pool_ref
 from bootc_operator.reconcilers.drain import DrainManager
 from bootc_operator.reconcilers.membership_plan import assign_nodes
 from bootc_operator.reconcilers.nodestate import NodeState, view
@@ -68,6 +68,7 @@ class StatusReconciler:
         self.ctx = ctx
         self.drains = drains
         self._extra_problems = extra_problems
+        self._degraded: dict[str, dict[str, str]] = {}  # pool -> node -> message
 
     async def reconcile(self, pool_name: str) -> float | None:
         ctx = self.ctx
@@ -82,6 +83,7 @@ class StatusReconciler:
         bns = ctx.bootc_nodes_of(pool_name)
         views = [view(bn, ctx.node(bn["metadata"]["name"]), check.targets) for bn in bns]
         counts = count_states(views)
+        self._node_events(pool_name, views)
         problems: dict[str, str] = dict(self._extra_problems(pool))
         if check.problems:
             problems[c.REASON_INVALID_SPEC] = "; ".join(check.problems)
@@ -168,6 +170,26 @@ class StatusReconciler:
         self._condition_events(pool, old_status.get("conditions"), conditions)
         return requeue
 
+    def _node_events(self, pool_name: str, views: list[Any]) -> None:
+        """A Warning on the node when it turns degraded, a Normal one when it recovers."""
+        now = {v.name: v.degraded_message for v in views if v.state is NodeState.DEGRADED}
+        before = self._degraded.get(pool_name, {})
+        for name, message in now.items():
+            if name not in before:
+                self.ctx.recorder.emit(
+                    node_ref(name),
+                    "Warning",
+                    "NodeDegraded",
+                    "Status",
+                    f"{name} is degraded: {message or 'no message'}",
+                )
+        for name in before.keys() - now.keys():
+            if any(v.name == name for v in views):
+                self.ctx.recorder.emit(
+                    node_ref(name), "Normal", "NodeRecovered", "Status", f"{name} is healthy again"
+                )
+        self._degraded[pool_name] = now
+
     def _gauges(
         self,
         pool_name: str,
@@ -199,7 +221,7 @@ class StatusReconciler:
                 continue
             if before is None and cond["type"] == c.COND_DEGRADED and cond["status"] == "False":
                 continue  # a new pool starting healthy is not news
-            warning = (cond["type"] == c.COND_DEGRADED) == (cond["status"] == "True")
+            warning = cond["type"] == c.COND_DEGRADED and cond["status"] == "True"
             reason = {
                 (c.COND_UP_TO_DATE, c.REASON_ALL_UPDATED): "RolloutComplete",
                 (c.COND_DEGRADED, c.REASON_HEALTHY): "Recovered",
@@ -207,7 +229,7 @@ class StatusReconciler:
             note = f"{cond['type']}={cond['status']} ({cond['reason']}): {cond['message']}"
             self.ctx.recorder.emit(
                 pool_ref(pool),
-                "Warning" if warning and cond["type"] == c.COND_DEGRADED else "Normal",
+                "Warning" if warning else "Normal",
                 reason,
                 "Status",
                 note,
