@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -547,4 +548,54 @@ async def test_drain_timeout_goes_around_the_node(api: ApiClient, fleet: Fleet) 
         await wait_for(timeout_event, 30, "a DrainTimeout event naming the pod")
     assert log.max_slots == 1
     assert nodes[0] not in {n for n, _ in fleet.reboots}
+    await delete_quietly(api, BOOTC_NODE_POOLS, group)
+
+
+async def test_restarted_controller_resumes_the_drain_from_annotations(
+    api: ApiClient, fleet: Fleet, control_plane: Any
+) -> None:
+    group = unique_name("rst")
+    nodes = await add_nodes(fleet, group, 2, image(1))
+    app = {"app": group}
+    await create_pod(api, f"{group}-pod", nodes[0], app)
+    await create_blocking_pdb(api, group, app)
+    async with SlotLog(api, set(nodes)) as log:
+        async with running_controller(api):
+            await create_pool(api, pool_body(group, {"group": group}, image(1)))
+            await wait_for(lambda: up_to_date_on(api, group, 1, 2), 30, "pool on image 1")
+            await set_image(api, group, 2)
+
+            async def slotted() -> str:
+                ann = (await bn(api, nodes[0]))["metadata"].get("annotations") or {}
+                return str(ann.get(c.IN_REBOOT_SLOT_ANNOTATION, ""))
+
+            taken = await wait_for(slotted, 30, "first node holds a slot (drain blocked)")
+        # controller gone; the node is still cordoned and slotted, as the API says
+        assert (await node(api, nodes[0]))["spec"].get("unschedulable") is True
+        control_plane.kubectl("delete", "pdb", group, "-n", "default")
+        async with running_controller(api):
+            await wait_for(lambda: up_to_date_on(api, group, 2, 2), 60, "new controller finishes")
+        # the slot was resumed, not taken twice: one holder at a time throughout
+        assert taken
+        assert log.max_slots == 1
+    await delete_quietly(api, BOOTC_NODE_POOLS, group)
+
+
+async def test_kubectl_wait_for_up_to_date(
+    api: ApiClient, fleet: Fleet, control_plane: Any
+) -> None:
+    group = unique_name("kw")
+    await add_nodes(fleet, group, 2, image(1))
+    async with running_controller(api):
+        await create_pool(api, pool_body(group, {"group": group}, image(1)))
+        result = await asyncio.to_thread(
+            control_plane.kubectl,
+            "wait",
+            "--for=condition=UpToDate",
+            f"bnp/{group}",
+            "--timeout=60s",
+        )
+        assert "condition met" in result.stdout
+        table = await asyncio.to_thread(control_plane.kubectl, "get", "bnp", group)
+        assert "True" in table.stdout and group in table.stdout
     await delete_quietly(api, BOOTC_NODE_POOLS, group)
