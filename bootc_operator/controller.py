@@ -35,10 +35,11 @@ from bootc_operator.informers import (
 )
 from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, NODES, ApiError, load_api_client
 from bootc_operator.reconcilers import metrics as m
-from bootc_operator.reconcilers.context import POOL_INDEX, Context, index_by_pool, pool_of
+from bootc_operator.reconcilers.context import POOL_INDEX, Context, Obj, index_by_pool, pool_of
 from bootc_operator.reconcilers.drain import DrainManager
 from bootc_operator.reconcilers.eventmap import node_changed, pool_changed, pools_selecting
 from bootc_operator.reconcilers.membership import MembershipReconciler
+from bootc_operator.reconcilers.pullsecrets import SecretState, SecretWatcher, ref_of
 from bootc_operator.reconcilers.rollout import RolloutReconciler
 from bootc_operator.reconcilers.status import StatusReconciler
 from bootc_operator.runtime.events import EventRecorder
@@ -94,9 +95,12 @@ class Controller:
             name: RateLimitingQueue[str](name) for name in ("membership", "rollout", "status")
         }
         self.drains = DrainManager(self.ctx, on_change=lambda _node, pool: self.enqueue(pool))
-        self.membership = MembershipReconciler(self.ctx, cancel_drain=self.drains.cancel)
+        self.secrets = SecretWatcher(api, on_change=self._secret_changed)
+        self.membership = MembershipReconciler(
+            self.ctx, cancel_drain=self.drains.cancel, secret_state=self.secret_state
+        )
         self.rollout = RolloutReconciler(self.ctx, self.drains)
-        self.status = StatusReconciler(self.ctx, self.drains)
+        self.status = StatusReconciler(self.ctx, self.drains, secret_state=self.secret_state)
         self._register_handlers()
 
     # ---------------------------------------------------------------- event mapping
@@ -106,11 +110,25 @@ class Controller:
             for queue in self.queues.values():
                 queue.add(pool)
 
+    def secret_state(self, pool: Obj) -> SecretState | None:
+        ref = ref_of(pool)
+        return None if ref is None else self.secrets.state(ref)
+
+    def _secret_changed(self, ref: tuple[str, str]) -> None:
+        for pool in self.pools.list():
+            if ref_of(pool) == ref:
+                self.enqueue(pool["metadata"]["name"])
+
+    def _watch_secrets(self) -> None:
+        self.secrets.ensure({r for p in self.pools.list() if (r := ref_of(p)) is not None})
+
     def _register_handlers(self) -> None:
         def pool_event(obj: Any) -> None:
+            self._watch_secrets()
             self.enqueue(unwrap(obj)["metadata"]["name"])
 
         def pool_update(old: Any, new: Any) -> None:
+            self._watch_secrets()
             if pool_changed(old, new):
                 self.enqueue(new["metadata"]["name"])
             else:
@@ -186,6 +204,7 @@ class Controller:
                 for queue in self.queues.values():
                     await queue.shut_down_with_drain()
         await self.drains.stop()
+        await self.secrets.stop()
         await self.recorder.stop()
 
 

@@ -40,6 +40,7 @@ from bootc_operator.kube import (
 )
 from bootc_operator.kube.rest import request_json
 from bootc_operator.reconcilers.overlay import Overlay
+from bootc_operator.reconcilers.poolspec import PoolSpecCheck, check_pool
 from bootc_operator.runtime.events import EventRecorder, ObjectRef
 
 Obj = dict[str, Any]
@@ -83,6 +84,13 @@ class Context:
     node_overlay: Overlay = field(default_factory=Overlay)
     _bn_created: dict[str, str] = field(default_factory=dict)  # name -> pool, until cached
     _locks: dict[str, asyncio.Lock] = field(default_factory=dict)
+    # pool -> (image ref, digest) last resolved from the registry by this process
+    tag_targets: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+    def check(self, pool: Obj) -> PoolSpecCheck:
+        """``check_pool`` with this process's tag resolutions."""
+        resolved = self.tag_targets.get(pool["metadata"]["name"])
+        return check_pool(pool, dict([resolved]) if resolved else None)
 
     def pool_lock(self, pool: str) -> asyncio.Lock:
         """Serialises membership and rollout passes of one pool.

@@ -8,8 +8,9 @@
   (``membership_plan.assign_nodes``: selector match, conflicts resolved) ensure
   a BootcNode (name = Node name, controller ownerReference to the pool,
   ``desiredImage = repo@target``, ``desiredImageState: Staged``, pull secret
-  copied) and the Node label ``bootc.dev/managed``; a changed target is written
-  as desiredImage **and** ``desiredImageState: Staged`` in one request;
+  copied with its content hash while the Secret is usable) and the Node label
+  ``bootc.dev/managed``; a changed target is written as desiredImage **and**
+  ``desiredImageState: Staged`` in one request;
 - every BootcNode of the pool whose Node left (label change, deletion,
   conflict lost) is released: its drain cancelled, the Node's cordon restored
   per ``bootc.dev/was-cordoned``, the managed label removed (unless another pool
@@ -29,9 +30,11 @@ from typing import Any
 from bootc_operator.api import constants as c
 from bootc_operator.reconcilers.context import Context, Obj, node_ref, pool_of, pool_ref
 from bootc_operator.reconcilers.membership_plan import assign_nodes
-from bootc_operator.reconcilers.poolspec import check_pool
+from bootc_operator.reconcilers.pullsecrets import SecretState
 
 log = logging.getLogger("membership")
+
+SECRET_RETRY = 5.0  # seconds between looks at a pull secret that could not be read yet
 
 
 class MembershipReconciler:
@@ -41,11 +44,20 @@ class MembershipReconciler:
         self,
         ctx: Context,
         cancel_drain: Callable[[str], None],
-        pull_secret_hash: Callable[[Obj], str | None] = lambda pool: None,
+        secret_state: Callable[[Obj], SecretState | None] = lambda pool: None,
     ) -> None:
         self.ctx = ctx
         self._cancel_drain = cancel_drain
-        self._pull_secret_hash = pull_secret_hash
+        self._secret_state = secret_state
+
+    def _wanted_secret(self, pool: Obj) -> tuple[Any, str | None] | None:
+        ref = (pool.get("spec") or {}).get("pullSecretRef")
+        if not ref:
+            return (None, None)
+        state = self._secret_state(pool)
+        if state is None or state.hash is None:
+            return None
+        return ({"name": ref["name"], "namespace": ref["namespace"]}, state.hash)
 
     async def reconcile(self, pool_name: str) -> float | None:
         async with self.ctx.pool_lock(pool_name):
@@ -65,7 +77,7 @@ class MembershipReconciler:
                 pool,
                 {"metadata": {"finalizers": [*(meta.get("finalizers") or []), c.POOL_FINALIZER]}},
             )
-        check = check_pool(pool)
+        check = ctx.check(pool)
         if not check.selector_ok:
             return None
         assignment = assign_nodes(ctx.all_pools(), ctx.all_nodes(), ctx.current_owners())
@@ -76,7 +88,8 @@ class MembershipReconciler:
         desired = check.desired_image
         for node_name in sorted(members):
             await self._ensure_member(pool, node_name, desired)
-        return None
+        state = self._secret_state(pool)
+        return SECRET_RETRY if state is not None and state.pending else None
 
     async def _ensure_member(self, pool: Obj, node_name: str, desired: str | None) -> None:
         ctx = self.ctx
@@ -84,16 +97,15 @@ class MembershipReconciler:
         bn = ctx.bootc_node(node_name)
         if bn is not None and pool_of(bn) != pool_name:
             return  # still owned by the pool that lost it; that pool releases it first
-        secret_ref = (pool.get("spec") or {}).get("pullSecretRef")
-        secret_hash = self._pull_secret_hash(pool) if secret_ref else None
+        # (ref, hash) to publish, or None to leave the node's credentials as they are
+        # (the Secret is missing or malformed: nodes keep their last good ones).
+        wanted = self._wanted_secret(pool)
         if bn is None:
             if desired is None:
                 return
             spec: dict[str, Any] = {"desiredImage": desired, "desiredImageState": "Staged"}
-            if secret_ref:
-                spec["pullSecretRef"] = secret_ref
-                if secret_hash:
-                    spec["pullSecretHash"] = secret_hash
+            if wanted is not None and wanted[0]:
+                spec["pullSecretRef"], spec["pullSecretHash"] = wanted
             body = {
                 "apiVersion": c.API_VERSION,
                 "kind": c.NODE_KIND,
@@ -126,13 +138,16 @@ class MembershipReconciler:
                 patch["spec"] = {"desiredImage": desired, "desiredImageState": "Staged"}
                 patch["metadata"] = {"annotations": {c.DRAIN_BLOCKED_ANNOTATION: None}}
                 self._cancel_drain(node_name)
-            if current.get("pullSecretRef") != secret_ref or (
-                secret_hash and current.get("pullSecretHash") != secret_hash
+            if (
+                wanted is not None
+                and (
+                    current.get("pullSecretRef"),
+                    current.get("pullSecretHash"),
+                )
+                != wanted
             ):
                 spec_patch = patch.setdefault("spec", {})
-                spec_patch["pullSecretRef"] = secret_ref
-                if secret_hash or not secret_ref:
-                    spec_patch["pullSecretHash"] = secret_hash
+                spec_patch["pullSecretRef"], spec_patch["pullSecretHash"] = wanted
             if patch:
                 await ctx.patch_bootc_node(bn, patch)
                 if "desiredImage" in patch.get("spec", {}):

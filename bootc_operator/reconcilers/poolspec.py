@@ -4,8 +4,9 @@
 when the image is usable, the repository and the target digest:
 
 - a digest ref targets its digest;
-- a tag ref targets ``status.targetDigest`` as last resolved by the tag
-  resolver (None until the first resolution).
+- a tag ref targets the digest the tag resolver found *for this very ref*
+  (``resolved``: ref → digest, kept by the controller process); None until
+  then, so a changed tag never rolls out the previous tag's digest.
 """
 
 from __future__ import annotations
@@ -47,9 +48,8 @@ class PoolSpecCheck:
         return resolve_max_unavailable(self.max_unavailable, total)
 
 
-def check_pool(pool: Mapping[str, Any]) -> PoolSpecCheck:
+def check_pool(pool: Mapping[str, Any], resolved: Mapping[str, str] | None = None) -> PoolSpecCheck:
     spec = pool.get("spec") or {}
-    status = pool.get("status") or {}
     rollout = spec.get("rollout") or {}
     problems: list[str] = []
 
@@ -73,7 +73,7 @@ def check_pool(pool: Mapping[str, Any]) -> PoolSpecCheck:
             target = ref.digest
         else:
             tag = ref.reference
-            target = status.get("targetDigest") or None
+            target = (resolved or {}).get(ref_text)
     except InvalidImageRef as err:
         problems.append(f"spec.image.ref: {err}")
 

@@ -32,7 +32,6 @@ from bootc_operator.reconcilers.context import Context, Obj, node_ref, pool_ref
 from bootc_operator.reconcilers.drain import DrainManager
 from bootc_operator.reconcilers.metrics import NODE_UPDATE_DURATION
 from bootc_operator.reconcilers.nodestate import NodeView, parse_time, view
-from bootc_operator.reconcilers.poolspec import check_pool
 from bootc_operator.reconcilers.slots import next_reboot_deadline, plan_rollout
 
 log = logging.getLogger("rollout")
@@ -59,7 +58,7 @@ class RolloutReconciler:
         pool = ctx.pool(pool_name)
         if pool is None or pool["metadata"].get("deletionTimestamp"):
             return None
-        check = check_pool(pool)
+        check = ctx.check(pool)
         if not check.valid or not check.targets:
             return None
         bns = {bn["metadata"]["name"]: bn for bn in ctx.bootc_nodes_of(pool_name)}

@@ -33,13 +33,13 @@ from bootc_operator.reconcilers.context import Context, Obj, node_ref, pool_ref
 from bootc_operator.reconcilers.drain import DrainManager
 from bootc_operator.reconcilers.membership_plan import assign_nodes
 from bootc_operator.reconcilers.nodestate import NodeState, view
-from bootc_operator.reconcilers.poolspec import check_pool
 from bootc_operator.reconcilers.poolstatus import (
     count_states,
     degraded_condition,
     degraded_nodes_message,
     up_to_date_condition,
 )
+from bootc_operator.reconcilers.pullsecrets import SecretState
 from bootc_operator.reconcilers.slots import next_reboot_deadline, plan_rollout
 
 log = logging.getLogger("status")
@@ -64,10 +64,12 @@ class StatusReconciler:
         ctx: Context,
         drains: DrainManager,
         extra_problems: Callable[[Obj], Mapping[str, str]] = lambda pool: {},
+        secret_state: Callable[[Obj], SecretState | None] = lambda pool: None,
     ) -> None:
         self.ctx = ctx
         self.drains = drains
         self._extra_problems = extra_problems
+        self._secret_state = secret_state
         self._degraded: dict[str, dict[str, str]] = {}  # pool -> node -> message
 
     async def reconcile(self, pool_name: str) -> float | None:
@@ -78,7 +80,7 @@ class StatusReconciler:
             return None
         if pool["metadata"].get("deletionTimestamp"):
             return None
-        check = check_pool(pool)
+        check = ctx.check(pool)
         old_status: dict[str, Any] = pool.get("status") or {}
         bns = ctx.bootc_nodes_of(pool_name)
         views = [view(bn, ctx.node(bn["metadata"]["name"]), check.targets) for bn in bns]
@@ -92,8 +94,15 @@ class StatusReconciler:
             problems[c.REASON_NODE_CONFLICT] = conflict
         if counts.degraded:
             problems[c.REASON_NODE_DEGRADED] = degraded_nodes_message(views)
+        secret = self._secret_state(pool)
+        if secret is not None and secret.problem:
+            problems[c.REASON_PULL_SECRET_ERROR] = (
+                f"{secret.problem}; nodes keep their last good credentials"
+            )
         max_unavailable = 0
         requeue = next_reboot_deadline(views, ctx.now(), check.reboot_timeout)
+        if secret is not None and secret.pending:
+            requeue = min(requeue or 5.0, 5.0)
         if check.valid and check.targets:
             max_unavailable = check.resolve_max_unavailable(len(views))
             plan = plan_rollout(
