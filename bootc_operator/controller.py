@@ -30,7 +30,11 @@ from bootc_operator.informers import (
     EventHandler,
     RateLimitingQueue,
     SharedInformerFactory,
+    chain,
+    drop_paths,
+    intern_strings,
     run_workers,
+    strip_bulk,
     unwrap,
 )
 from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, NODES, ApiError, load_api_client
@@ -88,7 +92,10 @@ class Controller:
         self.factory = SharedInformerFactory(api)
         self.pools = self.factory.informer(BOOTC_NODE_POOLS)
         self.bootc_nodes = self.factory.informer(BOOTC_NODES, indexers={POOL_INDEX: index_by_pool})
-        self.nodes = self.factory.informer(NODES)
+        # Node objects are large (image lists) and numerous: keep only what we read.
+        self.nodes = self.factory.informer(
+            NODES, transform=chain(strip_bulk, drop_paths(("status", "images")), intern_strings)
+        )
         self.recorder = EventRecorder(api, instance=identity)
         self.ctx = Context(api, self.pools, self.bootc_nodes, self.nodes, self.recorder)
         self.queues = {

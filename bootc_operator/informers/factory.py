@@ -67,7 +67,13 @@ class SharedInformerFactory:
         label_selector: str = "",
         field_selector: str = "",
         indexers: Mapping[str, IndexFunc] | None = None,
+        transform: Transform | None = None,
     ) -> Informer:
+        """The shared informer for these arguments (created on first request).
+
+        ``transform`` overrides the factory's for a newly created informer; the
+        first caller decides, so consumers of one resource must agree on it.
+        """
         key = (resource, namespace or "", label_selector, field_selector)
         inf = self._informers.get(key)
         if inf is None:
@@ -77,7 +83,7 @@ class SharedInformerFactory:
                 namespace=namespace,
                 label_selector=label_selector,
                 field_selector=field_selector,
-                transform=self._transform,
+                transform=transform or self._transform,
                 resync_period=self._resync_period,
                 page_size=self._page_size,
                 min_watch_timeout=self._min_watch_timeout,
