@@ -14,15 +14,21 @@ Tests share the control plane: give objects unique names
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
-from collections.abc import AsyncIterator, Generator, Iterator
+from collections.abc import AsyncIterator, Callable, Generator, Iterator
+from pathlib import Path
 from types import FrameType
 
 import pytest
 from kubernetes_asyncio.client import ApiClient
 
+from bootc_operator.kube import NODES, ApiError
+from bootc_operator.kube.rest import delete_object
 from hack.testenv import ControlPlane, api_client
+from hack.testenv.fleet import Fleet
+from hack.testenv.registry import Registry
 
 
 def _interrupt_on_sigterm() -> None:
@@ -67,3 +73,57 @@ def pytest_runtest_makereport(
         for name, proc in cp.processes.items():
             report.sections.append((f"{name} log (last 30 lines)", proc.tail(30)))
     return report
+
+
+# ------------------------------------------------------------------ registries
+#
+# A real registry (Debian's docker-registry, hack/testenv/registry.py) on loopback.
+# ``registry``: open, plain HTTP (clients list it as insecure: ``registry.options()``).
+# ``private_registry``: htpasswd auth (``registry.auth``) over TLS with a generated CA
+# (``registry.ca_file``; ``registry.options()`` trusts it). Both live for the session:
+# push under unique repository names and never stop them. ``make_registry(...)``
+# gives a test its own registry (same arguments as ``Registry``), e.g. to stop it.
+
+PRIVATE_REGISTRY_USER = ("bootc-puller", "pull-secret-password")
+
+
+@pytest.fixture(scope="session")
+def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
+    with Registry(tmp_path_factory.mktemp("registry-open")) as reg:
+        yield reg
+
+
+@pytest.fixture(scope="session")
+def private_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
+    with Registry(
+        tmp_path_factory.mktemp("registry-private"), auth=PRIVATE_REGISTRY_USER, tls=True
+    ) as reg:
+        yield reg
+
+
+@pytest.fixture
+def make_registry(tmp_path: Path) -> Iterator[Callable[..., Registry]]:
+    made: list[Registry] = []
+
+    def make(*, auth: tuple[str, str] | None = None, tls: bool = False) -> Registry:
+        reg = Registry(tmp_path / f"registry-{len(made)}", auth=auth, tls=tls)
+        made.append(reg)
+        return reg.start()
+
+    yield make
+    for reg in made:
+        reg.close()
+
+
+@pytest.fixture
+async def fleet(api: ApiClient) -> AsyncIterator[Fleet]:
+    """Simulated daemons (fast stage and reboot); their Nodes are deleted afterwards."""
+    f = Fleet(api, stage_delay=0.1, reboot_delay=0.3)
+    await f.start()
+    try:
+        yield f
+    finally:
+        await f.stop()
+        for name in list(f.hosts):
+            with contextlib.suppress(ApiError):
+                await delete_object(api, NODES, name)

@@ -23,6 +23,7 @@ from bootc_operator.controller import Controller
 from bootc_operator.informers import EventHandler, Informer
 from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, NODES, PODS, ApiError, create_object
 from bootc_operator.kube.rest import delete_object, get_object, patch_object, request_json
+from hack.testenv.fleet import Fleet
 
 REPO = "registry.example.com/os"
 
@@ -49,6 +50,14 @@ async def running_controller(api: ApiClient, workers: int = 2) -> AsyncIterator[
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await task
         await ctl.factory.stop()
+
+
+async def add_nodes(fleet: Fleet, group: str, n: int, booted: str, **labels: str) -> list[str]:
+    """``n`` Ready nodes ``<group>-n<i>`` labelled ``group=<group>`` running ``booted``."""
+    names = [f"{group}-n{i}" for i in range(n)]
+    for name in names:
+        await fleet.add_node(name, booted, {"group": group, **labels})
+    return names
 
 
 def pool_body(

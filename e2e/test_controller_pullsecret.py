@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
-import pytest
 from kubernetes_asyncio.client import ApiClient
 
 from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, NODES, SECRETS, ApiError
@@ -43,18 +41,6 @@ async def ensure_ns(api: ApiClient) -> None:
     except ApiError as err:
         if err.status != 409:
             raise
-
-
-@pytest.fixture
-async def fleet(api: ApiClient) -> AsyncIterator[Fleet]:
-    f = Fleet(api, stage_delay=0.1, reboot_delay=0.3)
-    await f.start()
-    try:
-        yield f
-    finally:
-        await f.stop()
-        for name in list(f.hosts):
-            await delete_quietly(api, NODES, name)
 
 
 async def test_pull_secret_reaches_every_node_and_survives_breakage(

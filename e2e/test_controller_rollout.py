@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
-import pytest
 from kubernetes_asyncio.client import ApiClient
 
 from bootc_operator.api import constants as c
@@ -12,6 +9,7 @@ from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, NODES
 from bootc_operator.kube.rest import get_object, patch_object
 from e2e.controllerenv import (
     SlotLog,
+    add_nodes,
     condition,
     create_pool,
     delete_quietly,
@@ -22,25 +20,6 @@ from e2e.controllerenv import (
 )
 from e2e.helpers import unique_name, wait_for
 from hack.testenv.fleet import Fleet
-
-
-@pytest.fixture
-async def fleet(api: ApiClient) -> AsyncIterator[Fleet]:
-    f = Fleet(api, stage_delay=0.1, reboot_delay=0.3)
-    await f.start()
-    try:
-        yield f
-    finally:
-        await f.stop()
-        for name in list(f.hosts):
-            await delete_quietly(api, NODES, name)
-
-
-async def add_nodes(fleet: Fleet, group: str, n: int, booted: str) -> list[str]:
-    names = [f"{group}-n{i}" for i in range(n)]
-    for name in names:
-        await fleet.add_node(name, booted, {"group": group})
-    return names
 
 
 async def test_three_nodes_roll_strictly_one_at_a_time(api: ApiClient, fleet: Fleet) -> None:

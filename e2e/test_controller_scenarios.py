@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -17,6 +16,7 @@ from bootc_operator.kube import EVENTS as EVENTS_V1
 from bootc_operator.kube.rest import ApiError, get_object, list_objects, patch_object
 from e2e.controllerenv import (
     SlotLog,
+    add_nodes,
     condition,
     create_blocking_pdb,
     create_pod,
@@ -30,25 +30,6 @@ from e2e.controllerenv import (
 )
 from e2e.helpers import unique_name, wait_for
 from hack.testenv.fleet import Fleet
-
-
-@pytest.fixture
-async def fleet(api: ApiClient) -> AsyncIterator[Fleet]:
-    f = Fleet(api, stage_delay=0.1, reboot_delay=0.3)
-    await f.start()
-    try:
-        yield f
-    finally:
-        await f.stop()
-        for name in list(f.hosts):
-            await delete_quietly(api, NODES, name)
-
-
-async def add_nodes(fleet: Fleet, group: str, n: int, booted: str, **labels: str) -> list[str]:
-    names = [f"{group}-n{i}" for i in range(n)]
-    for name in names:
-        await fleet.add_node(name, booted, {"group": group, **labels})
-    return names
 
 
 async def pool_status(api: ApiClient, name: str) -> dict[str, Any]:
