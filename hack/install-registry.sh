@@ -29,10 +29,10 @@ if [[ ! -e /usr/sbin/policy-rc.d ]]; then
   POLICY_CREATED=1
 fi
 export DEBIAN_FRONTEND=noninteractive
-install() { "${SUDO[@]}" apt-get install -y -q --no-install-recommends docker-registry; }
-if ! install >"$LOG" 2>&1; then
+apt_install() { "${SUDO[@]}" apt-get install -y -q --no-install-recommends docker-registry; }
+if ! apt_install >"$LOG" 2>&1; then
   # Stale or missing package lists: refresh once, then try again.
-  if ! { "${SUDO[@]}" apt-get update -q && install; } >>"$LOG" 2>&1; then
+  if ! { "${SUDO[@]}" apt-get update -q && apt_install; } >>"$LOG" 2>&1; then
     cat "$LOG" >&2
     echo "install-registry: error: apt-get install docker-registry failed (output above)" >&2
     exit 1

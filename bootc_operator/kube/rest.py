@@ -10,6 +10,13 @@ are parsed with :func:`json.loads` into plain dicts: no model classes.
 - :func:`get_object`, :func:`list_objects`, :func:`create_object`,
   :func:`patch_object`, :func:`delete_object`: thin verbs over a :class:`Resource`.
 - :class:`ApiError`: any non-2xx answer, with the server's ``Status`` fields.
+
+Every request is counted in ``bootc_operator_api_requests_total{verb,resource,code}``
+(:data:`API_REQUESTS`), with the API server's own spelling so the figures can be
+compared with its ``apiserver_request_total``: verb ``GET``/``LIST``/``WATCH``/
+``POST``/``PATCH``/``APPLY``/``PUT``/``DELETE``, resource the plural with
+its subresource (``nodes/status``), code the HTTP status (``error`` when no
+answer came).
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from typing import Any, Final
 
 import aiohttp
 from kubernetes_asyncio.client import ApiClient
+from prometheus_client import Counter
 
 from bootc_operator.kube.resources import Resource
 
@@ -34,6 +42,47 @@ PATCH_TYPES: Final = {
     "json": "application/json-patch+json",
     "apply": "application/apply-patch+yaml",
 }
+
+
+API_REQUESTS: Final = Counter(
+    "bootc_operator_api_requests_total",
+    "Requests to the Kubernetes API by verb (apiserver spelling), resource and HTTP code",
+    ["verb", "resource", "code"],
+)
+_counters: dict[tuple[str, str, str], Any] = {}
+
+
+def request_kind(method: str, path: str, query: list[tuple[str, str]]) -> tuple[str, str]:
+    """(verb, resource) of a request as kube-apiserver's metrics name them.
+
+    ``GET`` on a collection is ``LIST``, with ``watch=true`` ``WATCH``; resource is
+    the plural plus subresource (``pods/eviction``); ``""`` for non-resource paths.
+    """
+    parts = [p for p in path.split("?", 1)[0].split("/") if p]
+    if parts[:1] == ["api"] and len(parts) >= 2:
+        rest = parts[2:]
+    elif parts[:1] == ["apis"] and len(parts) >= 3:
+        rest = parts[3:]
+    else:
+        return method, ""
+    if len(rest) >= 3 and rest[0] == "namespaces":
+        rest = rest[2:]
+    if not rest:
+        return method, ""
+    resource = rest[0] if len(rest) < 3 else f"{rest[0]}/{rest[2]}"
+    verb = method
+    if method == "GET":
+        if len(rest) == 1:
+            verb = "WATCH" if ("watch", "true") in query else "LIST"
+    return verb, resource
+
+
+def _count(verb: str, resource: str, code: str) -> None:
+    key = (verb, resource, code)
+    child = _counters.get(key)
+    if child is None:
+        child = _counters[key] = API_REQUESTS.labels(verb, resource, code)
+    child.inc()
 
 
 class ApiError(Exception):
@@ -94,16 +143,25 @@ async def _send(
     content_type: str,
     request_timeout: float | aiohttp.ClientTimeout | None,
 ) -> aiohttp.ClientResponse:
-    resp: aiohttp.ClientResponse = await api.call_api(
-        path,
-        method,
-        query_params=_query(query),
-        header_params={"Accept": "application/json", "Content-Type": content_type},
-        body=body,
-        auth_settings=["BearerToken"],
-        _preload_content=False,
-        _request_timeout=_timeout(request_timeout),
-    )
+    params = _query(query)
+    verb, resource = request_kind(method, path, params)
+    if verb == "PATCH" and content_type == PATCH_TYPES["apply"]:
+        verb = "APPLY"
+    try:
+        resp: aiohttp.ClientResponse = await api.call_api(
+            path,
+            method,
+            query_params=params,
+            header_params={"Accept": "application/json", "Content-Type": content_type},
+            body=body,
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+            _request_timeout=_timeout(request_timeout),
+        )
+    except BaseException:
+        _count(verb, resource, "error")
+        raise
+    _count(verb, resource, str(resp.status))
     return resp
 
 

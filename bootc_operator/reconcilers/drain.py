@@ -162,6 +162,9 @@ class DrainManager:
     ) -> None:
         backoff = Backoff(initial=1.0, cap=30.0, jitter=0.2)
         while True:
+            # Cleared before reading the cache: a pod event arriving while we evict
+            # (kwok deletes an evicted pod within milliseconds) must wake the wait below.
+            wake.clear()
             state = drain_state(pods.list())
             if not state.remaining:
                 res.done, res.remaining, res.blocked_by = True, (), {}
@@ -194,7 +197,6 @@ class DrainManager:
                 log.warning(message, extra={"node": node, "pool": res.pool})
                 self.ctx.recorder.emit(node_ref(node), "Warning", "DrainBlocked", "Drain", message)
                 self._on_change(node, res.pool)
-            wake.clear()
             delay = backoff.next() if refused else 30.0
             if not refused:
                 backoff.reset()

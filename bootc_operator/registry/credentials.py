@@ -100,7 +100,7 @@ def api_endpoint(registry: str) -> str:
 def normalize_key(key: str) -> tuple[str, bool]:
     """An ``auths`` key in normal form (``host[:port][/path]``) and whether it already was."""
     text = key.strip()
-    scheme, sep, rest = text.partition("://")
+    _scheme, sep, rest = text.partition("://")
     if sep:
         host = rest.split("/", 1)[0]
         return normalize_registry(host), False
@@ -137,10 +137,10 @@ def _credentials(key: str, entry: Any) -> Credentials | None:
         return Credentials(user, password)
     username = entry.get("username")
     if username:
-        password = entry.get("password")
-        if not isinstance(username, str) or not isinstance(password, str | None):
+        secret = entry.get("password")
+        if not isinstance(username, str) or not isinstance(secret, str | None):
             raise InvalidDockerConfig(f'the username/password for "{key}" are not strings')
-        return Credentials(username, password or "")
+        return Credentials(username, secret or "")
     return None
 
 
@@ -175,7 +175,9 @@ class DockerConfig:
 EMPTY_CONFIG = DockerConfig()
 
 
-def parse_docker_config(data: bytes | str | Mapping[str, Any] | DockerConfig | None) -> DockerConfig:
+def parse_docker_config(
+    data: bytes | str | Mapping[str, Any] | DockerConfig | None,
+) -> DockerConfig:
     """Parse dockerconfigjson content (bytes/str JSON or an already-decoded object).
 
     None means "no credentials". Raises ``InvalidDockerConfig`` with a message naming

@@ -197,6 +197,14 @@ class Host:
             error=error,
         )
 
+    def trust_registry_ca(self, registry: str, ca_file: Path) -> Path:
+        """Trust ``ca_file`` for ``registry`` (``host:port``) as containers/image would:
+        copy it to ``ROOT/etc/containers/certs.d/<registry>/ca.crt``; that registry is
+        then spoken to over https, loopback or not."""
+        target = self.paths.certs_dirs(registry)[0] / "ca.crt"
+        atomic_write(target, Path(ca_file).read_bytes())
+        return target
+
 
 def add_catalog_image(
     catalog: Path,

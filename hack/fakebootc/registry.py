@@ -9,6 +9,10 @@ blob for ``architecture``, the version label (``org.opencontainers.image.version
 else ``version``) and the build time (``org.opencontainers.image.created`` label,
 else ``created``).
 
+An ``insecure`` registry is spoken to over plain http; any other over https,
+verified against the system CAs plus ``ca_files`` (the ``*.crt`` files of the
+host's ``/etc/containers/certs.d/<host:port>/``, see ``resolve``).
+
 Authentication follows the registry's ``WWW-Authenticate`` challenge: anonymous
 first, then Basic, or a Bearer token from the challenge's realm (Basic credentials
 sent to the token endpoint when there are any). Credentials come from the host's
@@ -154,11 +158,18 @@ def normalize_timestamp(value: Any) -> str | None:
 
 
 class _Client:
-    def __init__(self, ref: Ref, creds: Credentials | None, insecure: bool, timeout: float) -> None:
+    def __init__(
+        self,
+        ref: Ref,
+        creds: Credentials | None,
+        insecure: bool,
+        timeout: float,
+        ca_files: list[Path] | None = None,
+    ) -> None:
         self.ref = ref
         self.creds = creds
         self.timeout = timeout
-        scheme = "http" if insecure or is_loopback(ref.registry) else "https"
+        scheme = "http" if insecure else "https"
         self.base = f"{scheme}://{ref.registry}"
         self.authorization: str | None = None
         import urllib.request  # noqa: PLC0415 - slow import; `bootc status` never needs it
@@ -166,6 +177,16 @@ class _Client:
         handlers: list[urllib.request.BaseHandler] = []
         if is_loopback(ref.registry):
             handlers.append(urllib.request.ProxyHandler({}))
+        if ca_files and not insecure:
+            import ssl  # noqa: PLC0415
+
+            context = ssl.create_default_context()
+            for ca_file in ca_files:
+                try:
+                    context.load_verify_locations(cafile=str(ca_file))
+                except (OSError, ssl.SSLError) as exc:
+                    raise PullError(f"loading CA certificate {ca_file}: {exc}") from exc
+            handlers.append(urllib.request.HTTPSHandler(context=context))
         self.opener = urllib.request.build_opener(*handlers)
 
     def _send(self, url: str, headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
@@ -285,10 +306,11 @@ def fetch_image(
     auth_files: list[Path],
     insecure: bool = False,
     timeout: float = 10.0,
+    ca_files: list[Path] | None = None,
 ) -> ImageMeta:
     """Resolve ``ref`` against its registry; see the module docstring for the rules."""
     auths, _ = load_auth(auth_files)
-    client = _Client(ref, credentials_for(auths, ref), insecure, timeout)
+    client = _Client(ref, credentials_for(auths, ref), insecure, timeout, ca_files)
     what = f"reading manifest {ref.reference} in {ref.registry}/{ref.repository}"
     headers, body = client.get(f"manifests/{ref.reference}", MANIFEST_ACCEPT, what)
     digest = _sha256(body)

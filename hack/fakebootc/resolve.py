@@ -6,8 +6,12 @@ Rules, in order:
    when it is a loopback host (``localhost``, ``127.*``, ``[::1]``, ``*.localhost``)
    or listed in the host config's ``registries`` / ``$FAKEBOOTC_REGISTRIES``
    (comma-separated). Other registries (quay.io, ...) are never contacted, so tests
-   stay hermetic whatever the network. Loopback and ``insecure_registries`` /
-   ``$FAKEBOOTC_INSECURE_REGISTRIES`` hosts are spoken to over plain http. If the
+   stay hermetic whatever the network. ``insecure_registries`` /
+   ``$FAKEBOOTC_INSECURE_REGISTRIES`` hosts are spoken to over plain http, and so
+   are loopback ones unless the host trusts a CA for them: like containers/image,
+   the ``*.crt`` files in ``ROOT/etc/containers/certs.d/<host:port>/`` (or
+   ``ROOT/etc/docker/certs.d/...``; ``Host.trust_registry_ca``) are trusted for
+   that registry besides the system CAs, and it is spoken to over https. If the
    registry answers, its answer stands, errors included (unknown manifest,
    unauthorized with the host's auth.json, no manifest for this architecture):
    that is what real bootc would do, and what pull-secret tests rely on.
@@ -147,9 +151,21 @@ def registry_contacted(ref: Ref, config: Config) -> bool:
     return is_loopback(ref.registry) or ref.registry in allowed or ref.host in allowed
 
 
-def registry_insecure(ref: Ref, config: Config) -> bool:
+def registry_ca_files(paths: Paths, ref: Ref) -> list[Path]:
+    """The ``*.crt`` files of ``ROOT/etc/{containers,docker}/certs.d/<host:port>/``."""
+    found: list[Path] = []
+    for directory in paths.certs_dirs(ref.registry):
+        if directory.is_dir():
+            found.extend(sorted(directory.glob("*.crt")))
+    return found
+
+
+def registry_insecure(ref: Ref, config: Config, paths: Paths | None = None) -> bool:
     insecure = set(config.insecure_registries) | set(_env_list(INSECURE_ENV))
-    return is_loopback(ref.registry) or ref.registry in insecure or ref.host in insecure
+    if ref.registry in insecure or ref.host in insecure:
+        return True
+    # loopback registries are plain http unless the host has a CA for them
+    return is_loopback(ref.registry) and not (paths is not None and registry_ca_files(paths, ref))
 
 
 def resolve_image(paths: Paths, config: Config, image: str) -> ImageMeta:
@@ -165,8 +181,9 @@ def resolve_image(paths: Paths, config: Config, image: str) -> ImageMeta:
                 ref,
                 architecture=config.architecture,
                 auth_files=paths.auth_files,
-                insecure=registry_insecure(ref, config),
+                insecure=registry_insecure(ref, config, paths),
                 timeout=config.registry_timeout,
+                ca_files=registry_ca_files(paths, ref),
             )
         except RegistryUnreachable as exc:
             unreachable = exc

@@ -101,6 +101,13 @@ class Paths:
     def reboot_required(self) -> Path:
         return self.run / "reboot-required"
 
+    def certs_dirs(self, registry: str) -> list[Path]:
+        """Where containers/image looks for a registry's CAs: ``certs.d/<host:port>/*.crt``."""
+        return [
+            self.root / "etc" / "containers" / "certs.d" / registry,
+            self.root / "etc" / "docker" / "certs.d" / registry,
+        ]
+
     @property
     def auth_files(self) -> list[Path]:
         """Where bootc looks for registry credentials; the first that exists wins."""

@@ -1,7 +1,8 @@
 """Test environment shared by the e2e fixtures and ``hack/`` tools.
 
 - :mod:`hack.testenv.controlplane`: a real etcd + kube-apiserver (+ KCM, scheduler, kwok);
-- :mod:`hack.testenv.certs`: the PKI it uses;
+- :mod:`hack.testenv.certs`: the PKI it uses (and a CA + serving certificate for other servers);
+- :mod:`hack.testenv.registry`: a real OCI registry (Debian's docker-registry) on loopback;
 - :mod:`hack.testenv.procs`: child-process spawning and guaranteed killing;
 - :mod:`hack.testenv.kube`: async API clients from a kubeconfig;
 - :mod:`hack.testenv.waiting`: ``wait_for``, polling with a deadline;

@@ -10,6 +10,9 @@ One call, :func:`generate_pki`, writes into a directory:
 - ``sa.key``/``sa.pub``: the RSA service-account signing key pair, so the
   TokenRequest API works.
 
+:func:`generate_serving_pki` writes just a CA and one serving certificate
+(``server.crt``/``.key``) for other test servers, such as the registry.
+
 Keys for TLS are ECDSA P-256 (fast to generate); the service-account key is RSA
 (RS256, what every client library expects).
 """
@@ -132,12 +135,12 @@ def _leaf(
     return key, builder.sign(ca_key, hashes.SHA256())
 
 
-def generate_pki(directory: Path, extra_sans: tuple[str, ...] = ()) -> Pki:
-    """Write a fresh CA, serving/client certificates and the SA key pair into ``directory``."""
-    directory.mkdir(parents=True, exist_ok=True)
-
+def _make_ca(
+    directory: Path, common_name: str = "bootc-operator-test-ca"
+) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
+    """A self-signed CA written to ``directory/ca.crt`` and ``ca.key``."""
     ca_key = _ec_key()
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "bootc-operator-test-ca")])
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     ca_cert = (
         _builder(ca_name, ca_name, ca_key.public_key())
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
@@ -158,9 +161,17 @@ def generate_pki(directory: Path, extra_sans: tuple[str, ...] = ()) -> Pki:
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), False)
         .sign(ca_key, hashes.SHA256())
     )
+    _write_cert(directory / "ca.crt", ca_cert)
+    _write_key(directory / "ca.key", ca_key)
+    return ca_key, ca_cert
+
+
+def generate_pki(directory: Path, extra_sans: tuple[str, ...] = ()) -> Pki:
+    """Write a fresh CA, serving/client certificates and the SA key pair into ``directory``."""
+    directory.mkdir(parents=True, exist_ok=True)
+
+    ca_key, ca_cert = _make_ca(directory)
     ca = CertPair(directory / "ca.crt", directory / "ca.key")
-    _write_cert(ca.cert, ca_cert)
-    _write_key(ca.key, ca_key)
 
     dns_names = [
         "localhost",
@@ -213,3 +224,41 @@ def generate_pki(directory: Path, extra_sans: tuple[str, ...] = ()) -> Pki:
         )
     )
     return Pki(directory, ca, apiserver, clients, sa_key_path, sa_pub_path)
+
+
+@dataclass(frozen=True)
+class ServingPki:
+    """A CA and one serving certificate signed by it (see :func:`generate_serving_pki`)."""
+
+    dir: Path
+    ca: CertPair
+    server: CertPair
+
+
+def generate_serving_pki(
+    directory: Path,
+    common_name: str,
+    hosts: tuple[str, ...] = ("127.0.0.1", "::1", "localhost"),
+) -> ServingPki:
+    """Write a fresh CA (``ca.crt``/``ca.key``) and a serving certificate for ``hosts``
+    (``server.crt``/``server.key``) into ``directory``: for test servers other than
+    the kube-apiserver (e.g. the registry)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    ca_key, ca_cert = _make_ca(directory, f"{common_name}-ca")
+    sans: list[x509.GeneralName] = []
+    for host in hosts:
+        try:
+            sans.append(x509.IPAddress(ipaddress.ip_address(host)))
+        except ValueError:
+            sans.append(x509.DNSName(host))
+    key, cert = _leaf(
+        ca_key,
+        ca_cert,
+        x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]),
+        ExtendedKeyUsageOID.SERVER_AUTH,
+        sans,
+    )
+    server = CertPair(directory / "server.crt", directory / "server.key")
+    _write_cert(server.cert, cert)
+    _write_key(server.key, key)
+    return ServingPki(directory, CertPair(directory / "ca.crt", directory / "ca.key"), server)

@@ -1,0 +1,841 @@
+"""The registry client: OCI distribution / Docker Registry HTTP API v2 over aiohttp.
+
+Owns talking to registries: transport (TLS, insecure registries, timeouts),
+authentication (anonymous, Basic, Bearer tokens) and resolving a reference to a
+manifest digest.
+
+``RegistryClient(options).resolve(ref, dockerconfigjson=...)`` (or the one-shot
+``resolve_digest``) does, for ``host/repo:tag``:
+
+1. ``HEAD /v2/<repo>/manifests/<tag>`` accepting OCI index, OCI manifest, Docker
+   manifest list and Docker v2 manifest; the digest is ``Docker-Content-Digest``,
+   the media type the ``Content-Type``.
+2. When HEAD gives no usable digest or media type (or any status but 200 or 404,
+   e.g. 405), ``GET`` the same URL instead; then the digest is checked against the
+   body (``Docker-Content-Digest`` must equal the body's digest; without the
+   header the body's sha256 is the digest).
+3. For an index (multi-arch), its per-platform entries are read too (from the GET
+   body, else one ``GET`` by digest, cached per client since digests are
+   immutable), so callers can map the index digest to per-architecture digests.
+
+A digest reference is checked the same way and must come back with that digest.
+
+Authentication follows the registry's ``401`` challenge (``challenge.py``):
+Bearer (token from the challenge's realm with ``service`` and
+``scope=repository:<repo>:pull``, Basic credentials sent to the token service
+when there are any) is preferred over Basic. The resulting ``Authorization`` is
+cached per (registry, repository, actions, credentials) until the token expires,
+so later requests go out pre-authorised. Credentials come from a dockerconfigjson
+matched to the registry (``credentials.py``); Docker Hub names are talked to at
+``registry-1.docker.io`` and single-component repositories get ``library/``.
+
+Transport: HTTPS verified against the system CAs plus ``RegistryOptions.ca_file``;
+registries in ``RegistryOptions.insecure_registries`` (``host`` or ``host:port``)
+are tried over HTTPS without verification and, when TLS fails, over plain HTTP
+(what answered is remembered per client). Every request has a connect timeout
+and a total timeout. Failures raise the classes of ``errors.py``.
+
+Nothing here blocks the event loop: the SSL context (which reads CA files) is
+built in a worker thread once per client; DNS goes through aiohttp's threaded
+resolver.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import ssl
+import time
+import urllib.parse
+from collections import OrderedDict
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Final, Self
+
+import aiohttp
+from multidict import CIMultiDict, CIMultiDictProxy
+
+from bootc_operator import __version__
+from bootc_operator.api.imageref import ImageRef, InvalidImageRef, parse_image_ref
+from bootc_operator.registry.challenge import Challenge, parse_www_authenticate, pick_challenge
+from bootc_operator.registry.credentials import (
+    Credentials,
+    DockerConfig,
+    api_endpoint,
+    api_repository,
+    parse_docker_config,
+)
+from bootc_operator.registry.errors import (
+    CredentialsRejected,
+    InvalidReference,
+    MalformedResponse,
+    ManifestNotFound,
+    NoCredentials,
+    RegistryAuthError,
+    RegistryError,
+    RegistryHTTPError,
+    RegistryTimeout,
+    RegistryTLSError,
+    RegistryUnreachable,
+    one_line,
+    scrub,
+)
+from bootc_operator.registry.manifest import (
+    INDEX_MEDIA_TYPES,
+    MANIFEST_ACCEPT,
+    MANIFEST_MEDIA_TYPES,
+    MAX_MANIFEST_BYTES,
+    PlatformManifest,
+    Resolved,
+    body_media_type,
+    compute_digest,
+    digest_matches,
+    index_entries,
+    is_digest,
+    media_type_of,
+    parse_manifest,
+)
+
+DEFAULT_USER_AGENT: Final = f"bootc-operator/{__version__}"
+#: Bearer tokens without ``expires_in`` are good for 60 s (distribution token spec).
+DEFAULT_TOKEN_LIFETIME: Final = 60.0
+#: Re-authenticate this long before a token expires.
+TOKEN_EXPIRY_MARGIN: Final = 10.0
+ERROR_BODY_LIMIT: Final = 64 * 1024
+TOKEN_BODY_LIMIT: Final = 1024 * 1024
+_INDEX_CACHE_SIZE: Final = 128
+_AUTH_CACHE_SIZE: Final = 1024
+
+DockerConfigInput = bytes | str | Mapping[str, Any] | DockerConfig | None
+
+
+@dataclass(frozen=True)
+class RegistryOptions:
+    """How the client talks to registries (one instance per controller, from its flags).
+
+    ``timeout``: seconds for one HTTP exchange, connecting included;
+    ``connect_timeout``: seconds to establish a connection (TCP + TLS);
+    ``ca_file``: a PEM bundle trusted in addition to the system CAs;
+    ``insecure_registries``: ``host`` or ``host:port`` entries spoken to without
+    certificate verification, over plain HTTP when they do not speak TLS (a bare
+    ``host`` covers every port); ``trust_env``: honour ``HTTPS_PROXY``/``NO_PROXY``
+    (off by default: aiohttp then also reads ``~/.netrc``, whose credentials would be
+    sent to registries and clash with the client's own ``Authorization``).
+    """
+
+    timeout: float = 30.0
+    connect_timeout: float = 10.0
+    ca_file: str | os.PathLike[str] | None = None
+    insecure_registries: Collection[str] = frozenset()
+    user_agent: str = DEFAULT_USER_AGENT
+    trust_env: bool = False
+
+    def __post_init__(self) -> None:
+        normal = frozenset(_normalize_host(h) for h in self.insecure_registries if h.strip())
+        object.__setattr__(self, "insecure_registries", normal)
+
+    def is_insecure(self, registry: str) -> bool:
+        """True when ``registry`` (``host[:port]``) is listed, by itself or by host."""
+        reg = _normalize_host(registry)
+        return reg in self.insecure_registries or _strip_port(reg) in self.insecure_registries
+
+
+def _normalize_host(text: str) -> str:
+    text = text.strip().lower()
+    if "://" in text:
+        text = text.split("://", 1)[1]
+    return text.split("/", 1)[0]
+
+
+def _strip_port(hostport: str) -> str:
+    if hostport.startswith("["):
+        return hostport[: hostport.index("]") + 1] if "]" in hostport else hostport
+    return hostport.rsplit(":", 1)[0] if ":" in hostport else hostport
+
+
+@dataclass(frozen=True)
+class Target:
+    """One repository of one registry, and the credentials to use for it.
+
+    ``registry`` is ``host[:port]`` as written in the image reference (messages,
+    insecure list, credentials); ``repository`` is the API name (``library/``
+    added on Docker Hub).
+    """
+
+    registry: str
+    repository: str
+    credentials: Credentials | None = field(default=None, repr=False)
+
+    @property
+    def endpoint(self) -> str:
+        return api_endpoint(self.registry)
+
+    @property
+    def display(self) -> str:
+        return f"{self.registry}/{self.repository}"
+
+
+def make_target(
+    name: str,
+    *,
+    dockerconfigjson: DockerConfigInput = None,
+    credentials: Credentials | None = None,
+) -> Target:
+    """The ``Target`` for ``registry/repository`` (tag/digest ignored), with the credentials
+    given, else those of ``dockerconfigjson`` matching the registry."""
+    ref = _parse_ref(name)
+    config = parse_docker_config(dockerconfigjson)
+    creds = credentials or config.credentials_for(ref.registry, ref.repository)
+    return Target(ref.registry, api_repository(ref.registry, ref.repository), creds)
+
+
+def _parse_ref(text: str) -> ImageRef:
+    try:
+        return parse_image_ref(text)
+    except InvalidImageRef as exc:
+        raise InvalidReference(str(exc)) from None
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One HTTP response: status, headers and (for non-HEAD requests) the body."""
+
+    status: int
+    reason: str
+    headers: CIMultiDictProxy[str]
+    body: bytes
+    url: str
+
+    def registry_error(self) -> tuple[str, str]:
+        """``(code, message)`` of the first entry of a registry error body, or empty strings."""
+        try:
+            doc = parse_manifest(self.body)
+            first = doc["errors"][0]
+            return str(first.get("code") or ""), str(first.get("message") or "")
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+            return "", ""
+
+
+def _os_reason(exc: BaseException) -> str:
+    os_error = getattr(exc, "os_error", None)
+    err = os_error if isinstance(os_error, OSError) else exc
+    if isinstance(err, OSError) and err.errno:
+        if err.errno in (errno.ECONNREFUSED, errno.ECONNRESET, errno.EHOSTUNREACH):
+            return os.strerror(err.errno).lower()
+        if err.strerror:
+            return err.strerror
+    return str(err) or type(err).__name__
+
+
+def _ssl_reason(exc: BaseException) -> str:
+    cert_error = getattr(exc, "certificate_error", None)
+    verify_message = getattr(cert_error, "verify_message", None)
+    if verify_message:
+        return str(verify_message)
+    inner = getattr(exc, "os_error", None) or exc
+    reason = getattr(inner, "reason", None)
+    if isinstance(reason, str) and reason:
+        return reason.lower().replace("_", " ")
+    return str(inner) or type(inner).__name__
+
+
+def _build_ssl_context(ca_file: str | os.PathLike[str] | None) -> ssl.SSLContext:
+    context = ssl.create_default_context()
+    if ca_file is not None:
+        context.load_verify_locations(cafile=os.fspath(ca_file))
+    return context
+
+
+class RegistryClient:
+    """A connection pool, SSL context and token cache for talking to registries.
+
+    Use as ``async with RegistryClient(options) as client: await client.resolve(...)``
+    or keep one for the process and ``await client.close()`` at shutdown. Safe for
+    concurrent use from one event loop.
+    """
+
+    def __init__(
+        self,
+        options: RegistryOptions | None = None,
+        *,
+        session: aiohttp.ClientSession | None = None,
+    ) -> None:
+        self.options = options or RegistryOptions()
+        self._session = session
+        self._own_session = session is None
+        self._ssl: ssl.SSLContext | None = None
+        self._ssl_lock = asyncio.Lock()
+        self._auth: dict[tuple[str, str, str, str], tuple[str, float]] = {}
+        self._schemes: dict[str, str] = {}
+        self._indexes: OrderedDict[tuple[str, str], tuple[PlatformManifest, ...]] = OrderedDict()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if self._session is not None and self._own_session:
+            await self._session.close()
+        self._session = None
+
+    # ------------------------------------------------------------------ transport
+
+    def _get_session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(
+                timeout=aiohttp.ClientTimeout(
+                    total=self.options.timeout,
+                    connect=self.options.connect_timeout,
+                ),
+                trust_env=self.options.trust_env,
+                headers={"User-Agent": self.options.user_agent},
+            )
+            self._own_session = True
+        return self._session
+
+    async def _ssl_context(self, registry: str) -> ssl.SSLContext:
+        if self._ssl is None:
+            async with self._ssl_lock:
+                if self._ssl is None:
+                    try:
+                        self._ssl = await asyncio.to_thread(
+                            _build_ssl_context, self.options.ca_file
+                        )
+                    except (OSError, ssl.SSLError) as exc:
+                        raise RegistryTLSError(
+                            f"cannot load the CA bundle {self.options.ca_file}: "
+                            f"{getattr(exc, 'strerror', None) or exc}",
+                            registry=registry,
+                        ) from None
+        return self._ssl
+
+    def _tokens(self) -> list[str]:
+        return [v.split(" ", 1)[1] for v, _ in self._auth.values() if v.startswith("Bearer ")]
+
+    def _secrets(self, target: Target | None) -> list[str]:
+        found = self._tokens()
+        if target is not None and target.credentials is not None:
+            found.extend(target.credentials.secrets())
+        return found
+
+    async def _http(
+        self,
+        method: str,
+        url: str,
+        *,
+        registry: str,
+        what: str,
+        headers: Mapping[str, str],
+        data: bytes | None = None,
+        max_body: int = MAX_MANIFEST_BYTES,
+        verify: bool = True,
+    ) -> Reply:
+        """One HTTP exchange; connection-level failures become ``RegistryError`` classes."""
+        ssl_arg: ssl.SSLContext | bool = False
+        if url.startswith("https://") and verify:
+            ssl_arg = await self._ssl_context(registry)
+        host = urllib.parse.urlsplit(url).netloc or registry
+        try:
+            async with self._get_session().request(
+                method, url, headers=dict(headers), data=data, ssl=ssl_arg
+            ) as resp:
+                limit = max_body if 200 <= resp.status < 300 else ERROR_BODY_LIMIT
+                body = b"" if method == "HEAD" else await _read_limited(resp, limit)
+                if body is None:
+                    raise MalformedResponse(
+                        f"registry {registry} sent more than {limit} bytes for {what}",
+                        registry=registry,
+                    )
+                return Reply(
+                    status=resp.status,
+                    reason=resp.reason or "",
+                    headers=CIMultiDictProxy(CIMultiDict(resp.headers)),
+                    body=body,
+                    url=str(resp.url),
+                )
+        except aiohttp.ClientConnectorDNSError as exc:
+            raise RegistryUnreachable(
+                f"cannot resolve registry host {_strip_port(host)}: {_os_reason(exc)}",
+                registry=registry,
+            ) from None
+        except aiohttp.ClientSSLError as exc:
+            if isinstance(exc, aiohttp.ClientConnectorCertificateError):
+                message = (
+                    f"TLS certificate of registry {host} is not trusted ({_ssl_reason(exc)}); "
+                    "give its CA bundle or list the registry as insecure"
+                )
+            else:
+                message = f"TLS handshake with registry {host} failed: {_ssl_reason(exc)}"
+            raise RegistryTLSError(message, registry=registry) from None
+        except ssl.SSLError as exc:
+            raise RegistryTLSError(
+                f"TLS error talking to registry {host}: {_ssl_reason(exc)}", registry=registry
+            ) from None
+        except aiohttp.ClientConnectorError as exc:
+            raise RegistryUnreachable(
+                f"cannot connect to registry {host}: {_os_reason(exc)}", registry=registry
+            ) from None
+        except TimeoutError:
+            raise RegistryTimeout(
+                f"registry {host} did not answer within {self.options.timeout:g}s ({what})",
+                registry=registry,
+            ) from None
+        except aiohttp.ClientError as exc:
+            detail = scrub(one_line(str(exc) or type(exc).__name__), self._secrets(None))
+            raise RegistryUnreachable(
+                f"connection to registry {host} failed ({what}): {detail}", registry=registry
+            ) from None
+
+    async def _exchange(
+        self,
+        target: Target,
+        method: str,
+        path: str,
+        *,
+        what: str,
+        headers: Mapping[str, str],
+        data: bytes | None,
+        max_body: int,
+    ) -> Reply:
+        """One request to ``target``'s registry, choosing http/https for insecure ones."""
+        insecure = self.options.is_insecure(target.registry) or self.options.is_insecure(
+            target.endpoint
+        )
+        absolute = path.startswith(("http://", "https://"))
+        scheme = self._schemes.get(target.registry, "https") if insecure else "https"
+
+        def url_for(scheme: str) -> str:
+            if absolute:
+                return path
+            return f"{scheme}://{target.endpoint}/v2/{target.repository}/{path}"
+
+        try:
+            reply = await self._http(
+                method,
+                url_for(scheme),
+                registry=target.registry,
+                what=what,
+                headers=headers,
+                data=data,
+                max_body=max_body,
+                verify=not insecure,
+            )
+        except RegistryTLSError:
+            if not insecure or absolute or target.registry in self._schemes:
+                raise
+            # Listed as insecure and TLS failed: a plain-HTTP registry.
+            self._schemes[target.registry] = "http"
+            reply = await self._http(
+                method,
+                url_for("http"),
+                registry=target.registry,
+                what=what,
+                headers=headers,
+                data=data,
+                max_body=max_body,
+                verify=False,
+            )
+        if insecure:
+            self._schemes.setdefault(target.registry, scheme)
+        return reply
+
+    # ------------------------------------------------------------------ auth
+
+    def _auth_key(self, target: Target, actions: tuple[str, ...]) -> tuple[str, str, str, str]:
+        fingerprint = target.credentials.fingerprint() if target.credentials else ""
+        return (target.registry, target.repository, ",".join(actions), fingerprint)
+
+    def _store_auth(self, key: tuple[str, str, str, str], value: str, expires: float) -> None:
+        now = time.monotonic()
+        for old in [k for k, (_, exp) in self._auth.items() if exp <= now]:
+            del self._auth[old]
+        while len(self._auth) >= _AUTH_CACHE_SIZE:
+            del self._auth[next(iter(self._auth))]
+        self._auth[key] = (value, expires)
+
+    def _cached_auth(self, key: tuple[str, str, str, str]) -> str | None:
+        cached = self._auth.get(key)
+        if cached is None:
+            return None
+        value, expires = cached
+        if time.monotonic() >= expires:
+            del self._auth[key]
+            return None
+        return value
+
+    def _auth_failure(
+        self, target: Target, what: str, detail: str, *, status: int
+    ) -> RegistryAuthError:
+        detail = scrub(one_line(detail), self._secrets(target))
+        if target.credentials is None:
+            return NoCredentials(
+                f"no credentials for host {target.registry}: the registry requires "
+                f"authentication for {what} (HTTP {status}: {detail})",
+                registry=target.registry,
+            )
+        return CredentialsRejected(
+            f"credentials rejected: registry {target.registry} refused user "
+            f'"{target.credentials.username}" for {what} (HTTP {status}: {detail})',
+            registry=target.registry,
+        )
+
+    async def _authorize(
+        self, target: Target, challenges: list[Challenge], actions: tuple[str, ...], what: str
+    ) -> tuple[str, float]:
+        """An ``Authorization`` value answering the challenge, and until when it is good."""
+        challenge = pick_challenge(challenges)
+        if challenge is None:
+            schemes = ", ".join(sorted({c.scheme for c in challenges})) or "none"
+            raise RegistryAuthError(
+                f"registry {target.registry} asks for an unsupported authentication scheme "
+                f"({schemes}) for {what}",
+                registry=target.registry,
+            )
+        if challenge.scheme == "basic":
+            if target.credentials is None:
+                raise self._auth_failure(target, what, "authentication required", status=401)
+            return target.credentials.basic_authorization(), float("inf")
+        return await self._bearer_token(target, challenge, actions, what)
+
+    async def _bearer_token(
+        self, target: Target, challenge: Challenge, actions: tuple[str, ...], what: str
+    ) -> tuple[str, float]:
+        realm = challenge.realm or ""
+        parts = urllib.parse.urlsplit(realm)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise MalformedResponse(
+                f"registry {target.registry} sent a Bearer challenge with an unusable realm "
+                f"{one_line(realm, 100)!r}",
+                registry=target.registry,
+            )
+        query: list[tuple[str, str]] = []
+        if challenge.service:
+            query.append(("service", challenge.service))
+        query.append(("scope", f"repository:{target.repository}:{','.join(actions)}"))
+        sep = "&" if parts.query else "?"
+        url = realm + sep + urllib.parse.urlencode(query)
+        headers = {"Accept": "application/json"}
+        if target.credentials is not None:
+            headers["Authorization"] = target.credentials.basic_authorization()
+        token_what = f"a token from {parts.netloc} for {what}"
+        reply = await self._http(
+            "GET",
+            url,
+            registry=target.registry,
+            what=token_what,
+            headers=headers,
+            max_body=TOKEN_BODY_LIMIT,
+            verify=not self.options.is_insecure(parts.netloc),
+        )
+        if reply.status in (401, 403):
+            code, message = reply.registry_error()
+            detail = message or code or reply.reason or "unauthorized"
+            raise self._auth_failure(
+                target, f"{what} (token service {parts.netloc})", detail, status=reply.status
+            )
+        if reply.status != 200:
+            raise RegistryHTTPError(
+                f"token service {parts.netloc} of registry {target.registry} answered HTTP "
+                f"{reply.status} {reply.reason} for {what}",
+                registry=target.registry,
+                status=reply.status,
+            )
+        try:
+            doc = parse_manifest(reply.body)
+        except ValueError:
+            doc = {}
+        token = doc.get("token") or doc.get("access_token")
+        if not isinstance(token, str) or not token:
+            raise MalformedResponse(
+                f"token service {parts.netloc} of registry {target.registry} sent no token "
+                f"for {what}",
+                registry=target.registry,
+            )
+        lifetime = doc.get("expires_in")
+        seconds = (
+            float(lifetime)
+            if isinstance(lifetime, int | float) and lifetime > 0
+            else DEFAULT_TOKEN_LIFETIME
+        )
+        return f"Bearer {token}", time.monotonic() + max(seconds - TOKEN_EXPIRY_MARGIN, 1.0)
+
+    # ------------------------------------------------------------------ requests
+
+    async def request(
+        self,
+        target: Target,
+        method: str,
+        path: str,
+        *,
+        what: str,
+        actions: tuple[str, ...] = ("pull",),
+        headers: Mapping[str, str] | None = None,
+        data: bytes | None = None,
+        max_body: int = MAX_MANIFEST_BYTES,
+    ) -> Reply:
+        """An authenticated request to ``/v2/<repository>/<path>`` (or an absolute URL the
+        registry gave, e.g. an upload ``Location``).
+
+        Handles the 401 challenge (once) and raises ``NoCredentials`` /
+        ``CredentialsRejected`` for a final 401 or 403; every other status is returned.
+        ``what`` names the operation in messages (``"pulling host/repo:tag"``).
+        """
+        key = self._auth_key(target, actions)
+        base_headers = dict(headers or {})
+        authorization = self._cached_auth(key)
+        send_headers = dict(base_headers)
+        if authorization:
+            send_headers["Authorization"] = authorization
+        reply = await self._exchange(
+            target,
+            method,
+            path,
+            what=what,
+            headers=send_headers,
+            data=data,
+            max_body=max_body,
+        )
+        if reply.status == 401:
+            self._auth.pop(key, None)
+            challenges = parse_www_authenticate(reply.headers.getall("WWW-Authenticate", []))
+            if not challenges:
+                raise self._auth_failure(target, what, _status_detail(reply), status=401)
+            value, expires = await self._authorize(target, challenges, actions, what)
+            self._store_auth(key, value, expires)
+            reply = await self._exchange(
+                target,
+                method,
+                path,
+                what=what,
+                headers={**base_headers, "Authorization": value},
+                data=data,
+                max_body=max_body,
+            )
+        if reply.status in (401, 403):
+            error = self._auth_failure(target, what, _status_detail(reply), status=reply.status)
+            if reply.status == 401:
+                self._auth.pop(key, None)  # (after the message was scrubbed of it)
+            raise error
+        return reply
+
+    def unexpected(self, target: Target, reply: Reply, what: str) -> RegistryError:
+        """The exception for a status the caller cannot use."""
+        detail = scrub(_status_detail(reply), self._secrets(target))
+        if reply.status == 429:
+            message = f"registry {target.registry} is rate limiting requests ({what}): {detail}"
+        else:
+            message = (
+                f"registry {target.registry} answered HTTP {reply.status} for {what}: {detail}"
+            )
+        return RegistryHTTPError(message, registry=target.registry, status=reply.status)
+
+    # ------------------------------------------------------------------ resolve
+
+    async def resolve(
+        self,
+        ref: str,
+        *,
+        dockerconfigjson: DockerConfigInput = None,
+        credentials: Credentials | None = None,
+        fetch_index: bool = True,
+    ) -> Resolved:
+        """Resolve ``ref`` (``host/repo:tag`` or ``host/repo@sha256:…``) to its manifest digest.
+
+        Credentials: ``credentials`` if given, else the ``dockerconfigjson`` entry
+        matching the registry (see ``credentials.py``), else anonymous. With
+        ``fetch_index`` (default) an index's per-platform entries are included.
+        """
+        image = _parse_ref(ref)
+        target = make_target(image.name, dockerconfigjson=dockerconfigjson, credentials=credentials)
+        reference = image.reference
+        shown = f"{image.name}@{reference}" if image.digest else f"{image.name}:{reference}"
+        what = f"pulling {shown}"
+        accept = {"Accept": MANIFEST_ACCEPT}
+        path = f"manifests/{reference}"
+
+        digest: str | None = None
+        media_type: str | None = None
+        doc: dict[str, Any] | None = None
+        head = await self.request(target, "HEAD", path, what=what, headers=accept)
+        if head.status == 404:
+            raise _not_found(target, shown, head)
+        if head.status == 200:
+            header_digest = head.headers.get("Docker-Content-Digest", "")
+            header_type = media_type_of(head.headers.get("Content-Type"))
+            if is_digest(header_digest) and header_type in MANIFEST_MEDIA_TYPES:
+                digest, media_type = header_digest, header_type
+        if digest is None or media_type is None:
+            get = await self.request(target, "GET", path, what=what, headers=accept)
+            if get.status == 404:
+                raise _not_found(target, shown, get)
+            if get.status != 200:
+                raise self.unexpected(target, get, what)
+            digest, media_type, doc = _check_manifest(
+                target, get, what, algorithm=(image.digest or "sha256").split(":", 1)[0]
+            )
+        if image.digest and digest != image.digest:
+            raise MalformedResponse(
+                f"registry {target.registry} returned manifest {digest} for {shown}",
+                registry=target.registry,
+            )
+        manifests: tuple[PlatformManifest, ...] = ()
+        if fetch_index and media_type in INDEX_MEDIA_TYPES:
+            if doc is not None:
+                manifests = _entries(target, doc, what)
+                self._remember_index(target, digest, manifests)
+            else:
+                manifests = await self._index(target, digest, what)
+        return Resolved(
+            name=image.name,
+            reference=reference,
+            digest=digest,
+            media_type=media_type,
+            manifests=manifests,
+        )
+
+    def _remember_index(
+        self, target: Target, digest: str, manifests: tuple[PlatformManifest, ...]
+    ) -> None:
+        key = (target.display, digest)
+        self._indexes[key] = manifests
+        self._indexes.move_to_end(key)
+        while len(self._indexes) > _INDEX_CACHE_SIZE:
+            self._indexes.popitem(last=False)
+
+    async def _index(self, target: Target, digest: str, what: str) -> tuple[PlatformManifest, ...]:
+        cached = self._indexes.get((target.display, digest))
+        if cached is not None:
+            return cached
+        reply = await self.request(
+            target, "GET", f"manifests/{digest}", what=what, headers={"Accept": MANIFEST_ACCEPT}
+        )
+        if reply.status == 404:
+            raise _not_found(target, f"{target.display}@{digest}", reply)
+        if reply.status != 200:
+            raise self.unexpected(target, reply, what)
+        got, media_type, doc = _check_manifest(
+            target, reply, what, algorithm=digest.split(":", 1)[0]
+        )
+        if got != digest or media_type not in INDEX_MEDIA_TYPES:
+            raise MalformedResponse(
+                f"registry {target.registry} returned {media_type} {got} when asked for "
+                f"index {digest} ({what})",
+                registry=target.registry,
+            )
+        manifests = _entries(target, doc, what)
+        self._remember_index(target, digest, manifests)
+        return manifests
+
+
+async def _read_limited(resp: aiohttp.ClientResponse, limit: int) -> bytes | None:
+    """The body, or None when it is longer than ``limit`` bytes."""
+    if resp.content_length is not None and resp.content_length > limit:
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in resp.content.iter_chunked(64 * 1024):
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _status_detail(reply: Reply) -> str:
+    code, message = reply.registry_error()
+    if code and message:
+        return one_line(f"{code.lower()}: {message}")
+    return one_line(message or code or reply.reason or f"HTTP {reply.status}")
+
+
+def _not_found(target: Target, shown: str, reply: Reply) -> ManifestNotFound:
+    code, message = reply.registry_error()
+    if code == "NAME_UNKNOWN":
+        detail = "repository name not known to registry"
+    else:
+        detail = "manifest unknown"
+    if message and message.lower() not in detail:
+        detail = f"{detail}: {one_line(message, 120)}"
+    return ManifestNotFound(f"{shown} not found ({detail})", registry=target.registry)
+
+
+def _check_manifest(
+    target: Target, reply: Reply, what: str, *, algorithm: str
+) -> tuple[str, str, dict[str, Any]]:
+    """Digest, media type and JSON of a GET manifest reply; ``MalformedResponse`` if unusable."""
+
+    def malformed(detail: str) -> MalformedResponse:
+        return MalformedResponse(
+            f"registry {target.registry} sent a malformed reply for {what}: {detail}",
+            registry=target.registry,
+        )
+
+    header_digest = reply.headers.get("Docker-Content-Digest", "").strip()
+    if header_digest:
+        if not is_digest(header_digest):
+            raise malformed(f"invalid Docker-Content-Digest {one_line(header_digest, 80)!r}")
+        if not digest_matches(reply.body, header_digest):
+            algo = header_digest.split(":", 1)[0]
+            raise malformed(
+                f"Docker-Content-Digest {header_digest} does not match the content "
+                f"({compute_digest(reply.body, algo)})"
+            )
+        digest = header_digest
+    else:
+        try:
+            digest = compute_digest(reply.body, algorithm)
+        except ValueError:
+            digest = compute_digest(reply.body)
+    try:
+        doc = parse_manifest(reply.body)
+    except ValueError:
+        raise malformed("the manifest is not a JSON object") from None
+    header_type = media_type_of(reply.headers.get("Content-Type"))
+    declared = doc.get("mediaType")
+    if header_type in MANIFEST_MEDIA_TYPES:
+        if declared in MANIFEST_MEDIA_TYPES and declared != header_type:
+            raise malformed(f"Content-Type {header_type} but the manifest says {declared}")
+        media_type = header_type
+    else:
+        # a generic Content-Type (application/json): what the manifest says or looks like
+        media_type = body_media_type(doc) or header_type
+    if media_type not in MANIFEST_MEDIA_TYPES:
+        raise malformed(f"unsupported manifest type {one_line(media_type or 'none', 100)!r}")
+    return digest, media_type, doc
+
+
+def _entries(target: Target, doc: dict[str, Any], what: str) -> tuple[PlatformManifest, ...]:
+    try:
+        return index_entries(doc)
+    except ValueError as exc:
+        raise MalformedResponse(
+            f"registry {target.registry} sent a malformed index for {what}: {exc}",
+            registry=target.registry,
+        ) from None
+
+
+async def resolve_digest(
+    ref: str,
+    *,
+    dockerconfigjson: DockerConfigInput = None,
+    options: RegistryOptions | None = None,
+    credentials: Credentials | None = None,
+    fetch_index: bool = True,
+) -> Resolved:
+    """One-shot ``RegistryClient(options).resolve(ref, ...)`` (a fresh connection pool)."""
+    async with RegistryClient(options) as client:
+        return await client.resolve(
+            ref,
+            dockerconfigjson=dockerconfigjson,
+            credentials=credentials,
+            fetch_index=fetch_index,
+        )

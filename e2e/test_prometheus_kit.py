@@ -1,0 +1,340 @@
+"""The Prometheus Operator kit (``manifests/prometheus``): structure, PromQL, schemas.
+
+- Every PromQL expression of the alerting rules and of the Grafana dashboard
+  parses with Prometheus' own parser (``hack/promql-check``, built from the Go
+  module proxy and cached), selects only metrics the code exports, uses only
+  label values the code sets (pool states, Degraded reasons), and groups only by
+  labels those metrics (or the scrape) carry.
+- The rules page on the situations a user cares about, each with a severity,
+  a ``for`` and a readable summary; the dashboard is well-formed Grafana JSON.
+- The kit is accepted by a real kube-apiserver with the monitoring.coreos.com
+  CRDs installed from schemas generated from prometheus-operator's published
+  API types (``hack/gen-prometheus-crds``), and a malformed object is not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from prometheus_client import REGISTRY
+
+import bootc_operator.daemon.metrics
+import bootc_operator.reconcilers.metrics
+import bootc_operator.runtime.events  # noqa: F401 - registers bootc_operator_events_total
+from bootc_operator.api import constants as c
+from bootc_operator.informers.metrics import informer_metrics, workqueue_metrics
+from bootc_operator.reconcilers.nodestate import NodeState
+from hack.installgen import kustomize
+from hack.testenv import ControlPlane
+
+ROOT = Path(__file__).resolve().parents[1]
+KIT = ROOT / "manifests" / "prometheus"
+PROM_CRDS = Path(__file__).parent / "testdata" / "prometheus-operator-crds"
+NAMESPACE = "bootc-operator"
+SERVICES = ("bootc-operator-controller-metrics", "bootc-operator-daemon-metrics")
+# Labels the scrape adds (Prometheus, the ServiceMonitors' relabelings).
+TARGET_LABELS = {"job", "instance", "namespace", "pod", "service", "endpoint", "container", "node"}
+# Grafana's template variables, replaced by something valid before parsing.
+GRAFANA_VARS = {"$__rate_interval": "5m", "$__interval": "1m", "$pool": ".*"}
+
+Obj = dict[str, Any]
+
+
+# ------------------------------------------------------------------ what the code exports
+
+
+def exported_metrics() -> dict[str, set[str]]:
+    """Sample name → label names, for every metric the controller and daemon expose."""
+    workqueue_metrics()
+    informer_metrics()
+    names: dict[str, set[str]] = {"up": set()}
+    collectors = list(getattr(REGISTRY, "_collector_to_names", {}))
+    for collector in collectors:
+        labels = set(getattr(collector, "_labelnames", ()))
+        describe = getattr(collector, "describe", None)
+        families = (describe() if describe else None) or collector.collect()
+        for family in families:
+            base = family.name
+            suffixes = {
+                "counter": ("_total", "_created"),
+                "histogram": ("_bucket", "_sum", "_count", "_created"),
+                "summary": ("", "_sum", "_count", "_created"),
+                "info": ("_info",),
+            }.get(family.type, ("",))
+            for suffix in suffixes:
+                extra = {"le"} if suffix == "_bucket" else set()
+                names.setdefault(base + suffix, set()).update(labels | extra)
+    return names
+
+
+EXPORTED = exported_metrics()
+
+
+def test_the_metrics_the_kit_relies_on_are_exported() -> None:
+    for name in (
+        "bootc_operator_pool_nodes",
+        "bootc_operator_pool_up_to_date",
+        "bootc_operator_pool_degraded",
+        "bootc_operator_drain_blocked",
+        "bootc_operator_drain_duration_seconds_bucket",
+        "bootc_operator_leader",
+        "controller_runtime_reconcile_errors_total",
+        "workqueue_depth",
+        "bootc_operator_daemon_last_status_refresh_timestamp_seconds",
+    ):
+        assert name in EXPORTED, name
+    assert EXPORTED["bootc_operator_pool_nodes"] == {"pool", "state"}
+
+
+# ------------------------------------------------------------------ the expressions
+
+
+def rules() -> list[Obj]:
+    doc = yaml.safe_load((KIT / "prometheusrule.yaml").read_text())
+    return [rule for group in doc["spec"]["groups"] for rule in group["rules"]]
+
+
+def dashboard() -> Obj:
+    dash: Obj = json.loads((KIT / "grafana-dashboard.json").read_text())
+    return dash
+
+
+def dashboard_panels() -> list[Obj]:
+    return [p for p in dashboard()["panels"] if p["type"] != "row"]
+
+
+def expressions() -> dict[str, str]:
+    """Where → PromQL, for every rule and every dashboard query (variables substituted)."""
+    exprs = {f"rule {r['alert']}": r["expr"] for r in rules()}
+    for panel in dashboard_panels():
+        for target in panel["targets"]:
+            expr = target["expr"]
+            for var, value in GRAFANA_VARS.items():
+                expr = expr.replace(var, value)
+            exprs[f"panel {panel['title']!r} {target['refId']}"] = expr
+    return exprs
+
+
+@pytest.fixture(scope="module")
+def promql_check() -> Path:
+    if shutil.which("go") is None:
+        pytest.skip("the Go toolchain is needed to build hack/promql-check")
+    res = subprocess.run(
+        ["bash", str(ROOT / "hack" / "build-promql-check.sh")],
+        stdout=subprocess.PIPE,
+        text=True,
+        check=True,
+        timeout=600,
+    )
+    return Path(res.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def parsed(promql_check: Path) -> dict[str, Obj]:
+    exprs = expressions()
+    res = subprocess.run(
+        [str(promql_check)],
+        input="".join(json.dumps(e) + "\n" for e in exprs.values()),
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    out = [json.loads(line) for line in res.stdout.splitlines()]
+    assert len(out) == len(exprs)
+    return dict(zip(exprs, out, strict=True))
+
+
+def test_the_parser_rejects_bad_promql(promql_check: Path) -> None:
+    res = subprocess.run(
+        [str(promql_check)],
+        input=json.dumps("sum by (pool (x)") + "\n" + json.dumps("rate(x[5m]) > 1") + "\n",
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    bad, good = (json.loads(line) for line in res.stdout.splitlines())
+    assert "parse error" in bad["error"]
+    assert good["selectors"] == [{"metric": "x", "matchers": []}]
+
+
+def test_every_expression_parses(parsed: dict[str, Obj]) -> None:
+    errors = {where: p["error"] for where, p in parsed.items() if "error" in p}
+    assert not errors
+
+
+def _alternatives(matcher: Obj) -> set[str]:
+    value = str(matcher["value"])
+    return set(value.split("|")) if matcher["type"] in ("=~", "!~") else {value}
+
+
+def test_expressions_use_only_exported_metrics_labels_and_values(parsed: dict[str, Obj]) -> None:
+    states = {s.value for s in NodeState}
+    reasons = set(c.DEGRADED_PRECEDENCE)
+    problems: list[str] = []
+    for where, p in parsed.items():
+        if "error" in p:
+            continue
+        selected_labels: set[str] = set()
+        for sel in p.get("selectors", []):
+            metric = sel["metric"]
+            if metric not in EXPORTED:
+                problems.append(f"{where}: {metric} is not exported by the code")
+                continue
+            labels = EXPORTED[metric] | TARGET_LABELS
+            selected_labels |= labels
+            for m in sel["matchers"]:
+                if m["name"] not in labels:
+                    problems.append(f"{where}: {metric} has no label {m['name']}")
+                elif m["name"] == "state" and not _alternatives(m) <= states:
+                    problems.append(f"{where}: unknown pool node state in {m['value']!r}")
+                elif m["name"] == "reason" and not _alternatives(m) <= reasons:
+                    problems.append(f"{where}: unknown Degraded reason in {m['value']!r}")
+                elif m["name"] == "job" and m["type"] == "=~":
+                    if not any(re.fullmatch(m["value"], s) for s in SERVICES):
+                        problems.append(f"{where}: job {m['value']!r} matches no metrics Service")
+        for grouping in p.get("groupings", []):
+            for label in grouping:
+                if label not in selected_labels:
+                    problems.append(f"{where}: groups by {label}, which no selected series has")
+    assert not problems, "\n".join(problems)
+
+
+# ------------------------------------------------------------------ rules
+
+
+def test_alerts_cover_what_a_user_pages_on() -> None:
+    by_name = {r["alert"]: r for r in rules()}
+    assert {
+        "BootcOperatorRolloutStuck",
+        "BootcOperatorNodeDegraded",
+        "BootcOperatorDrainBlocked",
+        "BootcOperatorRolloutHalted",
+        "BootcOperatorDaemonDown",
+        "BootcOperatorControllerDown",
+        "BootcOperatorNoLeader",
+    } <= by_name.keys()
+    assert "bootc_operator_pool_up_to_date" in by_name["BootcOperatorRolloutStuck"]["expr"]
+    assert by_name["BootcOperatorRolloutStuck"]["for"] == "2h"
+    assert 'state="Degraded"' in by_name["BootcOperatorNodeDegraded"]["expr"]
+    assert by_name["BootcOperatorNodeDegraded"]["for"] == "15m"
+    assert by_name["BootcOperatorDrainBlocked"]["for"] == "30m"
+    assert 'reason="RolloutHalted"' in by_name["BootcOperatorRolloutHalted"]["expr"]
+    assert "bootc_operator_leader" in by_name["BootcOperatorNoLeader"]["expr"]
+    for name, rule in by_name.items():
+        assert rule["labels"]["severity"] in ("warning", "critical"), name
+        assert re.fullmatch(r"\d+[smh]", rule["for"]), name
+        assert rule["annotations"]["summary"] and rule["annotations"]["description"], name
+        assert name.startswith("BootcOperator")
+
+
+# ------------------------------------------------------------------ dashboard
+
+
+def test_dashboard_is_well_formed() -> None:
+    dash = dashboard()
+    assert dash["uid"] == "bootc-operator" and dash["title"]
+    ids = [p["id"] for p in dash["panels"]]
+    assert len(ids) == len(set(ids)), "panel ids must be unique"
+    variables = {v["name"]: v for v in dash["templating"]["list"]}
+    assert variables["datasource"]["type"] == "datasource"
+    assert variables["datasource"]["query"] == "prometheus"
+    pool_query = variables["pool"]["definition"]
+    assert pool_query == "label_values(bootc_operator_pool_up_to_date, pool)"
+    assert "pool" in EXPORTED["bootc_operator_pool_up_to_date"]
+    for panel in dash["panels"]:
+        grid = panel["gridPos"]
+        assert grid["x"] + grid["w"] <= 24, panel["title"]
+        if panel["type"] == "row":
+            continue
+        assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
+        assert panel["targets"], panel["title"]
+        refs = [t["refId"] for t in panel["targets"]]
+        assert len(refs) == len(set(refs)), panel["title"]
+    titles = " / ".join(p["title"] for p in dash["panels"]).lower()
+    for topic in ("progress", "nodes by state", "drain duration", "reconcile errors", "workqueue"):
+        assert topic in titles, topic
+
+
+# ------------------------------------------------------------------ on the apiserver
+
+
+@pytest.fixture(scope="module")
+def kit_yaml(control_plane: ControlPlane) -> Iterator[str]:
+    control_plane.install_crds(sorted(PROM_CRDS.glob("*.yaml")))
+    control_plane.kubectl(
+        "create", "namespace", NAMESPACE, check=False
+    )  # may exist: other tests use it
+    yield kustomize(KIT, control_plane.bin_dir / "kubectl")
+
+
+def test_kit_renders_the_expected_objects(kit_yaml: str) -> None:
+    docs = [d for d in yaml.safe_load_all(kit_yaml) if d]
+    kinds = sorted((d["kind"], d["metadata"]["name"]) for d in docs)
+    assert kinds == [
+        ("ConfigMap", "bootc-operator-grafana-dashboard"),
+        ("PrometheusRule", "bootc-operator"),
+        ("ServiceMonitor", "bootc-operator-controller"),
+        ("ServiceMonitor", "bootc-operator-daemon"),
+    ]
+    cm = next(d for d in docs if d["kind"] == "ConfigMap")
+    assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert json.loads(cm["data"]["bootc-operator.json"]) == dashboard()
+    # The ServiceMonitors select the metrics Services of the install.
+    install = ROOT / "manifests" / "install.yaml"
+    services = {
+        d["metadata"]["name"]: d
+        for d in yaml.safe_load_all(install.read_text())
+        if d and d["kind"] == "Service"
+    }
+    assert set(services) == set(SERVICES)
+    for sm in (d for d in docs if d["kind"] == "ServiceMonitor"):
+        matched = [
+            s
+            for s in services.values()
+            if sm["spec"]["selector"]["matchLabels"].items() <= s["metadata"]["labels"].items()
+        ]
+        assert len(matched) == 1, sm["metadata"]["name"]
+        ports = {p["name"] for p in matched[0]["spec"]["ports"]}
+        assert {e["port"] for e in sm["spec"]["endpoints"]} <= ports
+
+
+async def test_kit_passes_server_side_dry_run(
+    control_plane: ControlPlane, kit_yaml: str
+) -> None:
+    res = await asyncio.to_thread(
+        control_plane.kubectl, "apply", "--dry-run=server", "-f", "-", input=kit_yaml
+    )
+    assert res.stdout.count("(server dry run)") == 4, res.stdout
+
+
+async def test_malformed_monitoring_objects_are_rejected(
+    control_plane: ControlPlane, kit_yaml: str
+) -> None:
+    """The installed schemas are enforced (so the dry-run above means something)."""
+    docs = [d for d in yaml.safe_load_all(kit_yaml) if d]
+    sm = next(d for d in docs if d["kind"] == "ServiceMonitor")
+    sm["spec"]["endpoints"][0]["interval"] = "every minute"  # not a duration
+    rule = next(d for d in docs if d["kind"] == "PrometheusRule")
+    rule["spec"]["groups"][0]["rules"][0]["for"] = "two hours"
+    for bad, field in ((sm, "interval"), (rule, "for")):
+        res = await asyncio.to_thread(
+            control_plane.kubectl,
+            "apply",
+            "--dry-run=server",
+            "-f",
+            "-",
+            input=json.dumps(bad),
+            check=False,
+        )
+        assert res.returncode != 0, bad["kind"]
+        assert field in res.stderr, res.stderr

@@ -1,0 +1,575 @@
+"""The default install on a real kube-apiserver: freshness, apply, least privilege.
+
+A control plane of its own (the install's ClusterRoles, admission policy and
+namespace would otherwise leak into the other tests' cluster), started empty:
+no CRDs, no kube-controller-manager.
+
+- ``manifests/install.yaml`` is what ``hack/gen-install`` renders (not stale);
+  it passes ``kubectl apply --dry-run=server`` and then really applies.
+- Pod Security: the controller's Pod passes the "restricted" level, the
+  daemon's needs "privileged" (the level of the operator's namespace).
+- RBAC, checked with SubjectAccessReviews and SelfSubjectRulesReviews: each
+  ServiceAccount can do what its process needs, nothing on a list of dangerous
+  things, and no resource rule beyond the expected ones in any namespace.
+- The ValidatingAdmissionPolicy: with a TokenRequest token bound to a Pod on
+  node A, the daemon's ServiceAccount may patch BootcNode A's status, not B's;
+  a token without a node name may patch none.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes_asyncio.client import ApiClient
+
+from bootc_operator.api import constants as c
+from bootc_operator.kube import BOOTC_NODES, ApiError
+from bootc_operator.kube.rest import create_object, list_objects, patch_object, request_json
+from bootc_operator.kube.resources import Resource
+from e2e.helpers import unique_name
+from hack.installgen import INSTALL_YAML, render
+from hack.testenv import ControlPlane, api_client
+
+NS = "bootc-operator"
+CONTROLLER = "bootc-operator-controller"
+DAEMON = "bootc-operator-daemon"
+POLICY = "bootc-operator-daemon-node-scope"
+LEASE = "bootc-operator-controller"
+DIGEST = "sha256:" + "a" * 64
+
+NAMESPACES = Resource("", "v1", "namespaces", namespaced=False, kind="Namespace")
+NODES_R = Resource("", "v1", "nodes", namespaced=False, kind="Node")
+PODS_R = Resource("", "v1", "pods", namespaced=True, kind="Pod")
+SAS = Resource("", "v1", "serviceaccounts", namespaced=True, kind="ServiceAccount")
+
+Obj = dict[str, Any]
+
+
+def install_docs() -> list[Obj]:
+    return [d for d in yaml.safe_load_all(INSTALL_YAML.read_text()) if d]
+
+
+def workload(kind: str) -> Obj:
+    return next(d for d in install_docs() if d["kind"] == kind)
+
+
+# ------------------------------------------------------------------ the cluster
+
+
+class Cluster:
+    def __init__(self, cp: ControlPlane) -> None:
+        self.cp = cp
+        self.dry_run: str = ""
+        self.applied: str = ""
+
+    def token_kubeconfig(self, token: str, name: str) -> Path:
+        """A kubeconfig for this cluster that authenticates with ``token``."""
+        doc = yaml.safe_load(self.cp.kubeconfig.read_text())
+        doc["users"] = [{"name": "token", "user": {"token": token}}]
+        doc["contexts"][0]["context"]["user"] = "token"
+        path = self.cp.state_dir / f"{name}.kubeconfig"
+        path.write_text(yaml.safe_dump(doc))
+        path.chmod(0o600)
+        return path
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    with ControlPlane(crd_dir=None, controller_manager=False) as cp:
+        cl = Cluster(cp)
+        # A server-side dry run cannot create the namespace the other objects
+        # go to (kubectl sends them one by one), so only it exists beforehand.
+        namespace = next(d for d in install_docs() if d["kind"] == "Namespace")
+        cp.kubectl("apply", "-f", "-", input=json.dumps(namespace))
+        cl.dry_run = cp.kubectl("apply", "--dry-run=server", "-f", str(INSTALL_YAML)).stdout
+        cl.applied = cp.kubectl("apply", "-f", str(INSTALL_YAML)).stdout
+        cp.kubectl(
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            f"crd/{c.POOL_PLURAL}.{c.GROUP}",
+            f"crd/{c.NODE_PLURAL}.{c.GROUP}",
+        )
+        yield cl
+
+
+@pytest.fixture
+async def admin(cluster: Cluster) -> AsyncIterator[ApiClient]:
+    client = await api_client(cluster.cp.kubeconfig)
+    async with client:
+        yield client
+
+
+# ------------------------------------------------------------------ install.yaml
+
+
+def test_install_yaml_is_fresh() -> None:
+    assert INSTALL_YAML.read_text() == render(), f"{INSTALL_YAML} is stale: run hack/gen-install"
+
+
+def test_install_yaml_passes_server_dry_run_and_applies(cluster: Cluster) -> None:
+    objects = len(install_docs())
+    assert objects >= 20
+    assert cluster.dry_run.count("(server dry run)") == objects, cluster.dry_run
+    applied = [line for line in cluster.applied.splitlines() if line.strip()]
+    assert len(applied) == objects, cluster.applied
+    # Applying again (an upgrade in place) still passes and creates nothing new.
+    again = cluster.cp.kubectl("apply", "--dry-run=server", "-f", str(INSTALL_YAML)).stdout
+    assert again.count("(server dry run)") == objects, again
+    assert "created" not in again, again
+
+
+def _pod_from(kind: str, namespace: str, name: str, node: str | None = None) -> Obj:
+    template = copy.deepcopy(workload(kind)["spec"]["template"])
+    pod: Obj = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {**template["metadata"], "name": name, "namespace": namespace},
+        "spec": template["spec"],
+    }
+    if node:
+        pod["spec"]["nodeName"] = node
+    return pod
+
+
+def test_pod_security_levels(cluster: Cluster) -> None:
+    """The controller's Pod is "restricted"-clean; the daemon's needs "privileged"."""
+    cp = cluster.cp
+    ns = unique_name("restricted")
+    cp.kubectl(
+        "apply",
+        "-f",
+        "-",
+        input=json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {
+                    "name": ns,
+                    "labels": {"pod-security.kubernetes.io/enforce": "restricted"},
+                },
+            }
+        ),
+    )
+    for sa in (CONTROLLER, DAEMON):
+        cp.kubectl("-n", ns, "create", "serviceaccount", sa)
+    ctl = _pod_from("Deployment", ns, "controller")
+    res = cp.kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(ctl), check=False)
+    assert res.returncode == 0, res.stderr
+    assert "Warning" not in res.stderr, res.stderr
+    dmn = _pod_from("DaemonSet", ns, "daemon")
+    res = cp.kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(dmn), check=False)
+    assert res.returncode != 0
+    assert 'violates PodSecurity "restricted:latest"' in res.stderr, res.stderr
+    for needs in ("privileged", "host namespaces", "runAsNonRoot"):
+        assert needs in res.stderr, res.stderr
+    # ... and is admitted in the operator's namespace.
+    dmn = _pod_from("DaemonSet", NS, "daemon")
+    res = cp.kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(dmn), check=False)
+    assert res.returncode == 0, res.stderr
+
+
+# ------------------------------------------------------------------ RBAC
+
+# (verb, group, resource, subresource, namespace, name); namespace "" = cluster-wide
+Check = tuple[str, str, str, str, str, str]
+
+
+def chk(
+    verb: str, resource: str, *, group: str = "", sub: str = "", ns: str = "", name: str = ""
+) -> Check:
+    return (verb, group, resource, sub, ns, name)
+
+
+B = c.GROUP
+CONTROLLER_NEEDS: list[Check] = [
+    *(chk(v, "bootcnodepools", group=B) for v in ("get", "list", "watch", "patch")),
+    chk("patch", "bootcnodepools", group=B, sub="status"),
+    chk("update", "bootcnodepools", group=B, sub="finalizers"),
+    *(
+        chk(v, "bootcnodes", group=B)
+        for v in ("get", "list", "watch", "create", "patch", "delete")
+    ),
+    *(chk(v, "nodes") for v in ("get", "list", "watch", "patch")),
+    chk("list", "pods"),
+    chk("watch", "pods"),
+    chk("list", "pods", ns="kube-system"),
+    chk("create", "pods", sub="eviction", ns="some-app"),
+    chk("create", "events", group="events.k8s.io", ns="default"),
+    chk("patch", "events", group="events.k8s.io", ns="default"),
+    chk("create", "leases", group="coordination.k8s.io", ns=NS),
+    chk("get", "leases", group="coordination.k8s.io", ns=NS, name=LEASE),
+    chk("update", "leases", group="coordination.k8s.io", ns=NS, name=LEASE),
+    *(chk(v, "secrets", ns=NS) for v in ("get", "list", "watch")),
+]
+CONTROLLER_DENIED: list[Check] = [
+    # Secrets: nowhere but the operator's namespace.
+    *(chk(v, "secrets") for v in ("get", "list", "watch")),
+    chk("get", "secrets", ns="kube-system"),
+    chk("list", "secrets", ns="default"),
+    *(chk(v, "secrets", ns=NS) for v in ("create", "update", "patch", "delete")),
+    # Nodes: label and cordon only.
+    *(chk(v, "nodes") for v in ("create", "update", "delete", "deletecollection")),
+    chk("patch", "nodes", sub="status"),
+    chk("create", "nodes", sub="proxy"),
+    # Pods: evict, never delete, create, exec or change.
+    *(chk(v, "pods", ns="some-app") for v in ("get", "create", "update", "patch", "delete")),
+    *(
+        chk("create", "pods", sub=s, ns="some-app")
+        for s in ("exec", "attach", "portforward", "binding")
+    ),
+    chk("patch", "pods", sub="ephemeralcontainers", ns="some-app"),
+    # Its own API: no create/delete of pools, no BootcNode status, no update verbs.
+    *(chk(v, "bootcnodepools", group=B) for v in ("create", "update", "delete")),
+    chk("update", "bootcnodepools", group=B, sub="status"),
+    chk("update", "bootcnodes", group=B),
+    chk("patch", "bootcnodes", group=B, sub="status"),
+    chk("deletecollection", "bootcnodes", group=B),
+    # Events only in "default", only events.k8s.io.
+    chk("create", "events", group="events.k8s.io", ns="kube-system"),
+    chk("create", "events", ns="default"),
+    chk("delete", "events", group="events.k8s.io", ns="default"),
+    # Leases: only its own, only in its namespace.
+    chk("update", "leases", group="coordination.k8s.io", ns="kube-system", name="kube-scheduler"),
+    chk("update", "leases", group="coordination.k8s.io", ns=NS, name="someone-else"),
+    chk("delete", "leases", group="coordination.k8s.io", ns=NS, name=LEASE),
+    # Privilege escalation paths.
+    chk("create", "serviceaccounts", sub="token", ns=NS),
+    chk("create", "clusterrolebindings", group="rbac.authorization.k8s.io"),
+    chk("escalate", "clusterroles", group="rbac.authorization.k8s.io"),
+    chk("bind", "clusterroles", group="rbac.authorization.k8s.io"),
+    chk("impersonate", "users"),
+    chk("create", "certificatesigningrequests", group="certificates.k8s.io"),
+    chk("update", "customresourcedefinitions", group="apiextensions.k8s.io"),
+    chk("delete", "validatingadmissionpolicies", group="admissionregistration.k8s.io"),
+    chk("update", "daemonsets", group="apps", ns=NS),
+    chk("get", "configmaps", ns="kube-system"),
+    chk("delete", "namespaces"),
+]
+DAEMON_NEEDS: list[Check] = [
+    *(chk(v, "bootcnodes", group=B) for v in ("get", "list", "watch")),
+    chk("patch", "bootcnodes", group=B, sub="status"),
+    chk("get", "secrets", ns=NS),
+]
+DAEMON_DENIED: list[Check] = [
+    # BootcNode spec is the controller's; no create/delete; status by patch only.
+    *(chk(v, "bootcnodes", group=B) for v in ("create", "update", "patch", "delete")),
+    chk("update", "bootcnodes", group=B, sub="status"),
+    # Pools are none of its business.
+    *(chk(v, "bootcnodepools", group=B) for v in ("get", "list", "update", "patch")),
+    chk("patch", "bootcnodepools", group=B, sub="status"),
+    # Secrets: get by name in the operator's namespace only.
+    chk("list", "secrets", ns=NS),
+    chk("watch", "secrets", ns=NS),
+    *(chk(v, "secrets") for v in ("get", "list")),
+    chk("get", "secrets", ns="kube-system"),
+    chk("get", "secrets", ns="default"),
+    # Nodes, Pods, Events, Leases: nothing.
+    *(chk(v, "nodes") for v in ("get", "list", "patch", "delete")),
+    *(chk(v, "pods", ns="some-app") for v in ("list", "create", "delete")),
+    chk("create", "pods", sub="exec", ns="some-app"),
+    chk("create", "pods", sub="eviction", ns="some-app"),
+    chk("create", "events", group="events.k8s.io", ns="default"),
+    chk("get", "leases", group="coordination.k8s.io", ns=NS, name=LEASE),
+    chk("create", "serviceaccounts", sub="token", ns=NS),
+    chk("impersonate", "users"),
+]
+
+
+async def can(api: ApiClient, sa: str, check: Check) -> bool:
+    verb, group, resource, sub, ns, name = check
+    attrs = {"verb": verb, "group": group, "resource": resource}
+    attrs.update({k: v for k, v in (("subresource", sub), ("namespace", ns), ("name", name)) if v})
+    review = await request_json(
+        api,
+        "POST",
+        "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+        body={
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SubjectAccessReview",
+            "spec": {
+                "user": f"system:serviceaccount:{NS}:{sa}",
+                "groups": ["system:serviceaccounts", f"system:serviceaccounts:{NS}"],
+                "resourceAttributes": attrs,
+            },
+        },
+    )
+    return bool(review["status"].get("allowed"))
+
+
+@pytest.mark.parametrize(
+    ("sa", "needs", "denied"),
+    [(CONTROLLER, CONTROLLER_NEEDS, CONTROLLER_DENIED), (DAEMON, DAEMON_NEEDS, DAEMON_DENIED)],
+    ids=["controller", "daemon"],
+)
+async def test_service_account_can_do_what_it_needs_and_nothing_dangerous(
+    admin: ApiClient, sa: str, needs: list[Check], denied: list[Check]
+) -> None:
+    answers = await asyncio.gather(*(can(admin, sa, ch) for ch in [*needs, *denied]))
+    missing = [ch for ch, ok in zip(needs, answers, strict=False) if not ok]
+    excess = [ch for ch, ok in zip(denied, answers[len(needs) :], strict=True) if ok]
+    assert not missing, f"{sa} lacks: {missing}"
+    assert not excess, f"{sa} may: {excess}"
+
+
+def rules_review(cp: ControlPlane, sa: str, namespace: str) -> set[tuple[str, str, str]]:
+    """(group, resource, verb) with resourceNames folded in, from a SelfSubjectRulesReview
+    made as ``sa``; minus what every authenticated user may do (self reviews)."""
+    review = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SelfSubjectRulesReview",
+        "spec": {"namespace": namespace},
+    }
+    res = cp.kubectl(
+        "create",
+        "--validate=false",  # client-side validation would list CRDs as the ServiceAccount
+        "-o",
+        "json",
+        "-f",
+        "-",
+        f"--as=system:serviceaccount:{NS}:{sa}",
+        "--as-group=system:serviceaccounts",
+        f"--as-group=system:serviceaccounts:{NS}",
+        "--as-group=system:authenticated",
+        input=json.dumps(review),
+    )
+    status = json.loads(res.stdout)["status"]
+    assert not status.get("incomplete"), status
+    out = set()
+    for rule in status["resourceRules"]:
+        for group in rule.get("apiGroups", [""]):
+            for resource in rule["resources"]:
+                if resource.startswith("selfsubject") or group == "authentication.k8s.io":
+                    continue
+                for verb in rule["verbs"]:
+                    names = ",".join(sorted(rule.get("resourceNames", [])))
+                    out.add((group, resource + (f"[{names}]" if names else ""), verb))
+    return out
+
+
+def _expected(rules: str) -> set[tuple[str, str, str]]:
+    out = set()
+    for line in rules.strip().splitlines():
+        group, resource, verbs = line.split()
+        for verb in verbs.split(","):
+            out.add(("" if group == "core" else group, resource, verb))
+    return out
+
+
+CONTROLLER_CLUSTER = """
+node.bootc.dev bootcnodepools get,list,watch,patch
+node.bootc.dev bootcnodepools/status patch
+node.bootc.dev bootcnodepools/finalizers update
+node.bootc.dev bootcnodes get,list,watch,create,patch,delete
+core nodes get,list,watch,patch
+core pods list,watch
+core pods/eviction create
+"""
+DAEMON_CLUSTER = """
+node.bootc.dev bootcnodes get,list,watch
+node.bootc.dev bootcnodes/status patch
+"""
+
+
+def test_no_rule_beyond_the_expected_ones_in_any_namespace(cluster: Cluster) -> None:
+    cp = cluster.cp
+    controller = _expected(CONTROLLER_CLUSTER)
+    daemon = _expected(DAEMON_CLUSTER)
+    expected = {
+        (CONTROLLER, "kube-system"): controller,
+        (CONTROLLER, "default"): controller
+        | _expected("events.k8s.io events create,patch"),
+        (CONTROLLER, NS): controller
+        | _expected(
+            f"""
+            core secrets get,list,watch
+            coordination.k8s.io leases create
+            coordination.k8s.io leases[{LEASE}] get,update
+            """
+        ),
+        (DAEMON, "kube-system"): daemon,
+        (DAEMON, "default"): daemon,
+        (DAEMON, NS): daemon | _expected("core secrets get"),
+    }
+    for (sa, namespace), want in expected.items():
+        assert rules_review(cp, sa, namespace) == want, (sa, namespace)
+
+
+async def test_pull_secrets_elsewhere_need_an_explicit_role_binding(
+    cluster: Cluster, admin: ApiClient
+) -> None:
+    """What README "Security" tells admins who keep pull secrets in another namespace."""
+    ns = unique_name("team")
+    cp = cluster.cp
+    cp.kubectl("create", "namespace", ns)
+    for sa in (CONTROLLER, DAEMON):
+        assert not await can(admin, sa, chk("get", "secrets", ns=ns))
+    cp.kubectl(
+        "-n",
+        ns,
+        "create",
+        "rolebinding",
+        "bootc-operator-controller-secrets",
+        "--clusterrole=bootc-operator-controller-secrets",
+        f"--serviceaccount={NS}:{CONTROLLER}",
+    )
+    cp.kubectl(
+        "-n",
+        ns,
+        "create",
+        "rolebinding",
+        "bootc-operator-daemon-secrets",
+        "--clusterrole=bootc-operator-daemon-secrets",
+        f"--serviceaccount={NS}:{DAEMON}",
+    )
+    for v in ("get", "list", "watch"):
+        assert await can(admin, CONTROLLER, chk(v, "secrets", ns=ns))
+    assert await can(admin, DAEMON, chk("get", "secrets", ns=ns))
+    assert not await can(admin, DAEMON, chk("list", "secrets", ns=ns))
+    assert not await can(admin, CONTROLLER, chk("get", "secrets", ns="kube-system"))
+
+
+# ------------------------------------------------------------------ node-scoped daemon writes
+
+
+async def _node(api: ApiClient, name: str) -> None:
+    await create_object(
+        api, NODES_R, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}}
+    )
+    await create_object(
+        api,
+        BOOTC_NODES,
+        {
+            "apiVersion": c.API_VERSION,
+            "kind": c.NODE_KIND,
+            "metadata": {"name": name},
+            "spec": {
+                "desiredImage": f"quay.io/example/os@{DIGEST}",
+                "desiredImageState": "Staged",
+            },
+        },
+    )
+
+
+async def _pod_token(api: ApiClient, pod: Obj) -> str:
+    """A daemon ServiceAccount token bound to ``pod`` (TokenRequest API), as the kubelet gets."""
+    path = f"/api/v1/namespaces/{NS}/serviceaccounts/{DAEMON}/token"
+    body = {
+        "apiVersion": "authentication.k8s.io/v1",
+        "kind": "TokenRequest",
+        "spec": {
+            "expirationSeconds": 600,
+            "boundObjectRef": {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "name": pod["metadata"]["name"],
+                "uid": pod["metadata"]["uid"],
+            },
+        },
+    }
+    review = await request_json(api, "POST", path, body=body)
+    return str(review["status"]["token"])
+
+
+def _status_patch(generation: int) -> Obj:
+    return {"status": {"observedGeneration": generation}}
+
+
+async def test_daemon_may_write_only_its_own_nodes_bootcnode(
+    cluster: Cluster, admin: ApiClient
+) -> None:
+    node_a, node_b = unique_name("node-a"), unique_name("node-b")
+    for name in (node_a, node_b):
+        await _node(admin, name)
+    pod = await create_object(
+        admin, PODS_R, _pod_from("DaemonSet", NS, unique_name(DAEMON), node=node_a), NS
+    )
+    token = await _pod_token(admin, pod)
+    client = await api_client(cluster.token_kubeconfig(token, "daemon-a"))
+    async with client:
+        # Who the apiserver thinks this is: the daemon, on node A.
+        me = await request_json(
+            client,
+            "POST",
+            "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+            body={"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"},
+        )
+        info = me["status"]["userInfo"]
+        assert info["username"] == f"system:serviceaccount:{NS}:{DAEMON}"
+        assert info["extra"]["authentication.kubernetes.io/node-name"] == [node_a]
+
+        # What the daemon does: watch its own BootcNode, patch its status.
+        own = await list_objects(client, BOOTC_NODES, field_selector=f"metadata.name={node_a}")
+        assert [o["metadata"]["name"] for o in own["items"]] == [node_a]
+        written = await patch_object(
+            client, BOOTC_NODES, node_a, _status_patch(1), subresource="status"
+        )
+        assert written["status"]["observedGeneration"] == 1
+
+        with pytest.raises(ApiError) as denied:
+            await patch_object(client, BOOTC_NODES, node_b, _status_patch(1), subresource="status")
+        assert denied.value.status == 403
+        assert POLICY in str(denied.value)
+        assert f"may only change BootcNode {node_a}, not {node_b}" in str(denied.value)
+
+        # RBAC already stops spec writes, even of its own BootcNode.
+        with pytest.raises(ApiError) as rbac:
+            await patch_object(client, BOOTC_NODES, node_a, {"spec": {"desiredImageState": "Booted"}})
+        assert rbac.value.status == 403
+        assert POLICY not in str(rbac.value)
+
+    # Others are not affected by the policy: the admin writes B's status.
+    written = await patch_object(admin, BOOTC_NODES, node_b, _status_patch(2), subresource="status")
+    assert written["status"]["observedGeneration"] == 2
+
+
+async def test_daemon_credentials_without_a_node_name_are_denied(
+    cluster: Cluster, admin: ApiClient
+) -> None:
+    """Fail closed: a token not bound to a Pod (or a cluster that does not put the
+    node name in tokens) gets no write at all, with a message that says why."""
+    node = unique_name("node-c")
+    await _node(admin, node)
+    review = await request_json(
+        admin,
+        "POST",
+        f"/api/v1/namespaces/{NS}/serviceaccounts/{DAEMON}/token",
+        body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
+    )
+    client = await api_client(cluster.token_kubeconfig(review["status"]["token"], "unbound"))
+    async with client:
+        with pytest.raises(ApiError) as denied:
+            await patch_object(client, BOOTC_NODES, node, _status_patch(1), subresource="status")
+    assert denied.value.status == 403
+    assert "token carries no node name" in str(denied.value)
+    # The same through impersonation (no extra info at all).
+    res = cluster.cp.kubectl(
+        "patch",
+        f"{c.NODE_PLURAL}.{c.GROUP}",
+        node,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps(_status_patch(1)),
+        f"--as=system:serviceaccount:{NS}:{DAEMON}",
+        f"--as-group=system:serviceaccounts:{NS}",
+        "--as-group=system:serviceaccounts",
+        check=False,
+    )
+    assert res.returncode != 0
+    # kubectl reads the object first; grant-less GET or the policy: either way, denied.
+    assert "forbidden" in res.stderr.lower(), res.stderr
+
+
+def test_admission_policy_is_active(cluster: Cluster) -> None:
+    out = cluster.cp.kubectl("get", "validatingadmissionpolicy", POLICY, "-o", "json").stdout
+    status = json.loads(out).get("status", {})
+    # The apiserver type-checks the CEL expressions; no warnings means they are sound.
+    assert not status.get("typeChecking", {}).get("expressionWarnings"), status

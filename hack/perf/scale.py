@@ -1,0 +1,463 @@
+"""Figures 1-4 for one cluster size N, on a fresh etcd + kube-apiserver.
+
+Sequence (every wait is on the observer's watch, with a deadline):
+
+1. create N kubelet-like Nodes (bounded concurrency), all booting image A;
+   start the observer, the simulated fleet (*held*: it writes nothing yet) and
+   the controller process; wait for its ``/readyz`` (caches synced).
+2. **membership**: create the pool (image A, maxUnavailable M = 10 % of N) →
+   every BootcNode exists and every Node carries ``bootc.dev/managed``.
+3. release the fleet: every node reports Idle on A; the pool turns UpToDate.
+4. **staging beforehand**: retarget the pool to image B *paused* → every
+   BootcNode names B (the controller's N spec writes), then every node Staged.
+5. **rollout**: unpause → every node booted B, no slot held, nothing cordoned.
+   ideal = ceil(N/M) * R; efficiency = ideal / actual.
+6. stop the controller and the fleet; **bare client**: the same kind of writes
+   as membership (N BootcNode creates + N Node label patches) by a plain client,
+   one at a time and with ``concurrency`` in flight.
+
+Controller cost comes from /proc (CPU, peak RSS) and its ``/metrics``; request
+counts are cross-checked against kube-apiserver's ``apiserver_request_total``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import os
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bootc_operator.api import constants as c
+from bootc_operator.kube import (
+    BOOTC_NODE_POOLS,
+    BOOTC_NODES,
+    NODES,
+    create_object,
+    get_object,
+    load_api_client,
+    patch_object,
+)
+from hack.perf import components as comp
+from hack.perf.analysis import rollout_figures
+from hack.perf.observer import Observer
+from hack.perf.procinfo import MachineCpu, loadavg, proc_cpu
+from hack.testenv import ControlPlane
+
+POOL = "bench"
+PREFIX = "bench-"
+BENCH_LABEL = "bench.bootc.dev/fleet"
+REPO = "registry.example.com/bench/os"
+
+
+def image(n: int) -> str:
+    return f"{REPO}@sha256:{n:064x}"
+
+
+def digest(n: int) -> str:
+    return f"sha256:{n:064x}"
+
+
+@dataclass
+class Options:
+    reboot_seconds: float = 3.0
+    stage_seconds: float = 1.0
+    workers: int = 4
+    fleet_workers: int = 32
+    concurrency: int = 32  # bare client and node creation
+    bare_sequential: int = 200  # how many (create, label) pairs the one-at-a-time client does
+    timeout: float = 900.0
+
+
+def node_body(i: int) -> dict[str, Any]:
+    """A Node shaped like one a kubelet registers (labels, status with images)."""
+    name = f"{PREFIX}{i:05d}"
+    stamp = "2026-01-01T00:00:00Z"
+    conditions = [
+        {
+            "type": t,
+            "status": "False",
+            "reason": f"KubeletHas{t}",
+            "message": f"kubelet reports no {t}",
+            "lastHeartbeatTime": stamp,
+            "lastTransitionTime": stamp,
+        }
+        for t in ("MemoryPressure", "DiskPressure", "PIDPressure")
+    ] + [
+        {
+            "type": "Ready",
+            "status": "True",
+            "reason": "KubeletReady",
+            "message": "kubelet is posting ready status",
+            "lastHeartbeatTime": stamp,
+            "lastTransitionTime": stamp,
+        }
+    ]
+    resources = {"cpu": "4", "memory": "16303120Ki", "pods": "110", "ephemeral-storage": "100Gi"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {
+                BENCH_LABEL: "yes",
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                "node.kubernetes.io/instance-type": "m5.xlarge",
+                "topology.kubernetes.io/zone": f"zone-{'abc'[i % 3]}",
+            },
+        },
+        "spec": {"providerID": f"bench:///{name}"},
+        "status": {
+            "capacity": resources,
+            "allocatable": resources,
+            "conditions": conditions,
+            "addresses": [{"type": "Hostname", "address": name}],
+            "nodeInfo": {
+                "machineID": f"{i:032x}",
+                "systemUUID": f"{i:08x}-0000-0000-0000-000000000000",
+                "bootID": f"{i:08x}-1111-1111-1111-111111111111",
+                "kernelVersion": "6.12.0",
+                "osImage": "Fedora bootc 42",
+                "containerRuntimeVersion": "cri-o://1.33.0",
+                "kubeletVersion": "v1.36.3",
+                "kubeProxyVersion": "v1.36.3",
+                "operatingSystem": "linux",
+                "architecture": "amd64",
+            },
+            "images": [
+                {"names": [f"quay.io/example/image-{k}@sha256:{k:064x}"], "sizeBytes": 10**7}
+                for k in range(8)
+            ],
+        },
+    }
+
+
+def pool_body(ref: str, max_unavailable: int) -> dict[str, Any]:
+    return {
+        "apiVersion": c.API_VERSION,
+        "kind": c.POOL_KIND,
+        "metadata": {"name": POOL},
+        "spec": {
+            "nodeSelector": {"matchLabels": {BENCH_LABEL: "yes"}},
+            "image": {"ref": ref},
+            "rollout": {"maxUnavailable": max_unavailable},
+        },
+    }
+
+
+async def bounded(n: int, concurrency: int, op: Callable[[int], Awaitable[object]]) -> float:
+    """Run ``op(0..n-1)`` with at most ``concurrency`` in flight; the seconds taken."""
+    started = time.monotonic()
+    it = iter(range(n))
+
+    async def worker() -> None:
+        for i in it:
+            await op(i)
+
+    async with asyncio.TaskGroup() as tg:
+        for _ in range(min(concurrency, max(n, 1))):
+            tg.create_task(worker())
+    return time.monotonic() - started
+
+
+def log(msg: str) -> None:
+    print(f"bench: {msg}", flush=True)
+
+
+class Cpu:
+    """CPU seconds of the processes of a run, read at named checkpoints."""
+
+    def __init__(self, pids: dict[str, int]) -> None:
+        self.pids = pids
+        self.marks: dict[str, dict[str, float]] = {}
+
+    def mark(self, name: str) -> None:
+        self.marks[name] = {k: proc_cpu(pid) for k, pid in self.pids.items()}
+
+    def between(self, a: str, b: str) -> dict[str, float]:
+        return {k: round(self.marks[b][k] - self.marks[a].get(k, 0.0), 2) for k in self.marks[b]}
+
+
+async def run_size(cp: ControlPlane, n: int, opts: Options, log_dir: Path) -> dict[str, Any]:
+    m = max(1, math.ceil(n * 0.10))
+    r = opts.reboot_seconds
+    result: dict[str, Any] = {"nodes": n, "max_unavailable": m, "reboot_seconds": r}
+    result["load_before"] = [round(x, 2) for x in loadavg()]
+    async with contextlib.AsyncExitStack() as stack:
+        api = await load_api_client(cp.kubeconfig, max_connections=opts.concurrency + 16)
+        stack.push_async_callback(api.close)
+
+        # ---------------------------------------------------------- set-up
+        async def create_node(i: int) -> None:
+            await create_object(api, NODES, node_body(i))
+
+        seconds = await bounded(n, opts.concurrency, create_node)
+        result["node_create"] = {"seconds": round(seconds, 2), "per_second": round(n / seconds)}
+        log(f"N={n}: {n} Nodes created in {seconds:.1f}s")
+        observer = Observer(api, PREFIX)
+        await observer.start()
+        stack.push_async_callback(observer.stop)
+        fleet = await comp.FleetProcess.start(
+            cp.kubeconfig,
+            PREFIX,
+            n,
+            image(1),
+            stage_delay=opts.stage_seconds,
+            reboot_delay=r,
+            workers=opts.fleet_workers,
+            log_path=log_dir / "simfleet.log",
+        )
+        stack.push_async_callback(fleet.stop)
+        controller = comp.start_controller(cp.kubeconfig, log_dir, workers=opts.workers)
+        stack.callback(controller.stop)
+        ready_s = await controller.wait_ready()
+        pids = {"controller": controller.pid, "fleet": fleet.pid, "harness": os.getpid()}
+        for name in ("kube-apiserver", "etcd"):
+            pids[name] = cp.processes[name].pid
+        cpu = Cpu(pids)
+        cpu.mark("ready")
+        result["controller_start"] = {
+            "seconds_to_ready": round(ready_s, 2),
+            "cpu_seconds": round(controller.cpu(), 2),
+            "rss_mib": round(controller.mem().get("VmRSS", 0), 1),
+        }
+        await asyncio.sleep(1.0)  # let the controller settle before the baseline scrape
+        ctl_req0 = comp.client_requests(await controller.metrics())
+        api_req0 = await comp.apiserver_requests(api)
+        own_req0 = comp.own_requests()
+        fleet_req0 = comp.fleet_requests(await fleet.command("stats"))
+        cpu.mark("start")
+        machine1 = MachineCpu.read()
+
+        # ---------------------------------------------------------- 1. membership
+        t0 = time.monotonic()
+        await create_object(api, BOOTC_NODE_POOLS, pool_body(image(1), m))
+        t_done = await observer.wait(
+            lambda: observer.count("owned") >= n and observer.count("managed") >= n,
+            opts.timeout,
+            "every BootcNode created and every Node labelled",
+        )
+        first_bn = next((t for t, _, f in observer.bn_log if f.exists and t >= t0), t_done)
+        membership_s = t_done - t0
+        cpu.mark("membership")
+        result["membership"] = {
+            "seconds": round(membership_s, 2),
+            "first_bootcnode_after": round(first_bn - t0, 3),
+            "writes": 2 * n,
+            "writes_per_second": round(2 * n / membership_s, 1),
+            "cpu": cpu.between("start", "membership"),
+        }
+        log(f"N={n}: membership converged in {membership_s:.1f}s")
+
+        # ---------------------------------------------------------- fleet reports Idle
+        t0 = time.monotonic()
+        await fleet.command("go")
+        await observer.wait(
+            lambda: observer.count(("idle-on", digest(1))) >= n and observer.pool_up_to_date,
+            opts.timeout,
+            "every node Idle on A and the pool UpToDate",
+        )
+        result["initial_status"] = {"seconds": round(time.monotonic() - t0, 2)}
+        cpu.mark("idle")
+
+        # ---------------------------------------------------------- staging beforehand
+        t0 = time.monotonic()
+        await patch_object(
+            api,
+            BOOTC_NODE_POOLS,
+            POOL,
+            {"spec": {"image": {"ref": image(2)}, "rollout": {"paused": True}}},
+        )
+        t_retarget = await observer.wait(
+            lambda: observer.count(("desired", digest(2))) >= n,
+            opts.timeout,
+            "every BootcNode retargeted to B",
+        )
+        t_staged = await observer.wait(
+            lambda: observer.count(("staged-on", digest(2))) >= n,
+            opts.timeout,
+            "every node Staged on B",
+        )
+        result["staging"] = {
+            "retarget_seconds": round(t_retarget - t0, 2),
+            "all_staged_seconds": round(t_staged - t0, 2),
+        }
+        cpu.mark("staged")
+        log(f"N={n}: retargeted in {t_retarget - t0:.1f}s, staged in {t_staged - t0:.1f}s")
+        await asyncio.sleep(1.0)
+
+        # ---------------------------------------------------------- 2. rollout
+        t0 = time.monotonic()
+        await patch_object(api, BOOTC_NODE_POOLS, POOL, {"spec": {"rollout": {"paused": False}}})
+        t_done = await observer.wait(
+            lambda: (
+                observer.count(("idle-on", digest(2))) >= n
+                and observer.count("slot") == 0
+                and observer.count("cordoned") == 0
+            ),
+            opts.timeout,
+            "every node booted B, no slot held, nothing cordoned",
+        )
+        t_pool = await observer.wait(
+            lambda: observer.pool_up_to_date, opts.timeout, "the pool UpToDate on B"
+        )
+        actual = t_done - t0
+        ideal = math.ceil(n / m) * r
+        cpu.mark("rollout")
+        figures = rollout_figures(observer.bn_log, observer.node_log, t0, t_done, digest(2), m)
+        result["rollout"] = {
+            "ideal_seconds": ideal,
+            "actual_seconds": round(actual, 2),
+            "efficiency": round(ideal / actual, 3),
+            "pool_up_to_date_after": round(t_pool - t0, 2),
+            "cpu": cpu.between("staged", "rollout"),
+            **figures,
+        }
+        log(f"N={n}: rollout took {actual:.1f}s (ideal {ideal:.0f}s)")
+
+        # ---------------------------------------------------------- 4. controller cost
+        await asyncio.sleep(2.0)  # let queued Events flush before the final scrape
+        ctl_text = await controller.metrics()
+        ctl_req1 = comp.client_requests(ctl_text)
+        api_req1 = await comp.apiserver_requests(api)
+        own_req1 = comp.own_requests()
+        fleet_stats = await fleet.command("stats")
+        fleet_req1 = comp.fleet_requests(fleet_stats)
+        cpu.mark("end")
+        machine2 = MachineCpu.read()
+        ctl_delta = comp.delta(ctl_req1, ctl_req0)
+        clients = comp.delta(ctl_req1, ctl_req0)
+        clients.update(comp.delta(fleet_req1, fleet_req0))
+        clients.update(comp.delta(own_req1, own_req0))
+        server = comp.delta(api_req1, api_req0)
+        ours = {"nodes", "bootcnodes", "bootcnodepools", "events", "pods"}
+        keys = {k for k in set(clients) | set(server) if k[1].split("/")[0] in ours}
+        crosscheck = {
+            f"{verb} {res}": {
+                "clients": clients.get((verb, res), 0),
+                "apiserver": server.get((verb, res), 0),
+            }
+            for verb, res in sorted(keys)
+        }
+        # Open watches are counted by the apiserver only when they end: WATCH may differ.
+        mismatches = {
+            k: v
+            for k, v in crosscheck.items()
+            if v["clients"] != v["apiserver"] and not k.startswith("WATCH")
+        }
+        lists_after_sync = {res: v for (verb, res), v in ctl_delta.items() if verb == "LIST"}
+        mem = controller.mem()
+        window = machine2.since(machine1)
+        ours_cpu = sum(cpu.between("start", "end").values())
+        result["controller"] = {
+            "peak_rss_mib": round(mem.get("VmHWM", 0), 1),
+            "rss_mib_end": round(mem.get("VmRSS", 0), 1),
+            "cpu_seconds": cpu.between("start", "end")["controller"],
+            "cpu_seconds_total": round(cpu.marks["end"]["controller"], 2),
+            "requests_by_verb": comp.by_verb(ctl_delta),
+            "requests": comp.flat(ctl_delta),
+            "requests_total": sum(ctl_delta.values()),
+            "lists_after_sync": lists_after_sync,
+            "crosscheck_mismatches": mismatches,
+            "crosscheck": crosscheck,
+        }
+        result["fleet"] = {
+            k: fleet_stats[k]
+            for k in (
+                "cpu_seconds_since_go",
+                "writes",
+                "errors",
+                "queue_wait_p50",
+                "queue_wait_p99",
+                "queue_wait_max",
+                "max_queue_depth",
+            )
+        }
+        result["cpu_by_process"] = cpu.between("start", "end")
+        result["machine_window"] = {
+            "wall_seconds": round(window.total / (os.cpu_count() or 1), 1),
+            "busy_cpu_seconds": round(window.busy, 1),
+            "ours_cpu_seconds": round(ours_cpu, 1),
+            "others_cpu_seconds": round(max(0.0, window.busy - ours_cpu), 1),
+        }
+
+        # ---------------------------------------------------------- bare client
+        controller.stop()
+        await fleet.stop()
+        await observer.stop()
+        pool = await get_object(api, BOOTC_NODE_POOLS, POOL)
+        result["bare_client"] = await bare_client(api, n, pool, opts)
+        b = result["bare_client"]
+        result["membership"]["overhead_vs_concurrent"] = round(
+            membership_s / b["concurrent"]["seconds"], 2
+        )
+        result["membership"]["overhead_vs_sequential"] = round(
+            membership_s / (b["sequential"]["seconds_per_write"] * 2 * n), 2
+        )
+        result["load_after"] = [round(x, 2) for x in loadavg()]
+        return result
+
+
+async def bare_client(api: Any, n: int, pool: dict[str, Any], opts: Options) -> dict[str, Any]:
+    """The membership writes without a controller: create a BootcNode, label its Node."""
+    owner = {
+        "apiVersion": c.API_VERSION,
+        "kind": c.POOL_KIND,
+        "name": POOL,
+        "uid": pool["metadata"]["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+    async def pair(i: int) -> None:
+        node = f"{PREFIX}{i:05d}"
+        body = {
+            "apiVersion": c.API_VERSION,
+            "kind": c.NODE_KIND,
+            "metadata": {
+                "name": f"bare-{node}",
+                "labels": {c.POOL_LABEL: POOL},
+                "ownerReferences": [owner],
+            },
+            "spec": {"desiredImage": image(3), "desiredImageState": "Staged"},
+        }
+        await create_object(api, BOOTC_NODES, body)
+        await patch_object(api, NODES, node, {"metadata": {"labels": {"bench.bootc.dev/bare": ""}}})
+
+    seq = max(1, min(n // 2, opts.bare_sequential))
+    seq_s = await bounded(seq, 1, pair)
+    rest = n - seq
+
+    async def pair_rest(i: int) -> None:
+        await pair(seq + i)
+
+    conc_s = await bounded(rest, opts.concurrency, pair_rest) if rest else 0.0
+    # The concurrent figure is scaled to N pairs (it did N - seq of them).
+    conc_full = conc_s * n / rest if rest else seq_s
+    return {
+        "sequential": {
+            "pairs": seq,
+            "seconds": round(seq_s, 2),
+            "seconds_per_write": round(seq_s / (2 * seq), 5),
+            "writes_per_second": round(2 * seq / seq_s, 1),
+        },
+        "concurrent": {
+            "concurrency": opts.concurrency,
+            "pairs": rest,
+            "seconds": round(conc_full, 2),
+            "writes_per_second": round(2 * rest / conc_s, 1) if rest else None,
+        },
+    }
+
+
+def run(n: int, opts: Options, log_dir: Path) -> dict[str, Any]:
+    """Start a control plane, run one size, tear everything down."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    with ControlPlane(controller_manager=False) as cp:
+        return asyncio.run(run_size(cp, n, opts, log_dir))

@@ -1,0 +1,307 @@
+"""``hack/sim``: a local cluster of simulated bootc nodes, in the background.
+
+    eval "$(hack/sim up --nodes 6)"      # export KUBECONFIG=... SIM_REGISTRY=... SIM_IMAGE=...
+    hack/sim image push os:v2            # prints 127.0.0.1:PORT/os:v2@sha256:...
+    hack/sim workload                    # a Deployment spread over the nodes + its PDB
+    hack/sim status
+    hack/sim kubectl get bnp,bn          # the cached kubectl, pointed at the simulation
+    hack/sim down
+
+``up`` starts a supervisor process (``hack.simlib.supervisor``) that owns every
+component, waits until it reports ready (every Node Ready, every daemon healthy,
+a controller leading) and returns; all state lives in one directory (``--dir``,
+default ``.cache/sim``). ``down``, and ``up`` before it starts anything, clean up
+whatever a previous ``up`` left there, even after crashes (``hack.simlib.reaper``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from hack.simlib.common import DEFAULT_DIR, MARKER_ENV, SIM_FILE, SimConfig, SimInfo
+from hack.simlib.images import ImageError
+from hack.simlib.reaper import belongs, recorded_pids, teardown
+from hack.simlib.sim import AttachedSim, SimError
+from hack.testenv.controlplane import REPO_ROOT
+from hack.testenv.procs import log_tail, pid_alive
+
+
+def _err(msg: str) -> None:
+    print(f"sim: {msg}", file=sys.stderr, flush=True)
+
+
+def _check_dir(state_dir: Path) -> None:
+    if not state_dir.exists() or (state_dir / SIM_FILE).exists():
+        return
+    if {p.name for p in state_dir.iterdir()} - {"logs"}:
+        raise SimError(
+            f"{state_dir} exists but holds no simulation ({SIM_FILE}); refusing to touch it"
+        )
+
+
+def clean(state_dir: Path, *, quiet: bool = False) -> bool:
+    """Tear down whatever a previous ``up`` left in ``state_dir``. False if nothing was there."""
+    _check_dir(state_dir)
+    if not state_dir.exists():
+        return False
+    killed = teardown(state_dir)
+    if killed and not quiet:
+        _err("killed leftovers: " + ", ".join(killed))
+    return True
+
+
+def start_detached(
+    state_dir: Path,
+    config: SimConfig,
+    *,
+    use_registry: bool = True,
+    progress: bool = True,
+    timeout: float | None = None,
+) -> SimInfo:
+    """Start a supervisor for ``state_dir`` (cleaned first) and wait until it is ready."""
+    if clean(state_dir, quiet=not progress) and progress:
+        _err(f"cleaned up a previous simulation in {state_dir}")
+    (state_dir / "logs").mkdir(parents=True, exist_ok=True)
+    log_path = state_dir / "logs" / "supervisor.log"
+    env = {
+        **os.environ,
+        MARKER_ENV: str(state_dir),
+        "PYTHONPATH": os.pathsep.join(
+            p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p
+        ),
+    }
+    argv = [
+        sys.executable,
+        "-m",
+        "hack.simlib.supervisor",
+        "--dir",
+        str(state_dir),
+        "--config",
+        json.dumps(dataclasses.asdict(config)),
+    ]
+    if not use_registry:
+        argv.append("--no-registry")
+    with log_path.open("ab") as log:
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=env,
+            cwd=REPO_ROOT,
+        )
+    limit = timeout if timeout is not None else 180.0 + 4.0 * config.nodes
+    deadline = time.monotonic() + limit
+    shown = 0
+    try:
+        while True:
+            if progress:
+                shown = _show_progress(log_path, shown)
+            info = SimInfo.load(state_dir)
+            if info is not None and info.ready:
+                return info
+            if proc.poll() is not None:
+                why = info.error if info is not None and info.error else ""
+                raise SimError(
+                    f"the supervisor exited with code {proc.returncode} before the simulation "
+                    f"was ready{': ' + why if why else ''}\n" + _tails(state_dir, log_path)
+                )
+            if time.monotonic() > deadline:
+                raise SimError(
+                    f"the simulation was not ready after {limit:.0f}s\n"
+                    + _tails(state_dir, log_path)
+                )
+            time.sleep(0.2)
+    except BaseException:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(90)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        teardown(state_dir)
+        raise
+
+
+def _show_progress(log_path: Path, shown: int) -> int:
+    try:
+        lines = log_path.read_text(errors="replace").splitlines()
+    except FileNotFoundError:
+        return shown
+    for line in lines[shown:]:
+        _err(line)
+    return len(lines)
+
+
+def _tails(state_dir: Path, supervisor_log: Path) -> str:
+    parts = [f"--- {supervisor_log} ---\n{log_tail(supervisor_log, 30)}"]
+    nodesim_log = state_dir / "logs" / "nodesim.log"
+    if nodesim_log.exists():
+        parts.append(f"--- {nodesim_log} ---\n{log_tail(nodesim_log, 30)}")
+    return "\n".join(parts)
+
+
+def exports(info: SimInfo) -> str:
+    """What ``up`` prints on stdout (for ``eval``)."""
+    return (
+        f"export KUBECONFIG={info.kubeconfig}\n"
+        f"export SIM_REGISTRY={info.registry or '(none: images come from a catalog)'}\n"
+        f"export SIM_IMAGE={info.first_image}\n"
+    )
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    config = SimConfig(
+        nodes=args.nodes,
+        reboot_seconds=args.reboot_seconds,
+        stage_seconds=args.stage_seconds,
+        controllers=args.controllers,
+        poll_interval=args.poll_interval,
+        log_level=args.log_level,
+    )
+    started = time.monotonic()
+    info = start_detached(args.dir, config, use_registry=not args.no_registry)
+    _err(
+        f"up in {time.monotonic() - started:.1f}s: {len(info.nodes)} nodes, "
+        f"{config.controllers} controllers; API {info.server}"
+    )
+    _err(f"registry {info.registry or '(catalog)'}; first image {info.first_image}")
+    _err(f"kubectl: {info.kubectl}   (or: hack/sim kubectl get bnp,bn)")
+    _err(f"logs: {args.dir / 'logs'}, {args.dir / 'controlplane' / 'logs'}")
+    _err("stop with: hack/sim down")
+    sys.stdout.write(exports(info))
+    return 0
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    if clean(args.dir):
+        _err(f"stopped and removed {args.dir}")
+    else:
+        _err(f"no simulation in {args.dir}")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    sim = AttachedSim.open(args.dir)
+    info = sim.info
+    alive = recorded_pids(args.dir)
+    ok = True
+    print(f"state dir  {args.dir}")
+    print(f"API        {info.server}  (export KUBECONFIG={info.kubeconfig})")
+    print(f"registry   {info.registry or '(catalog)'}   first image {info.first_image}")
+    for name, pid in sorted(info.pids.items()):
+        running = pid_alive(pid) and belongs(pid, args.dir)
+        ok = ok and running
+        print(f"  {name:<26} pid {pid:<8} {'running' if running else 'NOT RUNNING'}")
+    nodesim = sim.nodesim_state()
+    procs = sim.processes()
+    controllers = {n: p for n, p in procs.items() if n.startswith("controller-")}
+    daemons = {n: p for n, p in procs.items() if n.startswith("daemon/")}
+    print(f"leader     {sim.leader() or '(none)'}")
+    for name, proc in sorted(controllers.items()):
+        print(f"  {name:<26} pid {proc.get('pid')!s:<8} restarts {proc.get('restarts')}")
+    up = sum(1 for p in daemons.values() if p.get("pid") in alive.values())
+    restarts = sum(int(p.get("restarts") or 0) for p in daemons.values())
+    print(f"daemons    {up}/{len(daemons)} running, {restarts} restarts")
+    print(f"rebooting  {', '.join(nodesim.get('down') or []) or '-'}")
+    print(f"reboots    {len(sim.reboots())}")
+    res = sim.kubectl("get", "bootcnodepools", "-o", "wide", check=False)
+    print(res.stdout.rstrip() or "pools      (none)")
+    return 0 if ok else 1
+
+
+def cmd_push(args: argparse.Namespace) -> int:
+    sim = AttachedSim.open(args.dir)
+    print(sim.push_image(args.name))
+    return 0
+
+
+def cmd_workload(args: argparse.Namespace) -> int:
+    sim = AttachedSim.open(args.dir)
+    for created in sim.deploy_workload(args.replicas):
+        _err(f"applied {created} (namespace default)")
+    return 0
+
+
+def cmd_kubectl(args: argparse.Namespace) -> int:
+    info = AttachedSim.open(args.dir).info
+    argv = [str(info.kubectl), f"--kubeconfig={info.kubeconfig}", *args.args]
+    return subprocess.call(argv)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="hack/sim",
+        description="A local cluster of simulated bootc nodes running the real operator.",
+    )
+    parser.add_argument(
+        "--dir", type=Path, default=DEFAULT_DIR, help=f"state directory (default: {DEFAULT_DIR})"
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    up = sub.add_parser("up", help="start in the background; prints `export KUBECONFIG=...`")
+    up.add_argument("--nodes", type=int, default=3, help="simulated nodes (default: %(default)s)")
+    up.add_argument(
+        "--reboot-seconds",
+        type=float,
+        default=5.0,
+        help="how long a rebooting Node stays NotReady (default: %(default)s)",
+    )
+    up.add_argument(
+        "--stage-seconds",
+        type=float,
+        default=1.0,
+        help="how long staging an image takes on a host (default: %(default)s)",
+    )
+    up.add_argument(
+        "--controllers", type=int, default=2, help="controller processes (default: %(default)s)"
+    )
+    up.add_argument(
+        "--poll-interval", default="5m", help="each daemon's --poll-interval (default: %(default)s)"
+    )
+    up.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    up.add_argument(
+        "--no-registry", action="store_true", help="no OCI registry: images come from a catalog"
+    )
+    up.set_defaults(func=cmd_up)
+    down = sub.add_parser("down", help="stop everything and remove the state directory")
+    down.set_defaults(func=cmd_down)
+    status = sub.add_parser("status", help="processes, leader, reboots, pools")
+    status.set_defaults(func=cmd_status)
+    image = sub.add_parser("image", help="OS images")
+    image_sub = image.add_subparsers(dest="image_command", required=True)
+    push = image_sub.add_parser("push", help="push a new, distinct image; prints REF@sha256:...")
+    push.add_argument("name", metavar="NAME:TAG", help="e.g. os:v2 (goes to the sim's registry)")
+    push.set_defaults(func=cmd_push)
+    wl = sub.add_parser("workload", help="deploy a sample Deployment with a PodDisruptionBudget")
+    wl.add_argument("--replicas", type=int, default=None, help="default: one per node")
+    wl.set_defaults(func=cmd_workload)
+    kc = sub.add_parser("kubectl", help="run the cached kubectl against the simulation")
+    kc.add_argument("args", nargs=argparse.REMAINDER)
+    kc.set_defaults(func=cmd_kubectl)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    args.dir = args.dir.resolve()
+    try:
+        rc: int = args.func(args)
+    except (SimError, ImageError) as e:
+        _err(f"error: {e}")
+        return 1
+    except KeyboardInterrupt:
+        _err("interrupted")
+        return 130
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

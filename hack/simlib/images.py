@@ -1,0 +1,97 @@
+"""OS images of the simulation: push a new, distinct image and learn its digest.
+
+With a registry (the normal case) ``push_image`` builds a tiny OCI image with
+``bootc_operator.registry.push`` (one layer whose content names the image and a
+nonce, so every push is distinct, and the tag as its version label) and uploads
+it to the simulation's registry; the simulated hosts then pull it from there like
+bootc does (``hack.fakebootc.resolve``: a loopback registry is the authority).
+
+Without one (``SimInfo.registry`` empty) the image is recorded in a catalog file
+the hosts share, under a made-up registry host that is never contacted.
+
+A ``NAME[:TAG]`` without a registry host goes to the simulation's registry
+(``os:v2`` → ``127.0.0.1:PORT/os:v2``); the result is ``NAME:TAG@sha256:...``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import hashlib
+import uuid
+from pathlib import Path
+
+from bootc_operator.api.imageref import InvalidImageRef, parse_image_ref
+from bootc_operator.registry import RegistryClient, RegistryOptions
+from bootc_operator.registry.push import make_image
+from bootc_operator.registry.push import push_image as push_to_registry
+from hack.fakebootc import add_catalog_image
+from hack.simlib.common import SimInfo
+
+CATALOG_REGISTRY = "registry.sim.invalid"
+
+
+class ImageError(RuntimeError):
+    """An image could not be pushed."""
+
+
+def qualify(name: str, registry: str) -> tuple[str, str]:
+    """(``registry/name``, tag) for ``name[:tag]`` (kept as is when it names a registry)."""
+    if "@" in name:
+        raise ImageError(f"{name}: give NAME:TAG, not a digest (the push makes the digest)")
+    first = name.split("/", 1)[0]
+    if "/" in name and ("." in first or ":" in first or first == "localhost"):
+        full = name
+    else:
+        full = f"{registry}/{name}"
+    try:
+        ref = parse_image_ref(full)
+    except InvalidImageRef as exc:
+        raise ImageError(str(exc)) from exc
+    return ref.name, ref.tag or "latest"
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+async def _push_registry(registry: str, ref: str, version: str) -> str:
+    image = make_image(
+        f"simulated bootc OS {ref}\nnonce {uuid.uuid4().hex}\n",
+        version=version,
+        created=_now(),
+    )
+    options = RegistryOptions(
+        insecure_registries=frozenset({registry}), timeout=30.0, connect_timeout=5.0
+    )
+    async with RegistryClient(options) as client:
+        return await push_to_registry(client, ref, image)
+
+
+def push_image(info: SimInfo, name: str) -> str:
+    """Push a new image as ``name`` (``NAME[:TAG]``); returns ``REPO:TAG@sha256:...``.
+
+    Synchronous (runs its own event loop): from async code call it through
+    ``asyncio.to_thread``.
+    """
+    if info.registry:
+        repo, tag = qualify(name, info.registry)
+        try:
+            digest = asyncio.run(_push_registry(info.registry, f"{repo}:{tag}", tag))
+        except Exception as exc:
+            raise ImageError(f"pushing {repo}:{tag}: {exc}") from exc
+        return f"{repo}:{tag}@{digest}"
+    if not info.catalog:
+        raise ImageError("this simulation has neither a registry nor a catalog")
+    repo, tag = qualify(name, CATALOG_REGISTRY)
+    digest = "sha256:" + hashlib.sha256(f"{repo}:{tag} {uuid.uuid4()}".encode()).hexdigest()
+    add_catalog_image(Path(info.catalog), f"{repo}:{tag}", digest, version=tag, timestamp=_now())
+    return f"{repo}:{tag}@{digest}"
+
+
+def digest_ref(ref: str) -> str:
+    """``repo@digest`` for ``repo[:tag]@digest`` (the form BootcNode.spec.desiredImage has)."""
+    parsed = parse_image_ref(ref)
+    if parsed.digest is None:
+        raise ImageError(f"{ref} has no digest")
+    return parsed.with_digest(parsed.digest)

@@ -1,0 +1,526 @@
+"""The node simulator: the kubelets and the power buttons of a simulated cluster.
+
+``python -m hack.simlib.nodesim --dir DIR`` reads ``DIR/sim.json`` and then, until
+SIGTERM:
+
+- **owns the Nodes' status.** It creates every Node (labels: worker role, zone,
+  hostname, ``sim.bootc.dev/node``) and writes its status like a kubelet would:
+  ``Ready`` (plus the pressure conditions), capacity, addresses and ``nodeInfo``
+  (``osImage`` names the booted image; ``bootID`` changes on every reboot). kwok
+  runs the Pods bound to these Nodes and renews their Leases but, by its
+  configuration (``common.kwok_config``), never writes Node status, so a Node this
+  process marks NotReady stays NotReady;
+- **runs the operator's processes like a Deployment and a DaemonSet would**: K
+  leader-elected ``bootc-operator controller`` processes and one ``bootc-operator
+  daemon`` per node on its simulated host (``DIR/hosts/<node>``), restarting any
+  that exits unexpectedly (1 s, doubling up to 10 s, like a crash-loop backoff);
+- **performs the reboots the daemons request** (``systemctl reboot`` on a simulated
+  host records a reboot request in the host's state): daemon stopped (SIGTERM, as
+  at shutdown) → Node ``Ready=False`` → ``reboot_seconds`` later (longer while
+  ``DIR/control/hold-<node>`` exists) the host reboots (staged → booted, see
+  ``hack.fakebootc.host.simulate_reboot``) → Node ``Ready=True`` with a new bootID
+  → daemon started. Each reboot is appended to ``DIR/reboots.jsonl``.
+
+Its children get SIGKILL if it dies (PR_SET_PDEATHSIG). ``DIR/nodesim.json`` lists
+every process it runs (PID, ports, restarts) and the nodes that are down; it says
+``"ready": true`` once every Node is Ready, every daemon answers ``/healthz`` and a
+controller holds the leader Lease.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import datetime as dt
+import json
+import logging
+import os
+import signal
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from kubernetes_asyncio.client import ApiClient
+
+from bootc_operator.kube import LEASES, NODES, ApiError, create_object, get_object, patch_object
+from hack.fakebootc import FakeHostError, Host, open_host
+from hack.simlib.common import (
+    CONTROL_DIR,
+    HOSTNAME_LABEL,
+    LEASE_NAME,
+    NAMESPACE,
+    NODESIM_FILE,
+    REBOOTS_FILE,
+    SIM_NODE_LABEL,
+    WORKER_LABEL,
+    ZONE_LABEL,
+    SimInfo,
+    write_json,
+)
+from hack.testenv.controlplane import free_port
+from hack.testenv.kube import api_client
+from hack.testenv.procs import Process, kill_group, spawn
+
+log = logging.getLogger("nodesim")
+
+OPERATOR_BIN = Path(sys.executable).with_name("bootc-operator")
+TICK = 0.2
+BACKOFF_INITIAL = 1.0
+BACKOFF_MAX = 10.0
+STOP_GRACE = 10.0
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class Slot:
+    """One supervised process: what to run, and the current incarnation."""
+
+    name: str
+    argv: list[str]
+    env: dict[str, str]
+    log_path: Path
+    metrics_port: int
+    probe_port: int
+    process: Process | None = None
+    wanted: bool = True
+    restarts: int = 0
+    backoff: float = BACKOFF_INITIAL
+    next_start: float = 0.0
+    started_at: float = 0.0
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.alive()
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "pid": self.process.pid if self.alive() and self.process else None,
+            "metrics_port": self.metrics_port,
+            "probe_port": self.probe_port,
+            "restarts": self.restarts,
+            "log": str(self.log_path),
+        }
+
+
+@dataclass
+class NodeState:
+    name: str
+    index: int
+    zone: str
+    host: Host
+    daemon: Slot
+    rebooting: bool = False
+    boot_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    state_mtime: float = 0.0
+
+
+class NodeSim:
+    """See the module docstring."""
+
+    def __init__(self, info: SimInfo) -> None:
+        self.info = info
+        self.dir = info.dir
+        self.cfg = info.config
+        self.log_dir = self.dir / "logs"
+        self.control = self.dir / CONTROL_DIR
+        self.env = dict(os.environ)
+        self.env["PYTHONUNBUFFERED"] = "1"
+        self.env.pop("KUBECONFIG", None)
+        self.controllers = [self._controller_slot(i) for i in range(1, self.cfg.controllers + 1)]
+        self.nodes: dict[str, NodeState] = {}
+        for index, name in enumerate(info.nodes):
+            host = open_host(info.host_root(name))
+            self.nodes[name] = NodeState(
+                name, index, info.zones.get(name, ""), host, self._daemon_slot(name, host)
+            )
+        self.ready = False
+        self.stopping = asyncio.Event()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._dirty = True
+        self._api: ApiClient | None = None
+
+    # ------------------------------------------------------------ process slots
+
+    def _controller_slot(self, i: int) -> Slot:
+        name = f"controller-{i}"
+        metrics, probe = free_port(), free_port()
+        argv = [
+            str(OPERATOR_BIN),
+            "controller",
+            f"--kubeconfig={self.info.kubeconfig}",
+            "--leader-elect",
+            "--lease-duration=4s",
+            "--renew-deadline=3s",
+            "--retry-period=1s",
+            f"--metrics-bind-address=127.0.0.1:{metrics}",
+            f"--health-probe-bind-address=127.0.0.1:{probe}",
+            f"--log-level={self.cfg.log_level}",
+        ]
+        env = {**self.env, "POD_NAME": name, "POD_NAMESPACE": NAMESPACE}
+        return Slot(name, argv, env, self.log_dir / f"{name}.log", metrics, probe)
+
+    def _daemon_slot(self, node: str, host: Host) -> Slot:
+        metrics, probe = free_port(), free_port()
+        argv = [
+            str(OPERATOR_BIN),
+            "daemon",
+            f"--node-name={node}",
+            f"--kubeconfig={self.info.kubeconfig}",
+            f"--host-root={host.root}",
+            f"--poll-interval={self.cfg.poll_interval}",
+            "--backoff-initial=2s",
+            "--backoff-max=30s",
+            f"--metrics-bind-address=127.0.0.1:{metrics}",
+            f"--health-probe-bind-address=127.0.0.1:{probe}",
+            f"--log-level={self.cfg.log_level}",
+        ]
+        env = host.env(self.env)
+        return Slot(
+            f"daemon/{node}", argv, env, self.log_dir / f"daemon-{node}.log", metrics, probe
+        )
+
+    def _start(self, slot: Slot) -> None:
+        slot.process = spawn(slot.name, slot.argv, slot.log_path, env=slot.env)
+        slot.started_at = time.monotonic()
+        self._dirty = True
+
+    def _supervise(self, slot: Slot) -> None:
+        """Start ``slot`` if it should run and does not (restarting with backoff)."""
+        if not slot.wanted or slot.alive():
+            return
+        now = time.monotonic()
+        if slot.process is not None:  # it died on its own
+            exit_text = slot.process.describe_exit()
+            slot.process = None
+            lived = now - slot.started_at
+            slot.backoff = BACKOFF_INITIAL if lived > 30 else min(slot.backoff * 2, BACKOFF_MAX)
+            slot.next_start = now + slot.backoff
+            slot.restarts += 1
+            log.warning("%s %s; restarting in %.0fs", slot.name, exit_text, slot.backoff)
+            self._dirty = True
+            return
+        if now >= slot.next_start:
+            self._start(slot)
+
+    async def _stop_slot(self, slot: Slot) -> None:
+        slot.wanted = False
+        process, slot.process = slot.process, None
+        if process is not None:
+            await asyncio.to_thread(process.stop, STOP_GRACE)
+        self._dirty = True
+
+    # ------------------------------------------------------------ Node objects
+
+    def _node_body(self, node: NodeState) -> dict[str, Any]:
+        return {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": node.name,
+                "labels": {
+                    SIM_NODE_LABEL: "true",
+                    WORKER_LABEL: "",
+                    ZONE_LABEL: node.zone,
+                    HOSTNAME_LABEL: node.name,
+                    "kubernetes.io/os": "linux",
+                    "kubernetes.io/arch": "amd64",
+                },
+            },
+        }
+
+    def _node_status(self, node: NodeState, ready: bool, message: str) -> dict[str, Any]:
+        now = _now()
+
+        def cond(ctype: str, status: str, reason: str, text: str) -> dict[str, str]:
+            return {
+                "type": ctype,
+                "status": status,
+                "reason": reason,
+                "message": text,
+                "lastHeartbeatTime": now,
+                "lastTransitionTime": now,
+            }
+
+        booted = node.host.state().booted
+        image = booted.image if booted is not None else "unknown"
+        version = (booted.version if booted is not None else None) or image.rsplit("@", 1)[-1][:19]
+        return {
+            "conditions": [
+                cond(
+                    "Ready",
+                    "True" if ready else "False",
+                    "KubeletReady" if ready else "KubeletNotReady",
+                    message,
+                ),
+                cond("MemoryPressure", "False", "KubeletHasSufficientMemory", "simulated"),
+                cond("DiskPressure", "False", "KubeletHasNoDiskPressure", "simulated"),
+                cond("PIDPressure", "False", "KubeletHasSufficientPID", "simulated"),
+            ],
+            "capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"},
+            "allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"},
+            "addresses": [
+                {
+                    "type": "InternalIP",
+                    "address": f"10.88.{node.index // 250}.{node.index % 250 + 2}",
+                },
+                {"type": "Hostname", "address": node.name},
+            ],
+            "nodeInfo": {
+                "architecture": "amd64",
+                "operatingSystem": "linux",
+                "osImage": f"bootc {version} (simulated)",
+                "kernelVersion": "6.12.0-sim",
+                "kubeletVersion": "v1.36.3-sim",
+                "kubeProxyVersion": "",
+                "containerRuntimeVersion": "kwok://0.7.0",
+                "bootID": node.boot_id,
+                "machineID": uuid.uuid5(uuid.NAMESPACE_DNS, node.name).hex,
+                "systemUUID": str(uuid.uuid5(uuid.NAMESPACE_URL, node.name)),
+            },
+        }
+
+    async def _patch_status(self, node: NodeState, ready: bool, message: str) -> None:
+        assert self._api is not None
+        body = {"status": self._node_status(node, ready, message)}
+        delay = 0.2
+        while True:
+            try:
+                await patch_object(
+                    self._api, NODES, node.name, body, patch_type="strategic", subresource="status"
+                )
+                return
+            except ApiError as err:
+                log.warning("patching Node %s status: %s; retrying", node.name, err)
+            except (TimeoutError, aiohttp.ClientError, OSError) as err:
+                log.warning("patching Node %s status: %r; retrying", node.name, err)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+    async def _ensure_node(self, node: NodeState) -> None:
+        assert self._api is not None
+        try:
+            await create_object(self._api, NODES, self._node_body(node))
+        except ApiError as err:
+            if err.status != 409:
+                raise
+        await self._patch_status(node, True, "kubelet is posting ready status (simulated)")
+
+    # ------------------------------------------------------------ reboots
+
+    def _reboot_requested(self, node: NodeState) -> bool:
+        try:
+            mtime = node.host.paths.state.stat().st_mtime
+        except FileNotFoundError:
+            return False
+        if mtime == node.state_mtime:
+            return False
+        node.state_mtime = mtime
+        try:
+            return node.host.reboot_request is not None
+        except FakeHostError as err:
+            log.warning("reading host state of %s: %s", node.name, err)
+            node.state_mtime = 0.0
+            return False
+
+    def held(self, node: str) -> bool:
+        return (self.control / f"hold-{node}").exists()
+
+    async def _reboot(self, node: NodeState) -> None:
+        started = time.time()
+        request = node.host.reboot_request or {}
+        log.info("%s: reboot requested (%s); stopping its daemon", node.name, request.get("kind"))
+        await self._stop_slot(node.daemon)
+        await self._patch_status(node, False, "node is rebooting (simulated)")
+        down_at = time.time()
+        await asyncio.sleep(self.cfg.reboot_seconds)
+        while self.held(node.name):
+            if self.stopping.is_set():
+                return
+            await asyncio.sleep(0.5)
+        while True:
+            try:
+                state = await asyncio.to_thread(node.host.reboot)
+                break
+            except FakeHostError as err:
+                log.warning("%s: reboot failed (%s); retrying", node.name, err)
+                await asyncio.sleep(1.0)
+        node.boot_id = uuid.uuid4().hex
+        node.state_mtime = 0.0
+        await self._patch_status(node, True, "kubelet is posting ready status (simulated)")
+        up_at = time.time()
+        node.daemon.wanted = True
+        node.daemon.backoff = BACKOFF_INITIAL
+        node.daemon.next_start = 0.0
+        self._start(node.daemon)
+        node.rebooting = False
+        booted = state.booted.image if state.booted is not None else None
+        record = {
+            "node": node.name,
+            "kind": request.get("kind", "reboot"),
+            "requested": started,
+            "down": down_at,
+            "up": up_at,
+            "booted": booted,
+            "boots": state.boots,
+        }
+        with (self.dir / REBOOTS_FILE).open("a") as f:
+            f.write(json.dumps(record) + "\n")
+        log.info("%s: back up on %s after %.1fs", node.name, booted, up_at - started)
+        self._dirty = True
+
+    def _spawn_task(self, coro: Any) -> None:
+        task: asyncio.Task[None] = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # ------------------------------------------------------------ readiness
+
+    async def _healthy(self, session: aiohttp.ClientSession, slot: Slot) -> bool:
+        try:
+            async with session.get(f"http://127.0.0.1:{slot.probe_port}/healthz") as resp:
+                return resp.status == 200
+        except (TimeoutError, aiohttp.ClientError, OSError):
+            return False
+
+    async def _has_leader(self) -> bool:
+        assert self._api is not None
+        try:
+            lease = await get_object(self._api, LEASES, LEASE_NAME, NAMESPACE)
+        except ApiError:
+            return False
+        return bool((lease.get("spec") or {}).get("holderIdentity"))
+
+    async def _wait_ready(self) -> None:
+        timeout = aiohttp.ClientTimeout(total=2)
+        async with aiohttp.ClientSession(timeout=timeout) as session:
+            pending = [n.daemon for n in self.nodes.values()]
+            while pending and not self.stopping.is_set():
+                results = await asyncio.gather(*(self._healthy(session, s) for s in pending))
+                pending = [s for s, ok in zip(pending, results, strict=True) if not ok]
+                if pending:
+                    await asyncio.sleep(0.5)
+        while self.controllers and not await self._has_leader():
+            if self.stopping.is_set():
+                return
+            await asyncio.sleep(0.3)
+        self.ready = True
+        self._dirty = True
+        log.info("ready: %d nodes, %d controllers", len(self.nodes), len(self.controllers))
+
+    # ------------------------------------------------------------ state file
+
+    def _write_state(self) -> None:
+        processes = {s.name: s.describe() for s in self.controllers}
+        processes.update({n.daemon.name: n.daemon.describe() for n in self.nodes.values()})
+        write_json(
+            self.dir / NODESIM_FILE,
+            {
+                "pid": os.getpid(),
+                "ready": self.ready,
+                "processes": processes,
+                "down": sorted(n.name for n in self.nodes.values() if n.rebooting),
+            },
+        )
+        self._dirty = False
+
+    # ------------------------------------------------------------ main
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.stopping.set)
+        self.control.mkdir(exist_ok=True)
+        self._api = await api_client(self.info.kubeconfig)
+        try:
+            limit = asyncio.Semaphore(8)
+
+            async def ensure(node: NodeState) -> None:
+                async with limit:
+                    await self._ensure_node(node)
+
+            await asyncio.gather(*(ensure(n) for n in self.nodes.values()))
+            log.info("%d Nodes Ready", len(self.nodes))
+            for slot in self.controllers:
+                self._start(slot)
+            for node in self.nodes.values():
+                self._start(node.daemon)
+                node.state_mtime = 0.0
+            self._write_state()
+            self._spawn_task(self._wait_ready())
+            while not self.stopping.is_set():
+                for slot in self.controllers:
+                    self._supervise(slot)
+                for node in self.nodes.values():
+                    if node.rebooting:
+                        continue
+                    if self._reboot_requested(node):
+                        node.rebooting = True
+                        self._dirty = True
+                        self._spawn_task(self._reboot(node))
+                    else:
+                        self._supervise(node.daemon)
+                if self._dirty:
+                    self._write_state()
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self.stopping.wait(), TICK)
+        finally:
+            await self._shutdown()
+
+    async def _shutdown(self) -> None:
+        log.info("stopping")
+        for task in list(self._tasks):
+            task.cancel()
+        for task in list(self._tasks):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        slots = [*self.controllers, *(n.daemon for n in self.nodes.values())]
+        procs = [s.process for s in slots if s.process is not None]
+        for slot in slots:
+            slot.wanted = False
+            slot.process = None
+        await asyncio.to_thread(_stop_all, procs)
+        for node in self.nodes.values():
+            with contextlib.suppress(Exception):
+                for unit in node.host.active_units():
+                    await asyncio.to_thread(node.host.run, "systemctl", "stop", unit)
+        self._write_state()
+        if self._api is not None:
+            await self._api.close()
+
+
+def _stop_all(procs: list[Process]) -> None:
+    """SIGTERM every process group at once, then wait (SIGKILL stragglers)."""
+    for proc in procs:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_GRACE
+    while any(p.alive() for p in procs) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for proc in procs:
+        kill_group(proc.pid, 0.0, proc.popen)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m hack.simlib.nodesim")
+    parser.add_argument("--dir", type=Path, required=True, help="the simulation's state dir")
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    info = SimInfo.load(args.dir.resolve())
+    if info is None:
+        print(f"nodesim: no simulation in {args.dir}", file=sys.stderr)
+        return 1
+    asyncio.run(NodeSim(info).run())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

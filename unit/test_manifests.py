@@ -1,0 +1,281 @@
+"""The install manifests as files: layout, workload settings, RBAC hygiene.
+
+What the apiserver thinks of them (dry-run, RBAC decisions, the admission
+policy) is tested in ``e2e/test_security.py``; the rendered ``install.yaml``'s
+freshness in ``e2e/test_install_manifests.py``. Here: the kustomize tree names
+every file, the container args are flags the real CLI accepts, the Deployment
+and DaemonSet carry the settings the design asks for, and every RBAC rule is
+commented and free of wildcards.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from bootc_operator import cli
+from bootc_operator.api import constants as c
+from bootc_operator.api.crdgen import all_crds
+
+ROOT = Path(__file__).resolve().parents[1]
+MANIFESTS = ROOT / "manifests"
+NAMESPACE = "bootc-operator"
+IMAGE = "ghcr.io/bootc-dev/bootc-operator-py"
+
+Obj = dict[str, Any]
+
+
+def load(path: Path) -> list[Obj]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def one(path: Path, kind: str) -> Obj:
+    docs = [d for d in load(path) if d["kind"] == kind]
+    assert len(docs) == 1, f"{path}: expected one {kind}"
+    return docs[0]
+
+
+def kustomizations() -> list[Path]:
+    return sorted(MANIFESTS.glob("**/kustomization.yaml"))
+
+
+# ------------------------------------------------------------------ layout
+
+
+def test_crd_kustomization_names_every_generated_crd() -> None:
+    kust = yaml.safe_load((MANIFESTS / "crd" / "kustomization.yaml").read_text())
+    assert sorted(kust["resources"]) == sorted(all_crds())
+
+
+@pytest.mark.parametrize("kust", kustomizations(), ids=lambda p: str(p.relative_to(MANIFESTS)))
+def test_kustomization_resources_exist(kust: Path) -> None:
+    doc = yaml.safe_load(kust.read_text())
+    for res in doc.get("resources", []):
+        target = kust.parent / res
+        assert target.exists(), f"{kust}: {res} does not exist"
+        if target.is_dir():
+            assert (target / "kustomization.yaml").exists(), f"{target} is not a kustomization"
+    for gen in doc.get("configMapGenerator", []):
+        for spec in gen.get("files", []):
+            assert (kust.parent / spec.split("=", 1)[-1]).exists(), spec
+
+
+def test_default_install_composes_everything_with_a_pinned_image() -> None:
+    kust = yaml.safe_load((MANIFESTS / "default" / "kustomization.yaml").read_text())
+    assert set(kust["resources"]) == {
+        "namespace.yaml",
+        "../crd",
+        "../rbac",
+        "../admission",
+        "../controller",
+        "../daemon",
+    }
+    # No namespace transformer: it would move the Events Role out of "default".
+    assert "namespace" not in kust
+    (image,) = kust["images"]
+    assert image == {"name": "bootc-operator", "newName": IMAGE, "newTag": "v0.1.0"}
+
+
+def test_namespaced_objects_name_their_namespace() -> None:
+    for path in MANIFESTS.glob("*/*.yaml"):
+        if path.name == "kustomization.yaml" or path.parent.name == "crd":
+            continue
+        for doc in load(path):
+            if doc["kind"] in ("Role", "RoleBinding"):
+                assert doc["metadata"]["namespace"] in (NAMESPACE, "default"), path
+            elif doc["kind"] in ("ServiceAccount", "Deployment", "DaemonSet", "Service"):
+                assert doc["metadata"]["namespace"] == NAMESPACE, path
+
+
+def test_namespace_allows_the_privileged_daemon() -> None:
+    ns = one(MANIFESTS / "default" / "namespace.yaml", "Namespace")
+    assert ns["metadata"]["name"] == NAMESPACE
+    assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+    assert "privileged" in (MANIFESTS / "default" / "namespace.yaml").read_text().split("apiVersion")[0]
+
+
+# ------------------------------------------------------------------ workloads
+
+
+def _container(workload: Obj) -> Obj:
+    (container,) = workload["spec"]["template"]["spec"]["containers"]
+    return container
+
+
+def _env_field(container: Obj, name: str) -> str:
+    for env in container["env"]:
+        if env["name"] == name:
+            return str(env["valueFrom"]["fieldRef"]["fieldPath"])
+    raise AssertionError(f"no env {name}")
+
+
+def test_controller_deployment() -> None:
+    dep = one(MANIFESTS / "controller" / "deployment.yaml", "Deployment")
+    spec = dep["spec"]
+    pod = spec["template"]["spec"]
+    ctr = _container(dep)
+    assert spec["replicas"] == 2
+    assert pod["serviceAccountName"] == "bootc-operator-controller"
+    assert ctr["image"] == "bootc-operator"  # set by kustomize `images:`
+    args = cli.build_parser().parse_args(ctr["args"])
+    assert args.mode == "controller"
+    assert args.leader_elect is True
+    assert args.log_format == "json"
+    assert args.leader_election_id == "bootc-operator-controller"
+    ports = {p["name"]: p["containerPort"] for p in ctr["ports"]}
+    assert args.metrics_bind_address == f":{ports['metrics']}" == ":8080"
+    assert args.health_probe_bind_address == f":{ports['health']}" == ":8081"
+    assert ctr["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert ctr["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
+    assert _env_field(ctr, "POD_NAME") == "metadata.name"
+    assert _env_field(ctr, "POD_NAMESPACE") == "metadata.namespace"
+    assert ctr["resources"]["requests"].keys() == {"cpu", "memory"}
+    assert "memory" in ctr["resources"]["limits"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] != 0
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    sec = ctr["securityContext"]
+    assert sec["allowPrivilegeEscalation"] is False
+    assert sec["readOnlyRootFilesystem"] is True
+    assert sec["capabilities"] == {"drop": ["ALL"]}
+    assert "privileged" not in sec
+    assert not pod.get("hostPID") and not pod.get("hostNetwork")
+
+
+def test_daemon_daemonset() -> None:
+    ds = one(MANIFESTS / "daemon" / "daemonset.yaml", "DaemonSet")
+    pod = ds["spec"]["template"]["spec"]
+    ctr = _container(ds)
+    assert pod["serviceAccountName"] == "bootc-operator-daemon"
+    assert pod["nodeSelector"] == {c.MANAGED_LABEL: ""}
+    assert pod["hostPID"] is True
+    assert pod["tolerations"] == [{"operator": "Exists"}]
+    assert pod["priorityClassName"] == "system-node-critical"
+    assert not pod.get("hostNetwork")
+    assert ctr["image"] == "bootc-operator"
+    args = cli.build_parser().parse_args(ctr["args"])
+    assert args.mode == "daemon"
+    assert args.log_format == "json"
+    # The defaults the host access depends on are not overridden.
+    assert args.host_exec == cli.DEFAULT_HOST_EXEC
+    assert args.host_root == "/proc/1/root"
+    ports = {p["name"]: p["containerPort"] for p in ctr["ports"]}
+    assert args.metrics_bind_address == f":{ports['metrics']}" == ":8090"
+    assert args.health_probe_bind_address == f":{ports['health']}" == ":8091"
+    assert _env_field(ctr, "NODE_NAME") == "spec.nodeName"
+    assert ctr["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert ctr["readinessProbe"]["httpGet"]["port"] == "health"
+    sec = ctr["securityContext"]
+    assert sec["privileged"] is True
+    assert sec["runAsUser"] == 0
+    assert sec["runAsNonRoot"] is False
+    assert "memory" in ctr["resources"]["limits"]
+
+
+@pytest.mark.parametrize(
+    ("path", "component", "port"),
+    [("controller/service.yaml", "controller", 8080), ("daemon/service.yaml", "daemon", 8090)],
+)
+def test_metrics_services_select_their_pods(path: str, component: str, port: int) -> None:
+    svc = one(MANIFESTS / path, "Service")
+    assert svc["spec"]["selector"] == {
+        "app.kubernetes.io/name": "bootc-operator",
+        "app.kubernetes.io/component": component,
+    }
+    (p,) = svc["spec"]["ports"]
+    assert (p["name"], p["port"], p["targetPort"]) == ("metrics", port, "metrics")
+    workload = next(
+        d
+        for f in (MANIFESTS / component).glob("*.yaml")
+        for d in load(f)
+        if d["kind"] in ("Deployment", "DaemonSet")
+    )
+    labels = workload["spec"]["template"]["metadata"]["labels"]
+    assert svc["spec"]["selector"].items() <= labels.items()
+    assert workload["spec"]["selector"]["matchLabels"] == svc["spec"]["selector"]
+
+
+# ------------------------------------------------------------------ RBAC
+
+
+def rbac_docs() -> list[Obj]:
+    return [d for p in sorted((MANIFESTS / "rbac").glob("*.yaml")) for d in load(p)]
+
+
+def test_every_rbac_rule_has_a_justification_comment() -> None:
+    for path in sorted((MANIFESTS / "rbac").glob("*.yaml")):
+        if path.name == "kustomization.yaml":
+            continue
+        lines = path.read_text().splitlines()
+        for i, line in enumerate(lines):
+            if re.match(r"^\s*- apiGroups:", line):
+                before = [b.strip() for b in lines[:i] if b.strip()]
+                assert before and before[-1].startswith("#"), (
+                    f"{path.name}:{i + 1}: rule without a justification comment above it"
+                )
+
+
+def test_rbac_has_no_wildcards_and_no_dangerous_verbs() -> None:
+    for doc in rbac_docs():
+        for rule in doc.get("rules", []):
+            for key in ("apiGroups", "resources", "verbs"):
+                assert "*" not in rule.get(key, []), (doc["metadata"]["name"], rule)
+            assert not {"escalate", "bind", "impersonate", "deletecollection"} & set(
+                rule["verbs"]
+            ), rule
+            assert not {"pods/exec", "pods/attach", "serviceaccounts/token"} & set(
+                rule["resources"]
+            ), rule
+
+
+def test_secret_rules_are_bound_only_in_the_operator_namespace() -> None:
+    docs = rbac_docs()
+    secret_roles = {
+        (d["kind"], d["metadata"]["name"])
+        for d in docs
+        if d["kind"] in ("ClusterRole", "Role")
+        and any("secrets" in r["resources"] for r in d.get("rules", []))
+    }
+    assert secret_roles == {
+        ("ClusterRole", "bootc-operator-controller-secrets"),
+        ("ClusterRole", "bootc-operator-daemon-secrets"),
+    }
+    for d in docs:
+        if d["kind"] not in ("RoleBinding", "ClusterRoleBinding"):
+            continue
+        ref = (d["roleRef"]["kind"], d["roleRef"]["name"])
+        if ref in secret_roles:
+            assert d["kind"] == "RoleBinding", f"{d['metadata']['name']} grants Secrets cluster-wide"
+            assert d["metadata"]["namespace"] == NAMESPACE
+
+
+def test_each_binding_targets_one_of_our_service_accounts() -> None:
+    sas = {
+        d["metadata"]["name"]
+        for d in load(MANIFESTS / "rbac" / "service_accounts.yaml")
+        if d["kind"] == "ServiceAccount"
+    }
+    assert sas == {"bootc-operator-controller", "bootc-operator-daemon"}
+    for d in rbac_docs():
+        if d["kind"] in ("RoleBinding", "ClusterRoleBinding"):
+            (subject,) = d["subjects"]
+            assert subject["kind"] == "ServiceAccount"
+            assert (subject["namespace"], subject["name"]) in {(NAMESPACE, s) for s in sas}
+
+
+def test_admission_policy_matches_the_daemon_service_account() -> None:
+    docs = load(MANIFESTS / "admission" / "policy.yaml")
+    policy = next(d for d in docs if d["kind"] == "ValidatingAdmissionPolicy")
+    binding = next(d for d in docs if d["kind"] == "ValidatingAdmissionPolicyBinding")
+    assert binding["spec"]["policyName"] == policy["metadata"]["name"]
+    assert binding["spec"]["validationActions"] == ["Deny"]
+    assert policy["spec"]["failurePolicy"] == "Fail"
+    (cond,) = policy["spec"]["matchConditions"]
+    assert f"system:serviceaccount:{NAMESPACE}:bootc-operator-daemon" in cond["expression"]
+    (rule,) = policy["spec"]["matchConstraints"]["resourceRules"]
+    assert rule["apiGroups"] == [c.GROUP]
+    assert set(rule["resources"]) == {c.NODE_PLURAL, f"{c.NODE_PLURAL}/status"}
