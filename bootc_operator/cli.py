@@ -115,6 +115,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ctl.add_argument("--workers", type=int, default=4, help="workers per reconciler workqueue")
     ctl.add_argument(
+        "--registry-ca-file",
+        default="",
+        help="PEM bundle trusted (besides the system CAs) when resolving tags",
+    )
+    ctl.add_argument(
+        "--insecure-registry",
+        action="append",
+        metavar="HOST[:PORT]",
+        default=[],
+        help="registry spoken to without TLS verification (plain HTTP if it has no TLS); "
+        "repeatable, for test registries only",
+    )
+    ctl.add_argument(
         "--namespace",
         default=os.environ.get("POD_NAMESPACE", DEFAULT_NAMESPACE),
         help="the operator's own namespace",

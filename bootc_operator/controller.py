@@ -46,6 +46,8 @@ from bootc_operator.reconcilers.membership import MembershipReconciler
 from bootc_operator.reconcilers.pullsecrets import SecretState, SecretWatcher, ref_of
 from bootc_operator.reconcilers.rollout import RolloutReconciler
 from bootc_operator.reconcilers.status import StatusReconciler
+from bootc_operator.reconcilers.tags import TagReconciler
+from bootc_operator.registry import RegistryClient, RegistryOptions
 from bootc_operator.runtime.events import EventRecorder
 from bootc_operator.runtime.httpserver import ProbeServer
 from bootc_operator.runtime.leaderelection import LeaderElector
@@ -85,7 +87,15 @@ def instrumented(controller: str, reconcile: Reconcile) -> Reconcile:
 
 
 class Controller:
-    def __init__(self, api: Any, *, identity: str, workers: int = 4) -> None:
+    def __init__(
+        self,
+        api: Any,
+        *,
+        identity: str,
+        workers: int = 4,
+        tag_resolution_interval: float = 300.0,
+        registry: RegistryOptions | None = None,
+    ) -> None:
         self.api = api
         self.identity = identity
         self.workers = workers
@@ -99,7 +109,8 @@ class Controller:
         self.recorder = EventRecorder(api, instance=identity)
         self.ctx = Context(api, self.pools, self.bootc_nodes, self.nodes, self.recorder)
         self.queues = {
-            name: RateLimitingQueue[str](name) for name in ("membership", "rollout", "status")
+            name: RateLimitingQueue[str](name)
+            for name in ("membership", "rollout", "status", "tags")
         }
         self.drains = DrainManager(self.ctx, on_change=lambda _node, pool: self.enqueue(pool))
         self.secrets = SecretWatcher(api, on_change=self._secret_changed)
@@ -107,7 +118,20 @@ class Controller:
             self.ctx, cancel_drain=self.drains.cancel, secret_state=self.secret_state
         )
         self.rollout = RolloutReconciler(self.ctx, self.drains)
-        self.status = StatusReconciler(self.ctx, self.drains, secret_state=self.secret_state)
+        self.registry = RegistryClient(registry)
+        self.tags = TagReconciler(
+            self.ctx,
+            self._resolve_tag,
+            interval=tag_resolution_interval,
+            secret_state=self.secret_state,
+            on_target_changed=self.enqueue,
+        )
+        self.status = StatusReconciler(
+            self.ctx,
+            self.drains,
+            extra_problems=self.tags.problems,
+            secret_state=self.secret_state,
+        )
         self._register_handlers()
 
     # ---------------------------------------------------------------- event mapping
@@ -116,6 +140,10 @@ class Controller:
         if pool:
             for queue in self.queues.values():
                 queue.add(pool)
+
+    async def _resolve_tag(self, ref: str, dockerconfigjson: bytes | None) -> str:
+        resolved = await self.registry.resolve(ref, dockerconfigjson=dockerconfigjson)
+        return resolved.digest
 
     def secret_state(self, pool: Obj) -> SecretState | None:
         ref = ref_of(pool)
@@ -194,6 +222,7 @@ class Controller:
             "membership": self.membership.reconcile,
             "rollout": self.rollout.reconcile,
             "status": self.status.reconcile,
+            "tags": self.tags.reconcile,
         }
         async with asyncio.TaskGroup() as tg:
             for name, reconcile in reconcilers.items():
@@ -213,12 +242,22 @@ class Controller:
         await self.drains.stop()
         await self.secrets.stop()
         await self.recorder.stop()
+        await self.registry.close()
 
 
 async def run(args: argparse.Namespace) -> int:
     identity = f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}"
     api = await load_api_client(args.kubeconfig)
-    controller = Controller(api, identity=identity, workers=args.workers)
+    controller = Controller(
+        api,
+        identity=identity,
+        workers=args.workers,
+        tag_resolution_interval=args.tag_resolution_interval,
+        registry=RegistryOptions(
+            ca_file=args.registry_ca_file or None,
+            insecure_registries=frozenset(args.insecure_registry or ()),
+        ),
+    )
     server = ProbeServer(ready=controller.ready)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

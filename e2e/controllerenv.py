@@ -37,8 +37,11 @@ def image(n: int) -> str:
 
 
 @contextlib.asynccontextmanager
-async def running_controller(api: ApiClient, workers: int = 2) -> AsyncIterator[Controller]:
-    ctl = Controller(api, identity=f"test-{uuid.uuid4().hex[:6]}", workers=workers)
+async def running_controller(
+    api: ApiClient, workers: int = 2, **options: Any
+) -> AsyncIterator[Controller]:
+    """The real controller on this loop; ``options`` go to :class:`Controller`."""
+    ctl = Controller(api, identity=f"test-{uuid.uuid4().hex[:6]}", workers=workers, **options)
     ctl.factory.start()
     await ctl.factory.wait_for_cache_sync()
     task = asyncio.create_task(ctl.run_workers())

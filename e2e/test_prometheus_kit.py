@@ -199,9 +199,12 @@ def test_expressions_use_only_exported_metrics_labels_and_values(parsed: dict[st
                     problems.append(f"{where}: unknown pool node state in {m['value']!r}")
                 elif m["name"] == "reason" and not _alternatives(m) <= reasons:
                     problems.append(f"{where}: unknown Degraded reason in {m['value']!r}")
-                elif m["name"] == "job" and m["type"] == "=~":
-                    if not any(re.fullmatch(m["value"], s) for s in SERVICES):
-                        problems.append(f"{where}: job {m['value']!r} matches no metrics Service")
+                elif (
+                    m["name"] == "job"
+                    and m["type"] == "=~"
+                    and not any(re.fullmatch(m["value"], s) for s in SERVICES)
+                ):
+                    problems.append(f"{where}: job {m['value']!r} matches no metrics Service")
         for grouping in p.get("groupings", []):
             for label in grouping:
                 if label not in selected_labels:
@@ -308,9 +311,7 @@ def test_kit_renders_the_expected_objects(kit_yaml: str) -> None:
         assert {e["port"] for e in sm["spec"]["endpoints"]} <= ports
 
 
-async def test_kit_passes_server_side_dry_run(
-    control_plane: ControlPlane, kit_yaml: str
-) -> None:
+async def test_kit_passes_server_side_dry_run(control_plane: ControlPlane, kit_yaml: str) -> None:
     res = await asyncio.to_thread(
         control_plane.kubectl, "apply", "--dry-run=server", "-f", "-", input=kit_yaml
     )

@@ -83,7 +83,11 @@ class StatusReconciler:
         check = ctx.check(pool)
         old_status: dict[str, Any] = pool.get("status") or {}
         bns = ctx.bootc_nodes_of(pool_name)
-        views = [view(bn, ctx.node(bn["metadata"]["name"]), check.targets) for bn in bns]
+        # Until a changed tag resolves, count against the previous target: the nodes
+        # still run it and nothing is rolled back.
+        previous = old_status.get("targetDigest")
+        targets = check.targets or (frozenset({previous}) if previous else frozenset())
+        views = [view(bn, ctx.node(bn["metadata"]["name"]), targets) for bn in bns]
         counts = count_states(views)
         self._node_events(pool_name, views)
         problems: dict[str, str] = dict(self._extra_problems(pool))
@@ -124,9 +128,9 @@ class StatusReconciler:
         if target is None:
             up, up_reason = False, c.REASON_ROLLOUT_IN_PROGRESS
             up_message = (
-                f"waiting for tag {check.tag} to be resolved"
+                f"waiting for tag {check.tag} to be resolved; {up_message}"
                 if check.tag and check.valid
-                else "no usable target image"
+                else f"no usable target image; {up_message}"
             )
         blocked = [r.message(n) for n, r in self.drains.blocked().items() if r.pool == pool_name]
         m.DRAIN_BLOCKED.labels(pool_name).set(len(blocked))

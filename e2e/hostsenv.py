@@ -1,0 +1,113 @@
+"""Nodes backed by real daemon processes on simulated bootc hosts, with simulated reboots.
+
+``HostedNodes`` creates, per node: a Node object (Ready), a simulated host
+(``hack.fakebootc``) booted into a given image and trusting the test registries'
+CAs, and a ``bootc-operator daemon`` process (``e2e.daemonenv.Daemons``). A
+background *reboot simulator* plays the machine: when a host records a reboot
+request (the daemon ran ``systemctl reboot``) it stops that daemon, marks the
+Node NotReady, performs the host's reboot (staged → booted), marks it Ready and
+starts the daemon again — what a real node does, minus the firmware.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+from kubernetes_asyncio.client import ApiClient
+
+from bootc_operator.kube import NODES, ApiError, create_object, patch_object
+from bootc_operator.kube.rest import delete_object
+from e2e.daemonenv import Daemon, Daemons
+from hack.fakebootc import Host, make_host
+
+
+def _ready(ready: bool) -> dict[str, Any]:
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {
+        "type": "Ready",
+        "status": "True" if ready else "False",
+        "reason": "KubeletReady" if ready else "KubeletNotReady",
+        "message": "simulated",
+        "lastHeartbeatTime": now,
+        "lastTransitionTime": now,
+    }
+
+
+class HostedNodes:
+    def __init__(self, api: ApiClient, daemons: Daemons, root: Path) -> None:
+        self.api = api
+        self.daemons = daemons
+        self.root = root
+        self.hosts: dict[str, Host] = {}
+        self.running: dict[str, Daemon] = {}
+        self.reboots: list[str] = []
+        self._task: asyncio.Task[None] | None = None
+        self._trust: list[tuple[str, Path]] = []
+
+    def trust(self, registry_host: str, ca_file: Path) -> None:
+        """Every host (present and future) trusts ``ca_file`` for ``registry_host``."""
+        self._trust.append((registry_host, ca_file))
+        for host in self.hosts.values():
+            host.trust_registry_ca(registry_host, ca_file)
+
+    async def add(self, name: str, booted: str, labels: dict[str, str], **host: Any) -> Host:
+        h = await asyncio.to_thread(make_host, self.root / name, booted=booted, **host)
+        for registry, ca in self._trust:
+            h.trust_registry_ca(registry, ca)
+        self.hosts[name] = h
+        body = {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": name, "labels": labels},
+            "status": {"conditions": [_ready(True)]},
+        }
+        await create_object(self.api, NODES, body)
+        await self._set_ready(name, True)
+        self.running[name] = self.daemons.start(name, h, backoff_initial="1s", backoff_max="3s")
+        return h
+
+    async def _set_ready(self, name: str, ready: bool) -> None:
+        with contextlib.suppress(ApiError):
+            await patch_object(
+                self.api,
+                NODES,
+                name,
+                {"status": {"conditions": [_ready(ready)]}},
+                patch_type="strategic",
+                subresource="status",
+            )
+
+    async def __aenter__(self) -> HostedNodes:
+        self._task = asyncio.create_task(self._simulate_reboots(), name="reboot-simulator")
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        await self.daemons.stop_all()
+        for name in self.hosts:
+            with contextlib.suppress(ApiError):
+                await delete_object(self.api, NODES, name)
+
+    async def _simulate_reboots(self) -> None:
+        # The machine side of the simulation polls the hosts like firmware would
+        # notice a reboot; tests themselves only ever wait on API state.
+        while True:
+            for name, host in list(self.hosts.items()):
+                if host.reboot_request is None:
+                    continue
+                await self.running[name].stop()
+                await self._set_ready(name, False)
+                await asyncio.to_thread(host.reboot)
+                self.reboots.append(name)
+                await self._set_ready(name, True)
+                self.running[name] = self.daemons.start(
+                    name, host, backoff_initial="1s", backoff_max="3s"
+                )
+            await asyncio.sleep(0.2)
