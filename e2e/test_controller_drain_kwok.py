@@ -30,6 +30,7 @@ from e2e.helpers import wait_for
 from hack.testenv import ControlPlane, api_client
 from hack.testenv.controlplane import DEFAULT_CONTROLLERS, KWOK_CONTROLLERS
 from hack.testenv.fleet import Fleet
+from hack.testenv.monitor import SafetyMonitor
 
 CONTROLLERS = (
     *DEFAULT_CONTROLLERS,
@@ -176,6 +177,7 @@ async def test_real_pods_are_evicted_pdb_respected_daemonset_pods_left(kapi: Api
     watch.add_event_handler(EventHandler(on_add=observe, on_update=observe, on_delete=observe))
     watch.start()
     await watch.wait_for_sync()
+    monitor = await SafetyMonitor(api, "kwok", 1).start()
     try:
         async with running_controller(api):
             await create_pool(api, pool_body("kwok", {"pool": "kwok"}, image(1)))
@@ -198,9 +200,14 @@ async def test_real_pods_are_evicted_pdb_respected_daemonset_pods_left(kapi: Api
             except AssertionError:
                 await dump(api)
                 raise
+        await monitor.final_check(digest(2))
     finally:
+        summary = await monitor.stop()
         await watch.stop()
         await fleet.stop()
+    print("safety monitor:", summary)
+    assert summary.violations == [], summary.violations
+    assert summary.max_slots == 1 and summary.reboots == len(NODES)
     assert sorted(n for n, _ in fleet.reboots) == NODES
     # DaemonSet pods were never evicted
     assert {p["metadata"]["uid"] for p in await pods("app=agent")} == agent_uids
