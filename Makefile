@@ -1,5 +1,8 @@
 # Entry points; each target is a thin wrapper over a hack/ script.
-.PHONY: test unit setup binaries crds controlplane-up controlplane-down
+.PHONY: test unit setup binaries crds controlplane-up controlplane-down bench demo
+
+demo:            ## the README's demo: 6 simulated bootc nodes, a rollout shown live (DEMO_ARGS=--keep)
+	bash hack/demo $(DEMO_ARGS)
 
 test:            ## lint, type-check, unit + e2e (the README's test command)
 	bash hack/test.sh
@@ -15,3 +18,6 @@ binaries:        ## build and cache kube-apiserver, kube-controller-manager, etc
 
 crds:            ## regenerate manifests/crd from the models
 	bash hack/gen-crds
+
+bench:           ## scale/performance figures (N=100/1000/5000 + 20 daemons; ARGS=--quick for N=100)
+	bash hack/bench $(ARGS)

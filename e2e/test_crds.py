@@ -69,7 +69,7 @@ def _crds() -> dict[str, dict[str, Any]]:
     docs: dict[str, dict[str, Any]] = {}
     for path in sorted(Path(DEFAULT_CRD_DIR).glob("*.yaml")):
         for doc in yaml.safe_load_all(path.read_text()):
-            if doc:
+            if doc and doc.get("kind") == "CustomResourceDefinition":  # not kustomization.yaml
                 docs[doc["spec"]["names"]["kind"]] = doc
     return docs
 

@@ -6,7 +6,12 @@
   label values the code sets (pool states, Degraded reasons), and groups only by
   labels those metrics (or the scrape) carry.
 - The rules page on the situations a user cares about, each with a severity,
-  a ``for`` and a readable summary; the dashboard is well-formed Grafana JSON.
+  a ``for`` and a readable summary. ``promtool`` (Debian's prometheus package,
+  ``hack/install-promtool.sh``) checks the rules file and runs rule unit tests:
+  from synthetic series, each alert fires at the time its ``for`` allows with
+  the expected labels and rendered annotations, and not in the look-alike
+  situations (a slow but progressing rollout, a paused pool, a leader present).
+- The dashboard is well-formed Grafana JSON.
 - The kit is accepted by a real kube-apiserver with the monitoring.coreos.com
   CRDs installed from schemas generated from prometheus-operator's published
   API types (``hack/gen-prometheus-crds``), and a malformed object is not.
@@ -238,6 +243,261 @@ def test_alerts_cover_what_a_user_pages_on() -> None:
         assert re.fullmatch(r"\d+[smh]", rule["for"]), name
         assert rule["annotations"]["summary"] and rule["annotations"]["description"], name
         assert name.startswith("BootcOperator")
+
+
+# ------------------------------------------------------------------ promtool: the rules fire
+
+
+@pytest.fixture(scope="module")
+def promtool() -> Path:
+    """Debian's prometheus package's promtool (hack/install-promtool.sh installs it)."""
+    res = subprocess.run(
+        ["bash", str(ROOT / "hack" / "install-promtool.sh")],
+        stdout=subprocess.PIPE,
+        text=True,
+        check=True,
+        timeout=600,
+    )
+    return Path(res.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def rules_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The PrometheusRule's groups as a plain Prometheus rules file."""
+    doc = yaml.safe_load((KIT / "prometheusrule.yaml").read_text())
+    path = tmp_path_factory.mktemp("rules") / "rules.yaml"
+    path.write_text(yaml.safe_dump({"groups": doc["spec"]["groups"]}, sort_keys=False))
+    return path
+
+
+def test_promtool_checks_the_rules(promtool: Path, rules_file: Path) -> None:
+    res = subprocess.run(
+        [str(promtool), "check", "rules", str(rules_file)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert f"SUCCESS: {len(rules())} rules found" in res.stdout
+
+
+CTL = 'job="bootc-operator-controller-metrics", pod="ctl-0"'
+DMN = 'job="bootc-operator-daemon-metrics"'
+
+
+def _render(template: str, labels: dict[str, str], value: str) -> str:
+    """Prometheus' alert templating, for the only constructs the rules use."""
+    out = re.sub(r"\{\{ \$labels\.(\w+) \}\}", lambda m: labels.get(m[1], ""), template)
+    out = out.replace("{{ $value }}", value)
+    assert "{{" not in out, f"template construct not handled here: {template}"
+    return out
+
+
+# (name, input series → values, [(eval time, alert, [(labels, $value)])])
+AlertCase = tuple[str, dict[str, str], list[tuple[str, str, list[tuple[dict[str, str], str]]]]]
+P = {"pool": "workers"}
+ALERT_CASES: list[AlertCase] = [
+    (
+        "rollout stuck: a slot held, no node finishes",
+        {
+            f'bootc_operator_reboot_slots_in_use{{{CTL}, pool="workers"}}': "1x200",
+            f'bootc_operator_pool_up_to_date{{{CTL}, pool="workers"}}': "0x200",
+            f'bootc_operator_pool_nodes{{{CTL}, pool="workers", state="UpToDate"}}': "3x200",
+        },
+        [
+            ("1h50m", "BootcOperatorRolloutStuck", []),
+            ("2h10m", "BootcOperatorRolloutStuck", [(P, "1")]),
+        ],
+    ),
+    (
+        "slow but progressing rollout: a node finishes every 50 minutes",
+        {
+            f'bootc_operator_reboot_slots_in_use{{{CTL}, pool="workers"}}': "1x200",
+            f'bootc_operator_pool_up_to_date{{{CTL}, pool="workers"}}': "0x200",
+            f'bootc_operator_pool_nodes{{{CTL}, pool="workers", state="UpToDate"}}': (
+                "3x49 4x49 5x49 6x49 7x49"
+            ),
+        },
+        [("3h", "BootcOperatorRolloutStuck", [])],
+    ),
+    (
+        "paused pool: nodes sit Staged without a slot",
+        {
+            f'bootc_operator_reboot_slots_in_use{{{CTL}, pool="workers"}}': "0x200",
+            f'bootc_operator_pool_up_to_date{{{CTL}, pool="workers"}}': "0x200",
+            f'bootc_operator_pool_nodes{{{CTL}, pool="workers", state="Staged"}}': "3x200",
+            f'bootc_operator_pool_nodes{{{CTL}, pool="workers", state="Staging"}}': "0x200",
+            f'bootc_operator_pool_nodes{{{CTL}, pool="workers", state="UpToDate"}}': "0x200",
+        },
+        [("3h", "BootcOperatorRolloutStuck", [])],
+    ),
+    (
+        "degraded nodes, blocked drain, halted rollout",
+        {
+            f'bootc_operator_pool_nodes{{{CTL}, pool="workers", state="Degraded"}}': "2x60",
+            f'bootc_operator_drain_blocked{{{CTL}, pool="workers"}}': "1x60",
+            f'bootc_operator_pool_degraded{{{CTL}, pool="workers", reason="RolloutHalted"}}': (
+                "1x60"
+            ),
+            f'bootc_operator_pool_degraded{{{CTL}, pool="workers", reason="NodeDegraded"}}': (
+                "0x60"
+            ),
+        },
+        [
+            ("14m", "BootcOperatorNodeDegraded", []),
+            ("16m", "BootcOperatorNodeDegraded", [(P, "2")]),
+            ("29m", "BootcOperatorDrainBlocked", []),
+            ("31m", "BootcOperatorDrainBlocked", [(P, "1")]),
+            ("6m", "BootcOperatorRolloutHalted", [(P, "1")]),
+            ("30m", "BootcOperatorPoolDegraded", []),
+        ],
+    ),
+    (
+        "pool degraded by a tag resolution error",
+        {
+            f'bootc_operator_pool_degraded{{{CTL}, pool="workers", reason="TagResolutionError"}}': (
+                "1x30"
+            ),
+        },
+        [
+            (
+                "16m",
+                "BootcOperatorPoolDegraded",
+                [({**P, "reason": "TagResolutionError"}, "1")],
+            )
+        ],
+    ),
+    (
+        "controller replicas down, then none scraped at all",
+        {f'up{{{CTL}, instance="10.0.0.1:8080"}}': "0x30"},
+        [
+            ("9m", "BootcOperatorControllerDown", []),
+            ("11m", "BootcOperatorControllerDown", [({}, "1")]),
+        ],
+    ),
+    (
+        "no controller at all",
+        {"some_other_metric": "1x30"},
+        [("11m", "BootcOperatorControllerDown", [({}, "1")])],
+    ),
+    (
+        "no leader / a leader",
+        {
+            f'bootc_operator_leader{{{CTL}, instance="a"}}': "0x10 1x20",
+            f'bootc_operator_leader{{{CTL}, instance="b"}}': "0x30",
+        },
+        [
+            ("6m", "BootcOperatorNoLeader", [({}, "0")]),
+            ("20m", "BootcOperatorNoLeader", []),
+        ],
+    ),
+    (
+        "reconcile errors for an hour",
+        {f'controller_runtime_reconcile_errors_total{{{CTL}, controller="rollout"}}': "0+1x90"},
+        [
+            ("50m", "BootcOperatorReconcileErrors", []),
+            ("70m", "BootcOperatorReconcileErrors", [({"controller": "rollout"}, "1")]),
+        ],
+    ),
+    (
+        "a daemon down; fewer daemons than managed nodes",
+        {
+            f'up{{{DMN}, node="n1", namespace="bootc-operator", pod="d-1"}}': "0x40",
+            f'up{{{DMN}, node="n2", namespace="bootc-operator", pod="d-2"}}': "1x40",
+            f'bootc_operator_pool_nodes{{{CTL}, pool="workers", state="UpToDate"}}': "2x40",
+            f'bootc_operator_pool_nodes{{{CTL}, pool="workers", state="Staging"}}': "1x40",
+        },
+        [
+            ("14m", "BootcOperatorDaemonDown", []),
+            (
+                "16m",
+                "BootcOperatorDaemonDown",
+                [
+                    (
+                        {
+                            "job": "bootc-operator-daemon-metrics",
+                            "node": "n1",
+                            "namespace": "bootc-operator",
+                            "pod": "d-1",
+                        },
+                        "0",
+                    )
+                ],
+            ),
+            ("31m", "BootcOperatorDaemonsMissing", [({}, "3")]),
+        ],
+    ),
+    (
+        "every managed node has a daemon",
+        {
+            f'up{{{DMN}, node="n1", pod="d-1"}}': "1x40",
+            f'bootc_operator_pool_nodes{{{CTL}, pool="workers", state="UpToDate"}}': "1x40",
+        },
+        [("35m", "BootcOperatorDaemonsMissing", [])],
+    ),
+    (
+        "bootc status not read for over two hours",
+        {
+            f'bootc_operator_daemon_last_status_refresh_timestamp_seconds{{{DMN}, node="n1"}}': (
+                "0x160"
+            ),
+        },
+        [
+            ("2h", "BootcOperatorDaemonStatusStale", []),
+            (
+                "2h20m",
+                "BootcOperatorDaemonStatusStale",
+                [({"job": "bootc-operator-daemon-metrics", "node": "n1"}, "8400")],
+            ),
+        ],
+    ),
+]
+
+
+def test_alerts_fire_when_they_should_and_not_otherwise(promtool: Path, rules_file: Path) -> None:
+    """promtool's rule unit tests: synthetic series in, exactly the expected alerts out
+    (labels and rendered annotations), at the times their ``for`` allows."""
+    by_name = {r["alert"]: r for r in rules()}
+    tests = []
+    for name, series, checks in ALERT_CASES:
+        alert_tests = []
+        for at, alert, expected in checks:
+            rule = by_name[alert]
+            exp = [
+                {
+                    "exp_labels": {**labels, **rule["labels"]},
+                    "exp_annotations": {
+                        k: _render(v, labels, value) for k, v in rule["annotations"].items()
+                    },
+                }
+                for labels, value in expected
+            ]
+            alert_tests.append({"eval_time": at, "alertname": alert, "exp_alerts": exp})
+        tests.append(
+            {
+                "name": name,
+                "interval": "1m",
+                "input_series": [{"series": s, "values": v} for s, v in series.items()],
+                "alert_rule_test": alert_tests,
+            }
+        )
+    covered = {alert for _, _, checks in ALERT_CASES for _, alert, exp in checks if exp}
+    assert covered == set(by_name), f"alerts never seen firing: {set(by_name) - covered}"
+    test_file = rules_file.parent / "alerts_test.yaml"
+    test_file.write_text(
+        yaml.safe_dump(
+            {"rule_files": [rules_file.name], "evaluation_interval": "1m", "tests": tests},
+            sort_keys=False,
+        )
+    )
+    res = subprocess.run(
+        [str(promtool), "test", "rules", str(test_file)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
 
 
 # ------------------------------------------------------------------ dashboard

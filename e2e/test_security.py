@@ -120,6 +120,9 @@ def test_install_yaml_is_fresh() -> None:
 def test_install_yaml_passes_server_dry_run_and_applies(cluster: Cluster) -> None:
     objects = len(install_docs())
     assert objects >= 20
+    for kind in ("Deployment", "DaemonSet"):
+        (container,) = workload(kind)["spec"]["template"]["spec"]["containers"]
+        assert container["image"] == "ghcr.io/bootc-dev/bootc-operator-py:v0.1.0", kind
     assert cluster.dry_run.count("(server dry run)") == objects, cluster.dry_run
     applied = [line for line in cluster.applied.splitlines() if line.strip()]
     assert len(applied) == objects, cluster.applied

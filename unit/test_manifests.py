@@ -1,9 +1,10 @@
 """The install manifests as files: layout, workload settings, RBAC hygiene.
 
 What the apiserver thinks of them (dry-run, RBAC decisions, the admission
-policy) is tested in ``e2e/test_security.py``; the rendered ``install.yaml``'s
-freshness in ``e2e/test_install_manifests.py``. Here: the kustomize tree names
-every file, the container args are flags the real CLI accepts, the Deployment
+policy) and the rendered ``install.yaml``'s freshness are tested in
+``e2e/test_security.py``; the Prometheus kit in ``e2e/test_prometheus_kit.py``.
+Here: the kustomize tree names every file, the container args are flags the
+real CLI accepts, the Deployment
 and DaemonSet carry the settings the design asks for, and every RBAC rule is
 commented and free of wildcards.
 """
@@ -95,15 +96,17 @@ def test_namespace_allows_the_privileged_daemon() -> None:
     ns = one(MANIFESTS / "default" / "namespace.yaml", "Namespace")
     assert ns["metadata"]["name"] == NAMESPACE
     assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
-    assert "privileged" in (MANIFESTS / "default" / "namespace.yaml").read_text().split("apiVersion")[0]
+    comment = (MANIFESTS / "default" / "namespace.yaml").read_text().split("apiVersion")[0]
+    assert "privileged" in comment and "hostPID" in comment, "say why in a comment"
 
 
 # ------------------------------------------------------------------ workloads
 
 
 def _container(workload: Obj) -> Obj:
-    (container,) = workload["spec"]["template"]["spec"]["containers"]
-    return container
+    containers: list[Obj] = workload["spec"]["template"]["spec"]["containers"]
+    assert len(containers) == 1
+    return containers[0]
 
 
 def _env_field(container: Obj, name: str) -> str:
@@ -249,7 +252,9 @@ def test_secret_rules_are_bound_only_in_the_operator_namespace() -> None:
             continue
         ref = (d["roleRef"]["kind"], d["roleRef"]["name"])
         if ref in secret_roles:
-            assert d["kind"] == "RoleBinding", f"{d['metadata']['name']} grants Secrets cluster-wide"
+            assert d["kind"] == "RoleBinding", (
+                f"{d['metadata']['name']} grants Secrets cluster-wide"
+            )
             assert d["metadata"]["namespace"] == NAMESPACE
 
 

@@ -129,6 +129,8 @@ class SimFleet:
     def go(self) -> None:
         if self._workers is None:
             self.cpu_at_go = self_cpu()
+            now = time.monotonic()  # queue waits count from here, not from the hold
+            self.enqueued = dict.fromkeys(self.enqueued, now)
             self._workers = asyncio.create_task(self._run())
 
     async def _run(self) -> None:

@@ -20,10 +20,12 @@ import argparse
 import dataclasses
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+from types import FrameType
 
 from hack.simlib.common import DEFAULT_DIR, MARKER_ENV, SIM_FILE, SimConfig, SimInfo
 from hack.simlib.images import ImageError
@@ -289,9 +291,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def interrupt_on_sigterm() -> None:
+    """SIGTERM (and SIGINT, even when inherited as ignored) raise KeyboardInterrupt once,
+    so a half-started simulation is torn down; a second signal is ignored."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.dir = args.dir.resolve()
+    interrupt_on_sigterm()
     try:
         rc: int = args.func(args)
     except (SimError, ImageError) as e:

@@ -1,0 +1,10 @@
+"""The scale and performance benchmark behind ``hack/bench`` / ``make bench`` (issue 9).
+
+- :mod:`hack.perf.cli`: the command, the table and the JSON;
+- :mod:`hack.perf.scale`: figures 1-4 for one N (membership, rollout, reaction, cost);
+- :mod:`hack.perf.daemons`: figure 5 (real daemon processes);
+- :mod:`hack.perf.simfleet`: the simulated fleet (a child process);
+- :mod:`hack.perf.observer`, :mod:`hack.perf.analysis`: timestamped watch events and
+  the figures computed from them;
+- :mod:`hack.perf.components`, :mod:`hack.perf.procinfo`: processes, /proc, metrics.
+"""

@@ -1,0 +1,200 @@
+"""``hack/bench``: the scale and performance benchmark (issue 9). Figures, not tests.
+
+For each N (default 100, 1,000 and 5,000; ``--quick``: 100 only) a fresh etcd +
+kube-apiserver, N simulated nodes (``hack.perf.simfleet``) and the real
+controller process (``hack.perf.scale``): membership convergence against a bare
+client's throughput, rollout efficiency, reaction latencies, controller cost.
+Then N = 20 real daemon processes on simulated hosts (``hack.perf.daemons``):
+idle RSS and CPU, API requests per node per rollout.
+
+Prints the machine and a table; writes every figure as JSON (``--json``,
+default ``.cache/bench/results.json``). Nothing fails on a number. The machine
+is shared: the table reports the load average and how much CPU other
+processes took during each run, so repeat runs before trusting a difference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from hack.perf import daemons, scale
+from hack.perf.procinfo import machine
+
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT_JSON = REPO / ".cache" / "bench" / "results.json"
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value * 1000:.0f}"
+
+
+def _pair(d: dict[str, Any], key: str) -> str:
+    p = d.get(key) or {}
+    return f"{_ms(p.get('p50'))} / {_ms(p.get('p99'))}"
+
+
+def table(results: dict[str, Any]) -> str:
+    sizes: list[dict[str, Any]] = results["sizes"]
+    rows: list[tuple[str, list[str]]] = []
+
+    def row(label: str, fn: Any) -> None:
+        cells = []
+        for r in sizes:
+            try:
+                cells.append(str(fn(r)))
+            except (KeyError, TypeError, ZeroDivisionError):
+                cells.append("-")
+        rows.append((label, cells))
+
+    row("1. membership: pool -> all BootcNodes + labels (s)", lambda r: r["membership"]["seconds"])
+    row("   controller writes/s", lambda r: r["membership"]["writes_per_second"])
+    row(
+        "   bare client writes/s (1 in flight)",
+        lambda r: r["bare_client"]["sequential"]["writes_per_second"],
+    )
+    row(
+        "   bare client writes/s (32 in flight)",
+        lambda r: r["bare_client"]["concurrent"]["writes_per_second"],
+    )
+    row(
+        "   controller time / bare client (32 in flight)",
+        lambda r: f"{r['membership']['overhead_vs_concurrent']}x",
+    )
+    row("   retarget: all BootcNodes name B (s)", lambda r: r["staging"]["retarget_seconds"])
+    row(
+        "2. rollout M=10%, R: ideal ceil(N/M)*R (s)",
+        lambda r: f"{r['rollout']['ideal_seconds']:.0f} (R={r['reboot_seconds']:g})",
+    )
+    row("   actual (s)", lambda r: r["rollout"]["actual_seconds"])
+    row("   efficiency ideal/actual", lambda r: f"{r['rollout']['efficiency'] * 100:.0f}%")
+    row("   slot utilisation", lambda r: f"{r['rollout']['slot_utilisation'] * 100:.0f}%")
+    row("   slot hold p50 / p99 (ms)", lambda r: _pair(r["rollout"], "slot_hold"))
+    row("3. reaction: release p50 / p99 (ms)", lambda r: _pair(r["rollout"], "release_latency"))
+    row("   handoff: slot freed -> taken p50 / p99 (ms)", lambda r: _pair(r["rollout"], "handoff"))
+    row("   drain path: slot -> Booted p50 / p99 (ms)", lambda r: _pair(r["rollout"], "drain_path"))
+    row(
+        "   (fleet: Booted -> Rebooting p50 / p99 (ms))",
+        lambda r: _pair(r["rollout"], "fleet_reaction"),
+    )
+    row("4. controller peak RSS (MiB)", lambda r: r["controller"]["peak_rss_mib"])
+    row(
+        "   controller CPU s: membership / rollout / whole run",
+        lambda r: (
+            f"{r['membership']['cpu']['controller']:.1f} / "
+            f"{r['rollout']['cpu']['controller']:.1f} / {r['controller']['cpu_seconds']:.1f}"
+        ),
+    )
+    row("   API requests, whole run", lambda r: r["controller"]["requests_total"])
+    for verb in ("POST", "PATCH", "DELETE", "GET", "LIST", "WATCH"):
+        row(f"     {verb}", lambda r, v=verb: r["controller"]["requests_by_verb"].get(v, 0))
+    row(
+        "   LIST after initial sync",
+        lambda r: (
+            ", ".join(f"{k} {v}" for k, v in r["controller"]["lists_after_sync"].items()) or "0"
+        ),
+    )
+    row(
+        "   client counts = apiserver_request_total",
+        lambda r: "yes" if not r["controller"]["crosscheck_mismatches"] else "NO (see JSON)",
+    )
+    row("   fleet CPU s (its own process)", lambda r: r["fleet"]["cpu_seconds_since_go"])
+    row(
+        "   kube-apiserver / etcd CPU s",
+        lambda r: "{:.0f} / {:.0f}".format(
+            *(r["cpu_by_process"][k] for k in ("kube-apiserver", "etcd"))
+        ),
+    )
+    row(
+        "machine: load before; CPU s used by others",
+        lambda r: f"{r['load_before'][0]}; {r['machine_window']['others_cpu_seconds']:.0f}",
+    )
+
+    label_w = max(len(label) for label, _ in rows)
+    col_w = max([12, *(len(c) for _, cells in rows for c in cells)])
+    head = " " * label_w + "".join(f"  {'N=' + str(r['nodes']):>{col_w}}" for r in sizes)
+    lines = [head]
+    for label, cells in rows:
+        lines.append(f"{label:<{label_w}}" + "".join(f"  {c:>{col_w}}" for c in cells))
+    d = results.get("daemons")
+    if d:
+        idle, roll = d["idle"], d["rollout"]
+        lines += [
+            "",
+            f"5. daemon, {d['daemons']} real processes on simulated hosts:",
+            f"   idle RSS {idle['rss_mib_mean']} MiB (max {idle['rss_mib_max']}); "
+            f"idle CPU {idle['cpu_seconds_per_hour']} s/hour "
+            f"({idle['cpu_seconds_in_window_mean']} s over {idle['window_seconds']:g} s "
+            f"+ 12 polls x {idle['reread_cpu_ms']} ms)",
+            f"   API requests per node per rollout: {roll['requests_per_node']} "
+            + "("
+            + ", ".join(f"{k} {v:g}" for k, v in roll["requests_per_node_by_verb"].items())
+            + f"); rollout of {d['daemons']} nodes, M={d['max_unavailable']}: {roll['seconds']} s",
+        ]
+    return "\n".join(lines)
+
+
+def header(info: dict[str, Any]) -> str:
+    return (
+        f"machine: {info['cores']} cores ({info['cpu']}), {info['memory_gib']} GiB, "
+        f"Python {info['python']}, Linux {info['kernel']}; "
+        f"load average {' '.join(str(x) for x in info['load_average'])}"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="hack/bench", description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="N = 100 only (and the daemons)")
+    p.add_argument("--sizes", help="comma-separated N values (default 100,1000,5000)")
+    p.add_argument("--json", type=Path, default=DEFAULT_JSON, help="where to write the figures")
+    p.add_argument("--reboot-seconds", type=float, default=3.0, help="simulated reboot time R")
+    p.add_argument("--workers", type=int, default=4, help="the controller's --workers")
+    p.add_argument("--daemons", type=int, default=20, help="real daemon processes (0: skip)")
+    p.add_argument("--daemon-idle-seconds", type=float, default=60.0)
+    p.add_argument("--logs", type=Path, help="keep component logs here (default: a temp dir)")
+    args = p.parse_args(argv)
+
+    sizes = [100] if args.quick else [100, 1000, 5000]
+    if args.sizes:
+        sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    info = machine()
+    print(header(info), flush=True)
+    results: dict[str, Any] = {
+        "machine": info,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "sizes": [],
+    }
+    opts = scale.Options(reboot_seconds=args.reboot_seconds, workers=args.workers)
+    with tempfile.TemporaryDirectory(prefix="bench-logs-") as tmp:
+        logs = args.logs or Path(tmp)
+        started = time.monotonic()
+        for n in sizes:
+            results["sizes"].append(scale.run(n, opts, logs / f"n{n}"))
+        if args.daemons:
+            results["daemons"] = daemons.run(
+                args.daemons,
+                idle_seconds=args.daemon_idle_seconds,
+                reboot_seconds=args.reboot_seconds,
+                log_dir=logs / "daemons",
+            )
+        results["seconds"] = round(time.monotonic() - started, 1)
+    results["load_average_end"] = [round(x, 2) for x in machine()["load_average"]]
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(results, indent=2) + "\n")
+    print()
+    print(header(info))
+    print(table(results))
+    print(
+        f"\nrun took {results['seconds']:.0f} s; load average at the end "
+        f"{' '.join(str(x) for x in results['load_average_end'])}; figures in {args.json}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,299 @@
+"""Figure 5: what the real daemon costs, with N real ``bootc-operator daemon`` processes.
+
+Each daemon runs on a simulated bootc host (``hack.fakebootc``) with the
+production defaults (poll every 5 minutes, inotify on ``/ostree/bootc``), against
+a fresh etcd + kube-apiserver, with the controller process driving a pool.
+
+1. **idle**: every node reports Idle on image A; then over ``idle_seconds`` the
+   daemons' own CPU (utime + stime; children such as the fake ``bootc`` are not
+   counted: a real bootc's cost is not the daemon's) and RSS. No poll falls in
+   the window, so a poll's cost is measured apart: ``rereads`` touches of
+   ``/ostree/bootc`` (inotify → the same status re-read a poll does).
+   CPU per hour idle = window rate * 3600 + 12 polls * one re-read.
+2. **rollout**: retarget the pool to image B (maxUnavailable 10 %). When a host
+   asks for a reboot the harness does what the machine would: the daemon stops
+   (its request counters are read first), the Node turns NotReady, the host
+   reboots into the staged image, ``reboot_seconds`` later a new daemon starts
+   and the Node is Ready again. API requests per node per rollout = every daemon
+   process's ``bootc_operator_api_requests_total`` summed over both lives / N.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from bootc_operator.kube import (
+    BOOTC_NODE_POOLS,
+    NODES,
+    create_object,
+    load_api_client,
+    patch_object,
+)
+from hack.fakebootc import Host, make_host
+from hack.perf import components as comp
+from hack.perf.observer import Observer
+from hack.perf.procinfo import proc_mem
+from hack.perf.scale import PREFIX, bounded, digest, image, log, node_body, pool_body
+from hack.testenv import ControlPlane
+from hack.testenv.controlplane import free_port
+from hack.testenv.procs import Process, spawn
+
+
+@dataclass
+class DaemonProc:
+    index: int
+    node: str
+    host: Host
+    process: Process
+    metrics_port: int
+
+    async def requests(self) -> comp.Requests:
+        async with (
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session,
+            session.get(f"http://127.0.0.1:{self.metrics_port}/metrics") as resp,
+        ):
+            return comp.client_requests(await resp.text())
+
+
+@dataclass
+class DaemonFleet:
+    kubeconfig: Path
+    log_dir: Path
+    running: dict[str, DaemonProc] = field(default_factory=dict)
+    lives: int = 0
+
+    def start(self, index: int, node: str, host: Host) -> DaemonProc:
+        metrics_port = free_port()
+        argv = [
+            str(comp.OPERATOR_BIN),
+            "daemon",
+            "--node-name",
+            node,
+            "--kubeconfig",
+            str(self.kubeconfig),
+            "--host-root",
+            str(host.root),
+            "--metrics-bind-address",
+            f"127.0.0.1:{metrics_port}",
+            "--health-probe-bind-address",
+            f"127.0.0.1:{free_port()}",
+        ]
+        env = host.env()
+        env.pop("KUBECONFIG", None)
+        self.lives += 1
+        process = spawn(f"daemon-{node}", argv, self.log_dir / f"daemon-{node}.log", env=env)
+        daemon = DaemonProc(index, node, host, process, metrics_port)
+        self.running[node] = daemon
+        return daemon
+
+    def stop_all(self) -> None:
+        for daemon in self.running.values():
+            daemon.process.stop(grace=10)
+
+
+def _stat_cpu(pid: int) -> tuple[float, float]:
+    """(own CPU seconds, waited-for children's CPU seconds) of ``pid``."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()
+    except OSError:
+        return 0.0, 0.0
+    tck = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / tck, (int(fields[13]) + int(fields[14])) / tck
+
+
+async def run_daemons(
+    cp: ControlPlane,
+    n: int,
+    *,
+    idle_seconds: float,
+    reboot_seconds: float,
+    rereads: int,
+    log_dir: Path,
+    work_dir: Path,
+) -> dict[str, Any]:
+    m = max(1, math.ceil(n * 0.10))
+    result: dict[str, Any] = {"daemons": n, "max_unavailable": m}
+    api = await load_api_client(cp.kubeconfig)
+    daemons = DaemonFleet(cp.kubeconfig, log_dir)
+    observer = Observer(api, PREFIX)
+    controller: comp.Controller | None = None
+    try:
+        names = [f"{PREFIX}{i:05d}" for i in range(n)]
+        hosts = [
+            await asyncio.to_thread(make_host, work_dir / name, booted=image(1), version="1")
+            for name in names
+        ]
+
+        async def create_node(i: int) -> None:
+            await create_object(api, NODES, node_body(i))
+
+        await bounded(n, 8, create_node)
+        await observer.start()
+        controller = comp.start_controller(cp.kubeconfig, log_dir)
+        await controller.wait_ready()
+        for i, (name, host) in enumerate(zip(names, hosts, strict=True)):
+            daemons.start(i, name, host)
+        await create_object(api, BOOTC_NODE_POOLS, pool_body(image(1), m))
+        await observer.wait(
+            lambda: observer.count(("idle-on", digest(1))) >= n and observer.pool_up_to_date,
+            300,
+            "every daemon reporting Idle on A",
+        )
+        log(f"daemons: {n} daemons idle; measuring {idle_seconds:.0f}s")
+        await asyncio.sleep(5.0)  # past start-up work
+
+        # ---------------------------------------------------------- idle
+        procs = list(daemons.running.values())
+        before = [_stat_cpu(d.process.pid) for d in procs]
+        await asyncio.sleep(idle_seconds)
+        after = [_stat_cpu(d.process.pid) for d in procs]
+        own = [a[0] - b[0] for a, b in zip(after, before, strict=True)]
+        rss = [proc_mem(d.process.pid).get("VmRSS", 0.0) for d in procs]
+        hwm = [proc_mem(d.process.pid).get("VmHWM", 0.0) for d in procs]
+        # one status re-read per touch (inotify IN_ATTRIB, what a poll also does)
+        before = [_stat_cpu(d.process.pid) for d in procs]
+        for _ in range(rereads):
+            for d in procs:
+                os.utime(d.host.paths.ostree_bootc)
+            await asyncio.sleep(1.0)
+        await asyncio.sleep(1.0)
+        after = [_stat_cpu(d.process.pid) for d in procs]
+        reread_own = sum(a[0] - b[0] for a, b in zip(after, before, strict=True)) / (n * rereads)
+        reread_child = sum(a[1] - b[1] for a, b in zip(after, before, strict=True)) / (n * rereads)
+        base_rate = sum(own) / n / idle_seconds  # CPU s per s per daemon
+        polls_per_hour = 3600 / 300
+        result["idle"] = {
+            "window_seconds": idle_seconds,
+            "rss_mib_mean": round(sum(rss) / n, 1),
+            "rss_mib_max": round(max(rss), 1),
+            "peak_rss_mib_max": round(max(hwm), 1),
+            "cpu_seconds_in_window_mean": round(sum(own) / n, 3),
+            "reread_cpu_ms": round(reread_own * 1000, 1),
+            "reread_children_cpu_ms": round(reread_child * 1000, 1),
+            "cpu_seconds_per_hour": round(base_rate * 3600 + polls_per_hour * reread_own, 2),
+        }
+        log(f"daemons: idle {result['idle']}")
+
+        # ---------------------------------------------------------- rollout
+        # Counters are per process: sum every life's final counts, minus the
+        # counts the first lives had before the rollout.
+        baseline: comp.Requests = comp.Requests()
+        for d in procs:
+            baseline.update(await d.requests())
+        requests: comp.Requests = comp.Requests()
+        t0 = time.monotonic()
+        await patch_object(api, BOOTC_NODE_POOLS, "bench", {"spec": {"image": {"ref": image(2)}}})
+        rebooting: set[str] = set()
+        reboot_tasks: set[asyncio.Task[None]] = set()
+
+        async def reboot(d: DaemonProc) -> None:
+            requests.update(await d.requests())
+            await asyncio.to_thread(d.process.stop, 10)
+            await _set_ready(api, d.node, False)
+            await asyncio.to_thread(d.host.reboot)
+            await asyncio.sleep(reboot_seconds)
+            daemons.start(d.index, d.node, d.host)
+            await _set_ready(api, d.node, True)
+            rebooting.discard(d.node)
+
+        def done() -> bool:
+            return (
+                observer.count(("idle-on", digest(2))) >= n
+                and observer.count("slot") == 0
+                and observer.count("cordoned") == 0
+            )
+
+        deadline = time.monotonic() + 600
+        while not done():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"daemon rollout not done: {observer.summary()}")
+            for d in list(daemons.running.values()):
+                if d.node in rebooting:
+                    continue
+                if await asyncio.to_thread(_reboot_requested, d.host):
+                    rebooting.add(d.node)
+                    task = asyncio.create_task(reboot(d))
+                    reboot_tasks.add(task)
+                    task.add_done_callback(reboot_tasks.discard)
+            await asyncio.sleep(0.2)
+        rollout_s = time.monotonic() - t0
+        for d in daemons.running.values():
+            requests.update(await d.requests())
+        per_rollout = comp.delta(requests, baseline)
+        result["rollout"] = {
+            "seconds": round(rollout_s, 1),
+            "daemon_processes_started": daemons.lives,
+            "requests_per_node": round(sum(per_rollout.values()) / n, 1),
+            "requests_per_node_by_verb": {
+                k: round(v / n, 2) for k, v in comp.by_verb(per_rollout).items()
+            },
+            "requests": comp.flat(per_rollout),
+        }
+        per_node = result["rollout"]["requests_per_node"]
+        log(f"daemons: rollout in {rollout_s:.0f}s, {per_node} requests per node")
+        return result
+    finally:
+        if controller is not None:
+            controller.stop()
+        await asyncio.to_thread(daemons.stop_all)
+        await observer.stop()
+        await api.close()
+
+
+def _reboot_requested(host: Host) -> bool:
+    return host.reboot_request is not None
+
+
+async def _set_ready(api: Any, node: str, ready: bool) -> None:
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    condition = {
+        "type": "Ready",
+        "status": "True" if ready else "False",
+        "reason": "KubeletReady" if ready else "KubeletNotReady",
+        "message": "simulated reboot",
+        "lastHeartbeatTime": stamp,
+        "lastTransitionTime": stamp,
+    }
+    await patch_object(
+        api,
+        NODES,
+        node,
+        {"status": {"conditions": [condition]}},
+        patch_type="strategic",
+        subresource="status",
+    )
+
+
+def run(
+    n: int,
+    *,
+    idle_seconds: float,
+    reboot_seconds: float,
+    rereads: int = 5,
+    log_dir: Path,
+) -> dict[str, Any]:
+    log_dir.mkdir(parents=True, exist_ok=True)
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-hosts-") as work,
+        ControlPlane(controller_manager=False) as cp,
+    ):
+        return asyncio.run(
+            run_daemons(
+                cp,
+                n,
+                idle_seconds=idle_seconds,
+                reboot_seconds=reboot_seconds,
+                rereads=rereads,
+                log_dir=log_dir,
+                work_dir=Path(work),
+            )
+        )
