@@ -22,6 +22,9 @@ POOL_UP_TO_DATE: Final = Gauge(
 POOL_DEGRADED: Final = Gauge(
     "bootc_operator_pool_degraded", "1 when the pool is Degraded, by reason", ["pool", "reason"]
 )
+POOL_PAUSED: Final = Gauge(
+    "bootc_operator_pool_paused", "1 when the pool's rollout is paused", ["pool"]
+)
 REBOOT_SLOTS_IN_USE: Final = Gauge(
     "bootc_operator_reboot_slots_in_use", "Nodes of a pool holding a reboot slot", ["pool"]
 )
@@ -58,7 +61,13 @@ IS_LEADER: Final = Gauge("bootc_operator_leader", "1 when this controller is the
 
 def forget_pool(pool: str) -> None:
     """Drop a deleted pool's series so dashboards do not show ghosts."""
-    for gauge in (POOL_UP_TO_DATE, REBOOT_SLOTS_IN_USE, REBOOT_SLOTS_MAX, DRAIN_BLOCKED):
+    for gauge in (
+        POOL_UP_TO_DATE,
+        POOL_PAUSED,
+        REBOOT_SLOTS_IN_USE,
+        REBOOT_SLOTS_MAX,
+        DRAIN_BLOCKED,
+    ):
         with contextlib.suppress(KeyError):
             gauge.remove(pool)
     for gauge in (POOL_NODES, POOL_DEGRADED):

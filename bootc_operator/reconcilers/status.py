@@ -169,6 +169,7 @@ class StatusReconciler:
             "degradedCount": counts.degraded,
         }
         self._gauges(pool_name, views, up, deg_reason if deg else None, max_unavailable)
+        m.POOL_PAUSED.labels(pool_name).set(1 if check.paused else 0)
         changed = any(old_status.get(k) != new_status.get(k) for k in STATUS_FIELDS)
         if not changed and conditions_equal_ignoring_time(old_status.get("conditions"), conditions):
             return requeue
