@@ -286,8 +286,10 @@ def build_parser() -> argparse.ArgumentParser:
     wl.add_argument("--replicas", type=int, default=None, help="default: one per node")
     wl.set_defaults(func=cmd_workload)
     kc = sub.add_parser("kubectl", help="run the cached kubectl against the simulation")
-    kc.add_argument("args", nargs=argparse.REMAINDER)
     kc.set_defaults(func=cmd_kubectl)
+    for leaf in (up, down, status, push, wl, kc):  # --dir also after the subcommand
+        leaf.add_argument("--dir", type=Path, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    kc.add_argument("args", nargs=argparse.REMAINDER)
     return parser
 
 

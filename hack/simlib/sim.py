@@ -304,6 +304,25 @@ class Sim(SimOps):
         self.info.save()
 
         self.say(f"starting the node simulator: {cfg.nodes} nodes, {cfg.controllers} controllers")
+        nodesim = self._spawn_nodesim()
+        limit = timeout if timeout is not None else 120.0 + 4.0 * cfg.nodes
+        deadline = started + limit
+        while not self.nodesim_state().get("ready"):
+            if not nodesim.alive():
+                raise StartupError(
+                    f"the node simulator {nodesim.describe_exit()}; last lines of "
+                    f"{nodesim.log_path}:\n{nodesim.tail()}"
+                )
+            if time.monotonic() > deadline:
+                raise StartupError(
+                    f"timed out after {limit:.0f}s waiting for the node simulator to be ready; "
+                    f"last lines of {nodesim.log_path}:\n{nodesim.tail()}"
+                )
+            time.sleep(0.2)
+        self.info.ready = True
+        self.info.save()
+
+    def _spawn_nodesim(self) -> Process:
         env = {
             **os.environ,
             MARKER_ENV: str(self.state_dir),
@@ -319,22 +338,17 @@ class Sim(SimOps):
             die_with_parent=self.die_with_parent,
         )
         self._record_pids()
-        limit = timeout if timeout is not None else 120.0 + 4.0 * cfg.nodes
-        deadline = started + limit
-        while not self.nodesim_state().get("ready"):
-            if not self.nodesim.alive():
-                raise StartupError(
-                    f"the node simulator {self.nodesim.describe_exit()}; last lines of "
-                    f"{self.nodesim.log_path}:\n{self.nodesim.tail()}"
-                )
-            if time.monotonic() > deadline:
-                raise StartupError(
-                    f"timed out after {limit:.0f}s waiting for the node simulator to be ready; "
-                    f"last lines of {self.nodesim.log_path}:\n{self.nodesim.tail()}"
-                )
-            time.sleep(0.2)
-        self.info.ready = True
-        self.info.save()
+        return self.nodesim
+
+    def ensure_nodesim(self) -> bool:
+        """Restart the node simulator if it died (its daemons and controllers died with
+        it); True if it had to. The supervisor calls this every second."""
+        if self._closed or self.nodesim is None or self.nodesim.alive():
+            return False
+        self.say(f"the node simulator {self.nodesim.describe_exit()}; restarting it")
+        self.nodesim.stop(grace=1.0)  # reap it
+        self._spawn_nodesim()
+        return True
 
     def _record_pids(self) -> None:
         pids: dict[str, int] = dict(self.info.pids)

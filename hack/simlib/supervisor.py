@@ -55,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
         sim.keep = False
         _log(f"ready after {time.monotonic() - started:.1f}s")
         while True:
-            signal.pause()
+            time.sleep(1.0)
+            sim.ensure_nodesim()
     except KeyboardInterrupt:
         _log("stopping")
         return 0

@@ -1,0 +1,235 @@
+"""The whole system on ``hack/sim``: real control plane, registry, controllers and daemons.
+
+Only the hosts (``hack.fakebootc``) and kubelets (the node simulator, kwok) are
+simulated. The first test drives the ``hack/sim`` command the way a user does
+(``up``, ``image push``, ``down``) and rolls a pool out to a second image through
+real daemon processes and simulated reboots; the others check that no process
+outlives a simulation, even when its supervisor is SIGKILLed, and the in-process
+``Sim`` API that later whole-system tests build on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bootc_operator.api import constants as c
+from bootc_operator.informers import EventHandler, Informer
+from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, NODES
+from bootc_operator.kube.rest import create_object, get_object, list_objects, patch_object
+from e2e.helpers import unique_name, wait_for
+from hack.simlib import AttachedSim, Sim, SimConfig, SimInfo
+from hack.simlib.images import digest_ref
+from hack.simlib.reaper import leftovers, teardown
+from hack.simlib.view import node_row
+from hack.testenv import api_client
+from hack.testenv.controlplane import REPO_ROOT
+
+pytestmark = pytest.mark.slow
+
+MAX_UNAVAILABLE = 2
+
+
+def sim_cli(state_dir: Path, *args: str, timeout: float = 300.0) -> str:
+    """Run ``hack/sim --dir STATE_DIR ARGS`` (its Python entry point); return stdout."""
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    res = subprocess.run(
+        [sys.executable, "-m", "hack.simlib.cli", "--dir", str(state_dir), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=REPO_ROOT,
+        check=False,
+    )
+    assert res.returncode == 0, f"hack/sim {' '.join(args)} failed:\n{res.stderr[-4000:]}"
+    return res.stdout
+
+
+@pytest.fixture
+def state_dir(tmp_path: Path) -> Iterator[Path]:
+    path = tmp_path / "sim"
+    try:
+        yield path
+    finally:
+        teardown(path)  # whatever the test did: no process may outlive it
+
+
+def pool_body(name: str, ref: str) -> dict[str, Any]:
+    return {
+        "apiVersion": c.API_VERSION,
+        "kind": c.POOL_KIND,
+        "metadata": {"name": name},
+        "spec": {
+            "nodeSelector": {"matchLabels": {"node-role.kubernetes.io/worker": ""}},
+            "image": {"ref": ref},
+            "rollout": {"maxUnavailable": MAX_UNAVAILABLE},
+        },
+    }
+
+
+def up_to_date_on(pool: dict[str, Any], digest: str, total: int) -> bool:
+    status = pool.get("status") or {}
+    up = any(
+        cond["type"] == c.COND_UP_TO_DATE and cond["status"] == "True"
+        for cond in status.get("conditions") or ()
+    )
+    return (
+        up
+        and status.get("targetDigest") == digest
+        and status.get("updatedCount") == total
+        and status.get("observedGeneration") == pool["metadata"]["generation"]
+    )
+
+
+async def test_rollout_through_real_daemons_and_down_leaves_nothing(state_dir: Path) -> None:
+    out = await asyncio.to_thread(
+        sim_cli,
+        state_dir,
+        "up",
+        "--nodes=3",
+        "--reboot-seconds=1",
+        "--stage-seconds=0.2",
+    )
+    assert "export KUBECONFIG=" in out and "export SIM_IMAGE=" in out
+    info = SimInfo.load(state_dir)
+    assert info is not None and info.ready and len(info.nodes) == 3
+    first = info.first_image
+    first_digest = first.rsplit("@", 1)[1]
+
+    async with await api_client(info.kubeconfig) as api:
+        nodes, _ = await list_objects(api, NODES)
+        assert sorted(n["metadata"]["name"] for n in nodes) == info.nodes
+        for obj in nodes:
+            labels = obj["metadata"]["labels"]
+            assert labels["node-role.kubernetes.io/worker"] == ""
+            assert labels["topology.kubernetes.io/zone"].startswith("zone-")
+
+        # Safety log: slot holders and unavailable (cordoned or NotReady) nodes at every event.
+        peaks = {"slots": 0, "unavailable": 0}
+        bns = Informer(api, BOOTC_NODES)
+        node_inf = Informer(api, NODES)
+
+        def observe(*_: Any) -> None:
+            rows = [node_row(n, node_inf.get(n), bns.get(n)) for n in info.nodes if bns.get(n)]
+            peaks["slots"] = max(peaks["slots"], sum(r.in_slot for r in rows))
+            peaks["unavailable"] = max(peaks["unavailable"], sum(r.unavailable for r in rows))
+
+        for inf in (bns, node_inf):
+            inf.add_event_handler(EventHandler(on_add=observe, on_update=observe))
+            inf.start()
+        try:
+            for inf in (bns, node_inf):
+                await inf.wait_for_sync()
+            pool = unique_name("workers")
+            await create_object(api, BOOTC_NODE_POOLS, pool_body(pool, first))
+
+            async def on(digest: str) -> bool:
+                obj = await get_object(api, BOOTC_NODE_POOLS, pool)
+                return up_to_date_on(obj, digest, 3)
+
+            await wait_for(lambda: on(first_digest), 90, "the pool UpToDate on the first image")
+
+            second = await asyncio.to_thread(sim_cli, state_dir, "image", "push", "os:v2")
+            second = second.strip()
+            assert second.startswith(f"{info.registry}/os:v2@sha256:")
+            second_digest = second.rsplit("@", 1)[1]
+            assert second_digest != first_digest
+            await patch_object(api, BOOTC_NODE_POOLS, pool, {"spec": {"image": {"ref": second}}})
+            await wait_for(lambda: on(second_digest), 150, "the rollout of the second image")
+
+            async def settled() -> bool:
+                items, _ = await list_objects(api, NODES)
+                return all(not (n.get("spec") or {}).get("unschedulable") for n in items)
+
+            await wait_for(settled, 30, "every node uncordoned")
+        finally:
+            for inf in (bns, node_inf):
+                await inf.stop()
+
+    # Every host really rebooted into the pushed image, once; never more than
+    # maxUnavailable nodes were in slots or unavailable at once.
+    sim = AttachedSim(info)
+    for node in info.nodes:
+        state = sim.host(node).state()
+        assert state.booted is not None and state.booted.image == digest_ref(second), node
+        assert state.rollback is not None and state.rollback.image == digest_ref(first), node
+    assert sorted(r["node"] for r in sim.reboots()) == info.nodes
+    assert 1 <= peaks["slots"] <= MAX_UNAVAILABLE, peaks
+    assert 1 <= peaks["unavailable"] <= MAX_UNAVAILABLE, peaks
+
+    await asyncio.to_thread(sim_cli, state_dir, "down")
+    assert not await asyncio.to_thread(state_dir.exists)
+    assert leftovers(state_dir) == []
+
+
+async def test_a_killed_supervisor_takes_every_process_with_it(state_dir: Path) -> None:
+    await asyncio.to_thread(sim_cli, state_dir, "up", "--nodes=1", "--controllers=1")
+    info = SimInfo.load(state_dir)
+    assert info is not None
+    running = leftovers(state_dir)
+    # etcd, apiserver, KCM, scheduler, kwok, registry, supervisor, nodesim, controller, daemon
+    assert len(running) >= 10, running
+    os.kill(info.pids["supervisor"], signal.SIGKILL)
+    await wait_for(lambda: leftovers(state_dir) == [], 30, "every process gone")
+    await asyncio.to_thread(sim_cli, state_dir, "down")
+    assert not await asyncio.to_thread(state_dir.exists)
+
+
+def node_ready(sim: Sim, node: str) -> str:
+    return sim.kubectl(
+        "get", "node", node, "-o", "jsonpath={.status.conditions[?(@.type=='Ready')].status}"
+    ).stdout
+
+
+def test_in_process_sim_restarts_killed_daemons_and_holds_nodes_down(tmp_path: Path) -> None:
+    async def until(predicate: Any, what: str) -> None:
+        await wait_for(predicate, 30, what, interval=0.2)
+
+    with Sim(SimConfig(nodes=1, controllers=1, reboot_seconds=0.5), tmp_path / "sim") as sim:
+        node = sim.nodes[0]
+        daemon = f"daemon/{node}"
+        before = sim.processes()[daemon]["pid"]
+        sim.kill(daemon)
+
+        def restarted() -> bool:
+            proc = sim.processes()[daemon]
+            return bool(proc["pid"] and proc["pid"] != before and proc["restarts"] == 1)
+
+        asyncio.run(until(restarted, "the killed daemon restarted"))
+        assert sim.leader().startswith("controller-1_")
+
+        # A held node stays down after a reboot until released.
+        sim.hold(node)
+        assert sim.host(node).run("systemctl", "reboot").returncode == 0
+        down = time.monotonic()
+        asyncio.run(until(lambda: node_ready(sim, node) == "False", "the node NotReady"))
+        asyncio.run(
+            until(
+                lambda: (
+                    sim.nodesim_state().get("down") == [node]
+                    and sim.processes()[daemon]["pid"] is None
+                ),
+                "the node down, without its daemon",
+            )
+        )
+        while time.monotonic() < down + 2.0:  # 4x reboot_seconds
+            time.sleep(0.2)
+        assert node_ready(sim, node) == "False", "held: still down after reboot_seconds"
+        sim.hold(node, held=False)
+        asyncio.run(until(lambda: node_ready(sim, node) == "True", "the node Ready again"))
+        asyncio.run(until(lambda: sim.processes()[daemon]["pid"], "its daemon started"))
+        assert [r["node"] for r in sim.reboots()] == [node]
+        assert sim.host(node).state().boots == 2
+        state_dir = sim.state_dir
+    assert not state_dir.exists()
+    assert leftovers(state_dir) == []

@@ -1,0 +1,147 @@
+"""The demo's live view (``hack.simlib.view``): node states, snapshots, changes, drawing."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import pytest
+
+from hack.simlib.common import node_names, zone_of
+from hack.simlib.images import ImageError, digest_ref, qualify
+from hack.simlib.view import Screen, _clip, bar, changes, node_state, render, snapshot
+
+D1 = "sha256:" + "1" * 64
+D2 = "sha256:" + "2" * 64
+REPO = "127.0.0.1:5000/os"
+
+
+def bn(
+    booted: str = D1,
+    desired: str = D1,
+    idle: tuple[str, str] = ("True", "Idle"),
+    degraded: str | None = None,
+    slot: bool = False,
+) -> dict[str, Any]:
+    conditions = [
+        {"type": "Idle", "status": idle[0], "reason": idle[1]},
+        {
+            "type": "Degraded",
+            "status": "True" if degraded else "False",
+            "reason": "Error" if degraded else "Healthy",
+            "message": degraded or "",
+        },
+    ]
+    annotations = {"bootc.dev/in-reboot-slot": "2024-01-01T00:00:00Z"} if slot else {}
+    return {
+        "metadata": {"name": "n", "annotations": annotations},
+        "spec": {"desiredImage": f"{REPO}@{desired}", "desiredImageState": "Staged"},
+        "status": {
+            "booted": {"image": f"{REPO}@{booted}", "imageDigest": booted},
+            "conditions": conditions,
+        },
+    }
+
+
+def node(ready: bool = True, cordoned: bool = False) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "n", "labels": {"topology.kubernetes.io/zone": "zone-a"}},
+        "spec": {"unschedulable": True} if cordoned else {},
+        "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
+    }
+
+
+def pool(target: str, updated: int, total: int, up: bool, generation: int = 1) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "workers", "generation": generation},
+        "status": {
+            "observedGeneration": 1,
+            "targetDigest": target,
+            "updatedCount": updated,
+            "nodeCount": total,
+            "conditions": [
+                {
+                    "type": "UpToDate",
+                    "status": "True" if up else "False",
+                    "reason": "AllUpdated" if up else "RolloutInProgress",
+                    "message": f"{updated}/{total} updated",
+                }
+            ],
+        },
+    }
+
+
+def test_node_states() -> None:
+    assert node_state(None) == "Pending"
+    assert node_state(bn()) == "UpToDate"
+    assert node_state(bn(desired=D2)) == "Pending"  # idle on the old image, not staging yet
+    assert node_state(bn(desired=D2, idle=("False", "Staging"))) == "Staging"
+    assert node_state(bn(desired=D2, idle=("False", "Staged"))) == "Staged"
+    assert node_state(bn(desired=D2, idle=("False", "Rebooting"))) == "Rebooting"
+    assert node_state(bn(desired=D2, degraded="pull failed")) == "Degraded"
+
+
+def test_snapshot_counts_unavailable_and_slots() -> None:
+    names = ["a", "b", "c"]
+    bns = {"a": bn(D2, D2), "b": bn(D1, D2, ("False", "Rebooting"), slot=True), "c": bn(D1, D2)}
+    nodes = {"a": node(), "b": node(ready=False, cordoned=True), "c": node(cordoned=True)}
+    snap = snapshot(pool(D2, 1, 3, False), bns, nodes, names, D2)
+    assert (snap.updated, snap.total, snap.unavailable, snap.in_slots) == (1, 3, 2, 1)
+    assert [r.state for r in snap.rows] == ["UpToDate", "Rebooting", "Pending"]
+    assert not snap.settled
+    # the controller has not seen the new target yet: nothing counts as updated
+    stale = snapshot(pool(D1, 3, 3, True), bns, nodes, names, D2)
+    assert stale.updated == 0 and "waiting" in stale.condition
+    done = snapshot(
+        pool(D2, 3, 3, True), {n: bn(D2, D2) for n in names}, {n: node() for n in names}, names
+    )
+    assert done.settled
+
+
+def test_changes_lists_rows_and_progress() -> None:
+    names = ["a"]
+    before = snapshot(pool(D2, 0, 1, False), {"a": bn(D1, D2)}, {"a": node()}, names)
+    after = snapshot(
+        pool(D2, 0, 1, False),
+        {"a": bn(D1, D2, ("False", "Rebooting"), slot=True)},
+        {"a": node(ready=False, cordoned=True)},
+        names,
+    )
+    labels = {D1: "v1", D2: "v2"}
+    assert changes(before, after, labels) == [
+        "a: Pending on v1 -> Rebooting on v1 (cordoned, in slot, NotReady)"
+    ]
+    assert changes(None, before, labels)[-1].startswith("pool: 0/1 updated")
+
+
+def test_render_and_screen() -> None:
+    names = ["worker-1", "worker-2"]
+    snap = snapshot(
+        pool(D2, 1, 2, False),
+        {"worker-1": bn(D2, D2), "worker-2": bn(D1, D2, ("False", "Staged"))},
+        {"worker-1": node(), "worker-2": node()},
+        names,
+    )
+    lines = render(snap, elapsed=65, labels={D2: "v2"}, max_unavailable=1, reboots=1)
+    assert lines[0].startswith(bar(1, 2)) and "1/2 updated   01:05" in lines[0]
+    assert any(
+        "worker-1" in line and "UpToDate" in line and "v2 222222222222" in line for line in lines
+    )
+    out = io.StringIO()
+    screen = Screen(out)
+    screen.draw(["one", "two"])
+    screen.draw(["three"])
+    assert out.getvalue().count("\x1b[2F") == 1  # back up over the two lines drawn before
+    assert _clip("\x1b[32mabcdef\x1b[0m", 3) == "\x1b[32mabc\x1b[0m"
+    assert bar(1, 4, 8, ascii_only=True) == "[##------]"
+
+
+def test_names_zones_and_image_refs() -> None:
+    assert node_names(3) == ["worker-1", "worker-2", "worker-3"]
+    assert node_names(12)[0] == "worker-01"
+    assert [zone_of(i) for i in range(4)] == ["zone-a", "zone-b", "zone-c", "zone-a"]
+    assert qualify("os:v2", "127.0.0.1:5000") == ("127.0.0.1:5000/os", "v2")
+    assert qualify("quay.io/org/os", "127.0.0.1:5000") == ("quay.io/org/os", "latest")
+    assert digest_ref(f"{REPO}:v2@{D2}") == f"{REPO}@{D2}"
+    with pytest.raises(ImageError):
+        qualify(f"os@{D2}", "127.0.0.1:5000")
