@@ -26,6 +26,7 @@ from kubernetes_asyncio.client import ApiClient
 
 from bootc_operator.kube import NODES, ApiError
 from bootc_operator.kube.rest import delete_object
+from hack.simlib import Sim
 from hack.testenv import ControlPlane, api_client
 from hack.testenv.fleet import Fleet
 from hack.testenv.registry import Registry
@@ -72,6 +73,12 @@ def pytest_runtest_makereport(
     if report.failed and isinstance(cp, ControlPlane):
         for name, proc in cp.processes.items():
             report.sections.append((f"{name} log (last 30 lines)", proc.tail(30)))
+    sim = getattr(item, "funcargs", {}).get("sim")
+    if report.failed and isinstance(sim, Sim):
+        from e2e.simenv import sim_log_tails  # noqa: PLC0415
+
+        for title, text in sim_log_tails(sim):
+            report.sections.append((f"{title} (last 40 lines)", text))
     return report
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import random
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -24,7 +25,7 @@ from bootc_operator.reconcilers.selectors import (
     matches,
     validate_selector,
 )
-from bootc_operator.reconcilers.slots import plan_rollout
+from bootc_operator.reconcilers.slots import next_reboot_deadline, plan_rollout
 
 OLD = "sha256:" + "1" * 64
 NEW = "sha256:" + "2" * 64
@@ -203,7 +204,17 @@ def test_view_reads_annotations_node_and_conditions() -> None:
     assert v.in_slot and v.was_cordoned and not v.ready and v.unschedulable
     assert v.degraded_message == "bad" and v.spec_in_sync and v.idle
     assert v.idle_since == dt.datetime(2026, 11, 21, 11, 30, tzinfo=dt.UTC)
+    assert v.reboot_requested_at is None
     assert view(bootc_node(desired=OLD), None, TARGETS).spec_in_sync is False
+
+
+def test_view_reads_the_reboot_request_time() -> None:
+    node = bootc_node(slot=True)
+    node["metadata"]["annotations"][c.IN_REBOOT_SLOT_ANNOTATION] = "2026-11-21T11:58:00Z"
+    node["metadata"]["annotations"][c.REBOOT_REQUESTED_ANNOTATION] = "2026-11-21T11:59:00Z"
+    got = view(node, k8s_node(), TARGETS)
+    assert got.slot_since == dt.datetime(2026, 11, 21, 11, 58, tzinfo=dt.UTC)
+    assert got.reboot_requested_at == dt.datetime(2026, 11, 21, 11, 59, tzinfo=dt.UTC)
     assert view(bootc_node(), None, TARGETS).ready is False
 
 
@@ -221,6 +232,8 @@ def v(
     in_sync: bool = True,
     unschedulable: bool = False,
     idle_since: dt.datetime | None = None,
+    slot_since: dt.datetime | None = None,
+    reboot_requested_at: dt.datetime | None = None,
 ) -> NodeView:
     return NodeView(
         name=name,
@@ -237,6 +250,8 @@ def v(
         degraded_message="",
         booted_digest=None,
         staged_digest=None,
+        slot_since=slot_since,
+        reboot_requested_at=reboot_requested_at,
     )
 
 
@@ -307,13 +322,44 @@ def test_two_unhealthy_holders_halt() -> None:
 def test_rebooting_is_healthy_until_the_reboot_timeout() -> None:
     since = NOW - dt.timedelta(seconds=100)
     nodes = [
-        v("a", S.REBOOTING, slot=True, ready=False, want="Booted", idle_since=since),
-        v("b", S.REBOOTING, slot=True, ready=False, want="Booted", idle_since=since),
+        v("a", S.REBOOTING, slot=True, ready=False, want="Booted", reboot_requested_at=since),
+        v("b", S.REBOOTING, slot=True, ready=False, want="Booted", reboot_requested_at=since),
         v("c", S.STAGED),
     ]
     assert not plan_rollout(nodes, 3, paused=False, now=NOW).halted
     assert not plan_rollout(nodes, 3, paused=False, now=NOW, reboot_timeout=200).halted
     late = plan_rollout(nodes, 3, paused=False, now=NOW, reboot_timeout=50)
+    assert late.halted and late.unhealthy == ("a", "b")
+    assert next_reboot_deadline(nodes, NOW, 200) == pytest.approx(100.5)
+
+
+def test_the_reboot_timeout_counts_from_the_reboot_request_not_from_staging() -> None:
+    """Nodes staged long ago and told to reboot just now are not late (found by the
+    chaos e2e: Idle's lastTransitionTime is when the node started staging)."""
+    staged_long_ago = NOW - dt.timedelta(seconds=600)
+    just_now = NOW - dt.timedelta(seconds=2)
+    nodes = [
+        v(
+            n,
+            S.REBOOTING,
+            slot=True,
+            ready=False,
+            want="Booted",
+            idle_since=staged_long_ago,
+            slot_since=just_now - dt.timedelta(seconds=1),
+            reboot_requested_at=just_now,
+        )
+        for n in "ab"
+    ]
+    plan = plan_rollout(nodes, 3, paused=False, now=NOW, reboot_timeout=15)
+    assert not plan.halted and plan.unhealthy == ()
+    assert next_reboot_deadline(nodes, NOW, 15) == pytest.approx(13.5)
+    # holders from before the annotation existed: the slot's time, still not staging
+    legacy = [replace(n, reboot_requested_at=None) for n in nodes]
+    assert not plan_rollout(legacy, 3, paused=False, now=NOW, reboot_timeout=15).halted
+    late = plan_rollout(
+        nodes, 3, paused=False, now=NOW + dt.timedelta(seconds=20), reboot_timeout=15
+    )
     assert late.halted and late.unhealthy == ("a", "b")
 
 

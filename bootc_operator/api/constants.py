@@ -21,6 +21,9 @@ POOL_LABEL: Final = "bootc.dev/pool"
 # BootcNode annotations: the rollout's only memory, so a restarted controller resumes.
 IN_REBOOT_SLOT_ANNOTATION: Final = "bootc.dev/in-reboot-slot"
 WAS_CORDONED_ANNOTATION: Final = "bootc.dev/was-cordoned"
+# When the controller asked a slot holder to reboot (set desiredImageState: Booted);
+# rebootTimeoutSeconds counts from here.
+REBOOT_REQUESTED_ANNOTATION: Final = "bootc.dev/reboot-requested"
 # BootcNode annotation set when a drain timed out: the node is skipped (and shown
 # degraded) until its target changes or an admin removes the annotation.
 DRAIN_BLOCKED_ANNOTATION: Final = "bootc.dev/drain-blocked"

@@ -71,9 +71,8 @@ def request_kind(method: str, path: str, query: list[tuple[str, str]]) -> tuple[
         return method, ""
     resource = rest[0] if len(rest) < 3 else f"{rest[0]}/{rest[2]}"
     verb = method
-    if method == "GET":
-        if len(rest) == 1:
-            verb = "WATCH" if ("watch", "true") in query else "LIST"
+    if method == "GET" and len(rest) == 1:
+        verb = "WATCH" if ("watch", "true") in query else "LIST"
     return verb, resource
 
 

@@ -39,6 +39,7 @@ from bootc_operator.kube import (
     patch_object,
 )
 from bootc_operator.kube.rest import request_json
+from bootc_operator.reconcilers.nodestate import NodeView, view
 from bootc_operator.reconcilers.overlay import Overlay
 from bootc_operator.reconcilers.poolspec import PoolSpecCheck, check_pool
 from bootc_operator.runtime.events import EventRecorder, ObjectRef
@@ -86,6 +87,10 @@ class Context:
     _locks: dict[str, asyncio.Lock] = field(default_factory=dict)
     # pool -> (image ref, digest) last resolved from the registry by this process
     tag_targets: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # node name -> ((BootcNode rv, Node rv, targets), its NodeView); see view()
+    _views: dict[str, tuple[tuple[str, str, frozenset[str]], NodeView]] = field(
+        default_factory=dict
+    )
 
     def check(self, pool: Obj) -> PoolSpecCheck:
         """``check_pool`` with this process's tag resolutions."""
@@ -140,6 +145,30 @@ class Context:
             if obj is not None and (owner := pool_of(obj)):
                 owners[name] = owner
         return owners
+
+    def view(self, bootc_node: Obj, targets: frozenset[str]) -> NodeView:
+        """``nodestate.view`` of a BootcNode and its Node (read here), memoised.
+
+        Rollout and status classify every node of a pool on every pass; between
+        two passes few nodes changed. A view depends only on the two objects and
+        the targets, and a resourceVersion names an object's content, so the
+        view is reused while both resourceVersions and the targets are the same.
+        """
+        name = bootc_node["metadata"]["name"]
+        node = self.node(name)
+        bn_rv = str(bootc_node["metadata"].get("resourceVersion") or "")
+        node_rv = "" if node is None else str(node["metadata"].get("resourceVersion") or "")
+        if not bn_rv or (node is not None and not node_rv):
+            return view(bootc_node, node, targets)  # no version to key on
+        key = (bn_rv, node_rv, targets)
+        cached = self._views.get(name)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        result = view(bootc_node, node, targets)
+        if len(self._views) > 2 * len(self.bootc_nodes.store) + 100:
+            self._views = {k: v for k, v in self._views.items() if k in self.bootc_nodes.store}
+        self._views[name] = (key, result)
+        return result
 
     def all_nodes(self) -> list[Obj]:
         nodes = (self.node_overlay.read(o["metadata"]["name"], o) for o in self.nodes.list())

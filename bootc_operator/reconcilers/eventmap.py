@@ -6,6 +6,12 @@
 - a Node event concerns the pools whose selector matches its old or new labels
   and the pool owning its BootcNode, and only when something the controller
   reads changed: labels, the Ready condition, ``spec.unschedulable``, deletion.
+
+Membership reads only the BootcNodes' spec, owner and labels and the Nodes'
+labels: ``membership_changed`` / ``node_membership_changed`` tell whether an
+update concerns it at all. The bulk of updates at scale (the daemons' status
+writes, rollout's annotations, Ready flips during reboots) do not, and a
+membership pass costs O(nodes) even when it writes nothing.
 """
 
 from __future__ import annotations
@@ -46,6 +52,21 @@ def node_changed(old: Obj, new: Obj) -> bool:
         != bool(new.get("spec", {}).get("unschedulable"))
         or _ready(old) != _ready(new)
     )
+
+
+def membership_changed(old: Obj, new: Obj) -> bool:
+    """A BootcNode update that membership must look at: spec, owner, labels, deletion."""
+    om, nm = old.get("metadata", {}), new.get("metadata", {})
+    return any(
+        om.get(key) != nm.get(key)
+        for key in ("generation", "ownerReferences", "labels", "deletionTimestamp")
+    )
+
+
+def node_membership_changed(old: Obj, new: Obj) -> bool:
+    """A Node update that membership must look at: labels or deletion."""
+    om, nm = old.get("metadata", {}), new.get("metadata", {})
+    return any(om.get(key) != nm.get(key) for key in ("labels", "deletionTimestamp"))
 
 
 def pools_selecting(pools: Iterable[Obj], *label_sets: Mapping[str, str] | None) -> set[str]:

@@ -16,6 +16,10 @@
   per ``bootc.dev/was-cordoned``, the managed label removed (unless another pool
   owns the Node), the BootcNode deleted.
 
+Departures are handled before arrivals; within each, nodes are handled
+concurrently (at most ``fanout.WRITE_CONCURRENCY`` at once), each node's own
+writes in order.
+
 An invalid selector changes nothing (status reports InvalidSpec). An unknown
 target (invalid image, tag not resolved yet) creates no BootcNode and changes
 no desiredImage, but departures are still handled.
@@ -29,6 +33,7 @@ from typing import Any
 
 from bootc_operator.api import constants as c
 from bootc_operator.reconcilers.context import Context, Obj, node_ref, pool_of, pool_ref
+from bootc_operator.reconcilers.fanout import each
 from bootc_operator.reconcilers.membership_plan import assign_nodes
 from bootc_operator.reconcilers.pullsecrets import SecretState
 
@@ -82,12 +87,13 @@ class MembershipReconciler:
             return None
         assignment = assign_nodes(ctx.all_pools(), ctx.all_nodes(), ctx.current_owners())
         members = set(assignment.members(pool_name))
-        for bn in ctx.bootc_nodes_of(pool_name):
-            if bn["metadata"]["name"] not in members:
-                await self.release(bn, still_managed=bn["metadata"]["name"] in assignment.owner)
+        leaving = [b for b in ctx.bootc_nodes_of(pool_name) if b["metadata"]["name"] not in members]
+        await each(
+            leaving,
+            lambda bn: self.release(bn, still_managed=bn["metadata"]["name"] in assignment.owner),
+        )
         desired = check.desired_image
-        for node_name in sorted(members):
-            await self._ensure_member(pool, node_name, desired)
+        await each(sorted(members), lambda name: self._ensure_member(pool, name, desired))
         state = self._secret_state(pool)
         return SECRET_RETRY if state is not None and state.pending else None
 
@@ -181,9 +187,12 @@ class MembershipReconciler:
         if c.POOL_FINALIZER not in finalizers:
             return
         assignment = assign_nodes(ctx.all_pools(), ctx.all_nodes(), ctx.current_owners())
-        for bn in ctx.bootc_nodes_of(pool_name):
+
+        async def release(bn: Obj) -> None:
             name = bn["metadata"]["name"]
             await self.release(bn, still_managed=assignment.owner.get(name, pool_name) != pool_name)
+
+        await each(ctx.bootc_nodes_of(pool_name), release)
         remaining = [f for f in finalizers if f != c.POOL_FINALIZER]
         await ctx.patch_pool(pool, {"metadata": {"finalizers": remaining or None}})
         log.info("pool cleaned up", extra={"pool": pool_name})

@@ -88,6 +88,9 @@ class NodeView:
     degraded_message: str
     booted_digest: str | None
     staged_digest: str | None
+    #: when it took its reboot slot / was told to reboot (the rollout's annotations)
+    slot_since: dt.datetime | None = None
+    reboot_requested_at: dt.datetime | None = None
 
 
 def classify(bootc_node: Mapping[str, Any], targets: frozenset[str]) -> NodeState:
@@ -149,4 +152,6 @@ def view(
         degraded_message=_degraded_message(degraded, annotations),
         booted_digest=_image_digest(status.get("booted")),
         staged_digest=_image_digest(status.get("staged")),
+        slot_since=parse_time(annotations.get(c.IN_REBOOT_SLOT_ANNOTATION)),
+        reboot_requested_at=parse_time(annotations.get(c.REBOOT_REQUESTED_ANNOTATION)),
     )

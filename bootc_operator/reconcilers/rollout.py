@@ -1,8 +1,12 @@
 """Rollout: reboot slots, cordon, drain and the switch to ``desiredImageState: Booted``.
 
-``reconcile(pool_name)`` turns ``slots.plan_rollout`` into writes, strictly in
-this order so the number of slot holders never exceeds maxUnavailable even if
-a write fails half-way (any failure aborts the pass; it is retried):
+``reconcile(pool_name)`` turns ``slots.plan_rollout`` into writes in three
+steps, strictly in this order so the number of slot holders never exceeds
+maxUnavailable even if a write fails half-way (any failure aborts the pass;
+it is retried). Within a step the nodes are handled concurrently, at most
+``fanout.WRITE_CONCURRENCY`` at once (a wave of hundreds of nodes would
+otherwise cost hundreds of sequential round trips); each node's own writes
+keep their order:
 
 1. **release** holders that are done (UpToDate, Idle, Ready) or whose target
    moved before they rebooted: cancel the drain, uncordon unless
@@ -11,7 +15,8 @@ a write fails half-way (any failure aborts the pass; it is retried):
    time taken, ``bootc.dev/was-cordoned``) *then* cordon the Node, then start
    its drain;
 3. **drain** every holder that still needs it: keep it cordoned, keep its drain
-   task running; once drained set ``desiredImageState: Booted`` (with a
+   task running; once drained set ``desiredImageState: Booted`` and
+   ``bootc.dev/reboot-requested`` (the reboot timeout's start) in one write (with a
    resourceVersion precondition, so a desiredImage change that raced us wins);
    past ``drainTimeoutSeconds`` give the slot back, restore the cordon and mark
    the BootcNode ``bootc.dev/drain-blocked`` naming the blocking pods, so the
@@ -30,8 +35,9 @@ from bootc_operator.api import constants as c
 from bootc_operator.api.conditions import now_rfc3339
 from bootc_operator.reconcilers.context import Context, Obj, node_ref, pool_ref
 from bootc_operator.reconcilers.drain import DrainManager
+from bootc_operator.reconcilers.fanout import each
 from bootc_operator.reconcilers.metrics import NODE_UPDATE_DURATION
-from bootc_operator.reconcilers.nodestate import NodeView, parse_time, view
+from bootc_operator.reconcilers.nodestate import NodeView, parse_time
 from bootc_operator.reconcilers.slots import next_reboot_deadline, plan_rollout
 
 log = logging.getLogger("rollout")
@@ -62,7 +68,7 @@ class RolloutReconciler:
         if not check.valid or not check.targets:
             return None
         bns = {bn["metadata"]["name"]: bn for bn in ctx.bootc_nodes_of(pool_name)}
-        views = {n: view(bn, ctx.node(n), check.targets) for n, bn in bns.items()}
+        views = {n: ctx.view(bn, check.targets) for n, bn in bns.items()}
         now = ctx.now()
         plan = plan_rollout(
             views.values(),
@@ -71,13 +77,18 @@ class RolloutReconciler:
             now=now,
             reboot_timeout=check.reboot_timeout,
         )
-        for name in plan.release:
-            await self._release(pool, bns[name], views[name], cancelled=name in plan.cancel)
-        for name in plan.take:
-            await self._take(pool, bns[name], now)
+        # Per-node steps run concurrently (bounded); every release completes before
+        # any take starts, so holders never exceed maxUnavailable.
+        await each(
+            plan.release,
+            lambda n: self._release(pool, bns[n], views[n], cancelled=n in plan.cancel),
+        )
+        await each(plan.take, lambda n: self._take(pool, bns[n], now))
         requeue: float | None = None
-        for name in plan.drain:
-            wait = await self._drive_drain(pool, name, check.drain_timeout, now)
+        waits = await each(
+            plan.drain, lambda n: self._drive_drain(pool, n, check.drain_timeout, now)
+        )
+        for wait in waits:
             if wait is not None:
                 requeue = wait if requeue is None else min(requeue, wait)
         deadline = next_reboot_deadline(views.values(), now, check.reboot_timeout)
@@ -99,6 +110,7 @@ class RolloutReconciler:
                     "annotations": {
                         c.IN_REBOOT_SLOT_ANNOTATION: None,
                         c.WAS_CORDONED_ANNOTATION: None,
+                        c.REBOOT_REQUESTED_ANNOTATION: None,
                     }
                 }
             },
@@ -151,7 +163,15 @@ class RolloutReconciler:
         await ctx.set_unschedulable(name, True)  # someone may have uncordoned it
         res = self.drains.ensure(name, pool_name)
         if res.done:
-            await ctx.patch_bootc_node(bn, {"spec": {"desiredImageState": "Booted"}})
+            await ctx.patch_bootc_node(
+                bn,
+                {
+                    "metadata": {
+                        "annotations": {c.REBOOT_REQUESTED_ANNOTATION: now_rfc3339(ctx.now())}
+                    },
+                    "spec": {"desiredImageState": "Booted"},
+                },
+            )
             self.drains.forget(name)
             log.info("drained; reboot requested", extra={"pool": pool_name, "node": name})
             msg = f"{name} drained; desiredImageState set to Booted"
@@ -176,6 +196,7 @@ class RolloutReconciler:
                     "annotations": {
                         c.IN_REBOOT_SLOT_ANNOTATION: None,
                         c.WAS_CORDONED_ANNOTATION: None,
+                        c.REBOOT_REQUESTED_ANNOTATION: None,
                         c.DRAIN_BLOCKED_ANNOTATION: message[:1000],
                     }
                 }

@@ -8,8 +8,11 @@ reconciler turns its answer into API writes. Rules (DESIGN §3):
   Degraded and its Node is Ready; or when the target moved on while it was
   still waiting to reboot (its drain is cancelled, it re-stages, competes again).
 - A holder is *unhealthy* when Degraded, or NotReady while not rebooting, or
-  still rebooting/NotReady past ``reboot_timeout``. Two or more unhealthy holders
-  halt the rollout: no new slots until they recover.
+  still rebooting/NotReady past ``reboot_timeout`` after its reboot was requested
+  (``bootc.dev/reboot-requested``; for holders without it, the time the slot was
+  taken). Not the Idle condition's lastTransitionTime: that is when the node
+  started *staging*, possibly long before it got a slot. Two or more unhealthy
+  holders halt the rollout: no new slots until they recover.
 - New slots: at most ``max_unavailable - holders``; none while paused or halted;
   only healthy, Ready, Staged nodes whose spec already names the target. Order
   is deterministic: nodes already unschedulable first (cordoning them costs no
@@ -39,10 +42,16 @@ class RolloutPlan:
     waiting: tuple[str, ...] = field(default=())  # healthy Staged nodes left without a slot
 
 
+def reboot_clock(v: NodeView) -> dt.datetime | None:
+    """Since when ``v``'s reboot counts against the reboot timeout."""
+    return v.reboot_requested_at or v.slot_since or v.idle_since
+
+
 def _timed_out(v: NodeView, now: dt.datetime, reboot_timeout: float | None) -> bool:
-    if reboot_timeout is None or reboot_timeout <= 0 or v.idle_since is None:
+    since = reboot_clock(v)
+    if reboot_timeout is None or reboot_timeout <= 0 or since is None:
         return False
-    return (now - v.idle_since).total_seconds() > reboot_timeout
+    return (now - since).total_seconds() > reboot_timeout
 
 
 def is_unhealthy_holder(v: NodeView, now: dt.datetime, reboot_timeout: float | None) -> bool:
@@ -137,10 +146,10 @@ def next_reboot_deadline(
     if not reboot_timeout or reboot_timeout <= 0:
         return None
     waits = [
-        reboot_timeout - (now - v.idle_since).total_seconds()
+        reboot_timeout - (now - since).total_seconds()
         for v in views
         if v.in_slot
-        and v.idle_since is not None
+        and (since := reboot_clock(v)) is not None
         and (not v.ready or v.state is NodeState.REBOOTING)
     ]
     future = [w for w in waits if w > 0]

@@ -32,7 +32,7 @@ from bootc_operator.reconcilers import metrics as m
 from bootc_operator.reconcilers.context import Context, Obj, node_ref, pool_ref
 from bootc_operator.reconcilers.drain import DrainManager
 from bootc_operator.reconcilers.membership_plan import assign_nodes
-from bootc_operator.reconcilers.nodestate import NodeState, view
+from bootc_operator.reconcilers.nodestate import NodeState
 from bootc_operator.reconcilers.poolstatus import (
     count_states,
     degraded_condition,
@@ -87,7 +87,7 @@ class StatusReconciler:
         # still run it and nothing is rolled back.
         previous = old_status.get("targetDigest")
         targets = check.targets or (frozenset({previous}) if previous else frozenset())
-        views = [view(bn, ctx.node(bn["metadata"]["name"]), targets) for bn in bns]
+        views = [ctx.view(bn, targets) for bn in bns]
         counts = count_states(views)
         self._node_events(pool_name, views)
         problems: dict[str, str] = dict(self._extra_problems(pool))

@@ -147,6 +147,11 @@ def header(info: dict[str, Any]) -> str:
     )
 
 
+def write(path: Path, results: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results, indent=2) + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="hack/bench", description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="N = 100 only (and the daemons)")
@@ -157,6 +162,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--daemons", type=int, default=20, help="real daemon processes (0: skip)")
     p.add_argument("--daemon-idle-seconds", type=float, default=60.0)
     p.add_argument("--logs", type=Path, help="keep component logs here (default: a temp dir)")
+    p.add_argument(
+        "--profile",
+        type=Path,
+        help="sample the controller with py-spy into this directory (raw collapsed stacks)",
+    )
     args = p.parse_args(argv)
 
     sizes = [100] if args.quick else [100, 1000, 5000]
@@ -169,12 +179,16 @@ def main(argv: list[str] | None = None) -> int:
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "sizes": [],
     }
-    opts = scale.Options(reboot_seconds=args.reboot_seconds, workers=args.workers)
+    opts = scale.Options(
+        reboot_seconds=args.reboot_seconds, workers=args.workers, profile=args.profile
+    )
     with tempfile.TemporaryDirectory(prefix="bench-logs-") as tmp:
         logs = args.logs or Path(tmp)
         started = time.monotonic()
         for n in sizes:
             results["sizes"].append(scale.run(n, opts, logs / f"n{n}"))
+            write(args.json, results)  # partial figures survive an interrupted run
+            print(table(results), flush=True)
         if args.daemons:
             results["daemons"] = daemons.run(
                 args.daemons,
@@ -184,8 +198,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         results["seconds"] = round(time.monotonic() - started, 1)
     results["load_average_end"] = [round(x, 2) for x in machine()["load_average"]]
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(results, indent=2) + "\n")
+    write(args.json, results)
     print()
     print(header(info))
     print(table(results))

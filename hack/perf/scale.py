@@ -26,6 +26,8 @@ import asyncio
 import contextlib
 import math
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -45,7 +47,7 @@ from bootc_operator.kube import (
 from hack.perf import components as comp
 from hack.perf.analysis import rollout_figures
 from hack.perf.observer import Observer
-from hack.perf.procinfo import MachineCpu, loadavg, proc_cpu
+from hack.perf.procinfo import MachineCpu, counters, loadavg, proc_cpu
 from hack.testenv import ControlPlane
 
 POOL = "bench"
@@ -71,6 +73,7 @@ class Options:
     concurrency: int = 32  # bare client and node creation
     bare_sequential: int = 200  # how many (create, label) pairs the one-at-a-time client does
     timeout: float = 900.0
+    profile: Path | None = None  # py-spy the controller into this directory
 
 
 def node_body(i: int) -> dict[str, Any]:
@@ -216,6 +219,8 @@ async def run_size(cp: ControlPlane, n: int, opts: Options, log_dir: Path) -> di
         stack.push_async_callback(fleet.stop)
         controller = comp.start_controller(cp.kubeconfig, log_dir, workers=opts.workers)
         stack.callback(controller.stop)
+        if opts.profile is not None:
+            stack.push_async_callback(profile_until_exit(controller.pid, opts.profile / f"n{n}"))
         ready_s = await controller.wait_ready()
         pids = {"controller": controller.pid, "fleet": fleet.pid, "harness": os.getpid()}
         for name in ("kube-apiserver", "etcd"):
@@ -363,6 +368,17 @@ async def run_size(cp: ControlPlane, n: int, opts: Options, log_dir: Path) -> di
             "requests_by_verb": comp.by_verb(ctl_delta),
             "requests": comp.flat(ctl_delta),
             "requests_total": sum(ctl_delta.values()),
+            "reconciles": {
+                f"{name} {result}": int(v)
+                for (name, result), v in sorted(
+                    counters(
+                        ctl_text, "controller_runtime_reconcile_total", ("controller", "result")
+                    ).items()
+                )
+            },
+            "events_dropped": int(
+                sum(counters(ctl_text, "bootc_operator_events_dropped_total", ()).values())
+            ),
             "lists_after_sync": lists_after_sync,
             "crosscheck_mismatches": mismatches,
             "crosscheck": crosscheck,
@@ -402,6 +418,29 @@ async def run_size(cp: ControlPlane, n: int, opts: Options, log_dir: Path) -> di
         )
         result["load_after"] = [round(x, 2) for x in loadavg()]
         return result
+
+
+def profile_until_exit(pid: int, out: Path) -> Callable[[], Awaitable[None]]:
+    """Sample ``pid`` with py-spy (raw collapsed stacks) until it exits; returns the waiter."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    spy = subprocess.Popen(
+        [
+            str(Path(sys.executable).with_name("py-spy")),
+            "record", "--pid", str(pid), "--rate", "50", "--nonblocking",
+            "--format", "raw", "--output", f"{out}.txt",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=(out.parent / f"{out.name}.py-spy.log").open("wb"),
+    )  # fmt: skip
+
+    async def wait() -> None:
+        for _ in range(300):
+            if spy.poll() is not None:
+                return
+            await asyncio.sleep(0.1)
+        spy.terminate()
+
+    return wait
 
 
 async def bare_client(api: Any, n: int, pool: dict[str, Any], opts: Options) -> dict[str, Any]:

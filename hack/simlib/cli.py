@@ -168,6 +168,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         controllers=args.controllers,
         poll_interval=args.poll_interval,
         log_level=args.log_level,
+        tag_resolution_interval=args.tag_resolution_interval,
     )
     started = time.monotonic()
     info = start_detached(args.dir, config, use_registry=not args.no_registry)
@@ -269,6 +270,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--poll-interval", default="5m", help="each daemon's --poll-interval (default: %(default)s)"
     )
     up.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    up.add_argument(
+        "--tag-resolution-interval",
+        default="30s",
+        help="how often the controllers resolve tag refs (default: %(default)s)",
+    )
     up.add_argument(
         "--no-registry", action="store_true", help="no OCI registry: images come from a catalog"
     )

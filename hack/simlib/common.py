@@ -75,6 +75,11 @@ class SimConfig:
     node_prefix: str = "worker"
     #: log level of the operator's processes
     log_level: str = "info"
+    #: the controllers' --tag-resolution-interval (how soon a moved tag is noticed)
+    tag_resolution_interval: str = "30s"
+    #: a PEM bundle the controllers trust when resolving tags (--registry-ca-file), for
+    #: a TLS registry besides the simulation's own (which is plain HTTP and listed insecure)
+    registry_ca_file: str = ""
 
 
 @dataclass

@@ -11,7 +11,9 @@ SIGTERM:
   configuration (``common.kwok_config``), never writes Node status, so a Node this
   process marks NotReady stays NotReady;
 - **runs the operator's processes like a Deployment and a DaemonSet would**: K
-  leader-elected ``bootc-operator controller`` processes and one ``bootc-operator
+  leader-elected ``bootc-operator controller`` processes (the simulation's registry
+  listed with ``--insecure-registry``, so tag refs resolve; ``SimConfig`` sets the tag
+  resolution interval and an extra CA) and one ``bootc-operator
   daemon`` per node on its simulated host (``DIR/hosts/<node>``), restarting any
   that exits unexpectedly (1 s, doubling up to 10 s, like a crash-loop backoff);
 - **performs the reboots the daemons request** (``systemctl reboot`` on a simulated
@@ -162,7 +164,12 @@ class NodeSim:
             f"--metrics-bind-address=127.0.0.1:{metrics}",
             f"--health-probe-bind-address=127.0.0.1:{probe}",
             f"--log-level={self.cfg.log_level}",
+            f"--tag-resolution-interval={self.cfg.tag_resolution_interval}",
         ]
+        if self.info.registry:  # plain HTTP on loopback: tag refs need it listed
+            argv.append(f"--insecure-registry={self.info.registry}")
+        if self.cfg.registry_ca_file:
+            argv.append(f"--registry-ca-file={self.cfg.registry_ca_file}")
         env = {**self.env, "POD_NAME": name, "POD_NAMESPACE": NAMESPACE}
         return Slot(name, argv, env, self.log_dir / f"{name}.log", metrics, probe)
 

@@ -11,6 +11,9 @@ directory (``common`` lists its layout):
 2. a real OCI registry (``hack.testenv.registry.Registry``, Debian's
    docker-registry) with a first OS image pushed (``os:v1``);
 3. one simulated bootc host per node (``hack.fakebootc``) booted into that image;
+   with a registry the hosts pull only what it (or a registry with a CA they trust)
+   serves, like real bootc: a digest it does not have, or a registry that is down,
+   fails the switch (``accept_any_digest`` off);
 4. the node simulator process (``hack.simlib.nodesim``), which creates the Nodes
    and runs the controllers, the daemons and the reboots.
 
@@ -298,6 +301,7 @@ class Sim(SimOps):
                 version=version,
                 stage_delay=cfg.stage_seconds,
                 catalogs=[self.info.catalog] if self.info.catalog else [],
+                accept_any_digest=not self.use_registry,
             )
             self.info.zones[name] = zone_of(i)
         self.info.nodes = names

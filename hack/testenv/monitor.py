@@ -4,9 +4,10 @@
 BootcNodes, Pods and PodDisruptionBudgets from ``start()`` to ``stop()`` and
 records a timeline. ``violations`` lists every breach of:
 
-- never more than ``max_unavailable`` of the pool's nodes in reboot slots, and
-  never more than that many cordoned by us (nodes cordoned before the scenario
-  started are not ours);
+- never more than ``max_unavailable`` of the pool's nodes in reboot slots, never
+  more than that many cordoned by us (nodes cordoned before the scenario started
+  are not ours), and never more than that many *unavailable* (cordoned by us or
+  NotReady, the way a workload sees the pool);
 - no node reboots (its BootcNode reports ``Idle=False/Rebooting``, or its Node
   turns NotReady while in a reboot slot) while a pod that must be evicted
   (not DaemonSet-owned, not a mirror pod, not terminal) is still bound to it;
@@ -14,13 +15,23 @@ records a timeline. ``violations`` lists every breach of:
   satisfied (``status.currentHealthy < status.desiredHealthy``).
 
 ``final_check(target_digest)`` adds the end-state invariants: every node runs
-the target, none is cordoned by us, the pool is ``UpToDate=True``.
-``summary()`` gives max concurrent slot holders/cordons and the duration.
+the target, none is cordoned by us, the pool is ``UpToDate=True``; nodes named in
+``exclude`` (known-broken ones the rollout had to go around) are exempt from the
+first, and then the pool must instead count every other node updated and the
+excluded ones degraded.
+
+``summary`` gives max concurrent slot holders / cordoned / NotReady / unavailable
+nodes, the reboots seen and the duration. The monitor also watches the pool
+itself: ``takes``/``releases`` list every reboot slot taken/released (monitor
+time, node) and ``halts`` every period the pool reported ``Degraded/RolloutHalted``
+(``halt_messages`` what it said), so a scenario can check that no slot was taken
+while the rollout was halted (``takes_between``).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,7 +50,12 @@ PDBS = Resource("policy", "v1", "poddisruptionbudgets", namespaced=True, kind="P
 class Summary:
     max_slots: int = 0
     max_cordoned_by_us: int = 0
+    #: most pool nodes NotReady at once
+    max_not_ready: int = 0
+    #: most pool nodes cordoned by us or NotReady at once
+    max_unavailable: int = 0
     reboots: int = 0
+    slots_taken: int = 0
     duration: float = 0.0
     events: int = 0
     violations: list[str] = field(default_factory=list)
@@ -47,9 +63,18 @@ class Summary:
     def __str__(self) -> str:
         return (
             f"max reboot slots {self.max_slots}, max cordoned by us {self.max_cordoned_by_us}, "
-            f"reboots {self.reboots}, {self.events} events over {self.duration:.1f}s, "
+            f"max NotReady {self.max_not_ready}, max unavailable {self.max_unavailable}, "
+            f"slots taken {self.slots_taken}, reboots {self.reboots}, "
+            f"{self.events} events over {self.duration:.1f}s, "
             f"{len(self.violations)} violations"
         )
+
+
+def _ready(node: dict[str, Any] | None) -> bool:
+    return any(
+        x.get("type") == "Ready" and x.get("status") == "True"
+        for x in (node or {}).get("status", {}).get("conditions") or ()
+    )
 
 
 class SafetyMonitor:
@@ -63,13 +88,37 @@ class SafetyMonitor:
         self._precordoned: set[str] | None = None
         self._rebooting: set[str] = set()
         self._pdb_ok: set[str] = set()
+        self._slotted: set[str] = set()
+        #: (monitor time, node) of every reboot slot taken / released
+        self.takes: list[tuple[float, str]] = []
+        self.releases: list[tuple[float, str]] = []
+        #: [start, end) monitor times of every Degraded/RolloutHalted period (end None: ongoing)
+        self.halts: list[tuple[float, float | None]] = []
+        self.halt_messages: list[str] = []
         self.bootc_nodes = Informer(api, BOOTC_NODES)
         self.nodes = Informer(api, NODES)
         self.pods = Informer(api, PODS)
         self.pdbs = Informer(api, PDBS)
+        self.pools = Informer(api, BOOTC_NODE_POOLS, field_selector=f"metadata.name={pool}")
         on = EventHandler(on_add=self._event, on_update=lambda _o, n: self._event(n))
-        for inf in (self.bootc_nodes, self.nodes, self.pods, self.pdbs):
+        for inf in self._informers:
             inf.add_event_handler(on)
+
+    @property
+    def _informers(self) -> tuple[Informer, ...]:
+        return (self.bootc_nodes, self.nodes, self.pods, self.pdbs, self.pools)
+
+    def now(self) -> float:
+        """Seconds since ``start()`` (the time base of ``takes``, ``halts``, ``timeline``)."""
+        return time.monotonic() - self._start
+
+    def holders(self) -> set[str]:
+        """The pool's nodes holding a reboot slot, as last seen."""
+        return set(self._slotted)
+
+    def takes_between(self, start: float, end: float | None = None) -> list[str]:
+        """Nodes that took a reboot slot in [start, end] (monitor time)."""
+        return [n for t, n in self.takes if t >= start and (end is None or t <= end)]
 
     @property
     def violations(self) -> list[str]:
@@ -79,9 +128,9 @@ class SafetyMonitor:
 
     async def start(self) -> SafetyMonitor:
         self._start = time.monotonic()
-        for inf in (self.bootc_nodes, self.nodes, self.pods, self.pdbs):
+        for inf in self._informers:
             inf.start()
-        for inf in (self.bootc_nodes, self.nodes, self.pods, self.pdbs):
+        for inf in self._informers:
             await inf.wait_for_sync()
         self._precordoned = {
             n["metadata"]["name"]
@@ -91,7 +140,7 @@ class SafetyMonitor:
         return self
 
     async def stop(self) -> Summary:
-        for inf in (self.bootc_nodes, self.nodes, self.pods, self.pdbs):
+        for inf in self._informers:
             await inf.stop()
         self.summary.duration = time.monotonic() - self._start
         return self.summary
@@ -129,19 +178,56 @@ class SafetyMonitor:
             for n in members
             if n not in pre and ((self.nodes.get(n) or {}).get("spec", {}).get("unschedulable"))
         ]
+        not_ready = [n for n in members if self.nodes.get(n) and not _ready(self.nodes.get(n))]
+        unavailable = sorted(set(cordoned) | set(not_ready))
+        at = self.now()
+        for name in sorted(set(slots) - self._slotted):
+            self.takes.append((at, name))
+            self.summary.slots_taken += 1
+        for name in sorted(self._slotted - set(slots)):
+            self.releases.append((at, name))
+        self._slotted = set(slots)
         s = self.summary
         s.max_slots = max(s.max_slots, len(slots))
         s.max_cordoned_by_us = max(s.max_cordoned_by_us, len(cordoned))
+        s.max_not_ready = max(s.max_not_ready, len(not_ready))
+        s.max_unavailable = max(s.max_unavailable, len(unavailable))
         if len(slots) > self.max_unavailable:
             self._violation(f"{len(slots)} nodes in reboot slots: {sorted(slots)}")
         if len(cordoned) > self.max_unavailable:
             self._violation(f"{len(cordoned)} nodes cordoned by us: {sorted(cordoned)}")
+        if len(unavailable) > self.max_unavailable:
+            self._violation(f"{len(unavailable)} nodes unavailable: {unavailable}")
+        self._check_pool()
         what = f"{unwrap(obj).get('kind', '')} {unwrap(obj)['metadata'].get('name')}"
-        at = time.monotonic() - self._start
-        self.timeline.append((at, f"{what}: slots={len(slots)} cordoned={len(cordoned)}"))
+        self.timeline.append(
+            (
+                at,
+                f"{what}: slots={len(slots)} cordoned={len(cordoned)} notReady={len(not_ready)}",
+            )
+        )
         for name, bn in members.items():
             self._check_reboot(name, bn)
         self._check_pdbs()
+
+    def _check_pool(self) -> None:
+        pool = self.pools.get(self.pool)
+        degraded = {}
+        for cond in ((pool or {}).get("status") or {}).get("conditions") or ():
+            if cond.get("type") == c.COND_DEGRADED:
+                degraded = cond
+        halted = (
+            degraded.get("status") == "True" and degraded.get("reason") == c.REASON_ROLLOUT_HALTED
+        )
+        ongoing = bool(self.halts) and self.halts[-1][1] is None
+        if halted and degraded.get("message") not in self.halt_messages[-1:]:
+            self.halt_messages.append(str(degraded.get("message")))
+        if halted and not ongoing:
+            self.halts.append((self.now(), None))
+            self.timeline.append((self.now(), f"pool halted: {degraded.get('message')}"))
+        elif ongoing and not halted:
+            self.halts[-1] = (self.halts[-1][0], self.now())
+            self.timeline.append((self.now(), "pool no longer halted"))
 
     def _is_rebooting(self, name: str, bn: dict[str, Any]) -> bool:
         for cond in (bn.get("status") or {}).get("conditions") or ():
@@ -149,11 +235,7 @@ class SafetyMonitor:
                 return True
         node = self.nodes.get(name) or {}
         in_slot = c.IN_REBOOT_SLOT_ANNOTATION in (bn["metadata"].get("annotations") or {})
-        ready = any(
-            x.get("type") == "Ready" and x.get("status") == "True"
-            for x in node.get("status", {}).get("conditions") or ()
-        )
-        return in_slot and bool(node) and not ready
+        return in_slot and bool(node) and not _ready(node)
 
     def _check_reboot(self, name: str, bn: dict[str, Any]) -> None:
         rebooting = self._is_rebooting(name, bn)
@@ -185,20 +267,28 @@ class SafetyMonitor:
             elif key in self._pdb_ok:
                 self._violation(f"PDB {key} below its budget: {healthy} healthy < {desired}")
 
-    async def final_check(self, target_digest: str) -> list[str]:
+    async def final_check(self, target_digest: str, exclude: Collection[str] = ()) -> list[str]:
         """End-state invariants; returns (and records) any violations."""
         problems: list[str] = []
         pre = self._precordoned or set()
         pool = await get_object(self.api, BOOTC_NODE_POOLS, self.pool)
-        up = [
-            x for x in (pool.get("status") or {}).get("conditions") or () if x["type"] == "UpToDate"
-        ]
-        if not up or up[0]["status"] != "True":
+        status = pool.get("status") or {}
+        up = [x for x in status.get("conditions") or () if x["type"] == "UpToDate"]
+        members = self.members()
+        if not exclude and (not up or up[0]["status"] != "True"):
             problems.append(f"pool {self.pool} not UpToDate: {up}")
-        for bn in self.members():
+        if exclude:
+            want = (len(members) - len(exclude), len(exclude))
+            got = (status.get("updatedCount"), status.get("degradedCount"))
+            if got != want:
+                problems.append(
+                    f"pool {self.pool}: (updated, degraded) = {got}, expected {want} "
+                    f"with {sorted(exclude)} excluded"
+                )
+        for bn in members:
             name = bn["metadata"]["name"]
             booted = (bn.get("status") or {}).get("booted") or {}
-            if target_digest not in (
+            if name not in exclude and target_digest not in (
                 booted.get("imageDigest"),
                 (booted.get("image") or "").rpartition("@")[2],
             ):
