@@ -9,6 +9,8 @@ client and must ``await client.close()``.
 from __future__ import annotations
 
 import os
+import urllib.parse
+import urllib.request
 from pathlib import Path
 
 from kubernetes_asyncio.client import ApiClient, Configuration
@@ -44,4 +46,34 @@ async def load_api_client(
     else:
         await load_kube_config(context=context, client_configuration=cfg, persist_config=False)
     cfg.connection_pool_maxsize = max_connections
-    return ApiClient(configuration=cfg)
+    if not cfg.proxy:
+        cfg.proxy = env_proxy(cfg.host)
+    api = ApiClient(configuration=cfg)
+    _no_per_request_env_lookups(api)
+    return api
+
+
+def env_proxy(server: str | None) -> str | None:
+    """The proxy ``$HTTPS_PROXY``/``$HTTP_PROXY`` name for ``server`` (honouring ``$NO_PROXY``)."""
+    url = urllib.parse.urlsplit(server or "")
+    proxy = urllib.request.getproxies_environment().get(url.scheme)
+    bypass = urllib.request.proxy_bypass_environment  # type: ignore[attr-defined]
+    if not proxy or bypass(url.hostname or ""):
+        return None
+    return proxy
+
+
+def _no_per_request_env_lookups(api: ApiClient) -> None:
+    """Stop aiohttp from reading the environment and ``~/.netrc`` on every request.
+
+    kubernetes_asyncio opens its session with ``trust_env=True``, so aiohttp looks
+    up proxy variables and ``~/.netrc`` credentials for *each* request, in the
+    default thread pool (two thread hops per request). That more than doubled
+    the client's CPU per request (0.9 ms vs 0.37 ms, measured against a local
+    kube-apiserver) and queued requests behind the small thread pool. The
+    environment does not change while we run: ``load_api_client`` resolves the
+    proxy once (``env_proxy``) and kubeconfig credentials never come from netrc.
+    """
+    session = getattr(getattr(api, "rest_client", None), "pool_manager", None)
+    if session is not None and hasattr(session, "_trust_env"):
+        session._trust_env = False

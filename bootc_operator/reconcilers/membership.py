@@ -32,6 +32,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bootc_operator.api import constants as c
+from bootc_operator.kube import ApiError
 from bootc_operator.reconcilers.context import Context, Obj, node_ref, pool_of, pool_ref
 from bootc_operator.reconcilers.fanout import each
 from bootc_operator.reconcilers.membership_plan import assign_nodes
@@ -194,5 +195,10 @@ class MembershipReconciler:
 
         await each(ctx.bootc_nodes_of(pool_name), release)
         remaining = [f for f in finalizers if f != c.POOL_FINALIZER]
-        await ctx.patch_pool(pool, {"metadata": {"finalizers": remaining or None}})
+        try:
+            await ctx.patch_pool(pool, {"metadata": {"finalizers": remaining or None}})
+        except ApiError as err:
+            if err.not_found:  # a pass on a stale cache: an earlier one already finished
+                return
+            raise
         log.info("pool cleaned up", extra={"pool": pool_name})

@@ -31,7 +31,7 @@ from bootc_operator.kube import ApiError
 from bootc_operator.reconcilers import metrics as m
 from bootc_operator.reconcilers.context import Context, Obj, node_ref, pool_ref
 from bootc_operator.reconcilers.drain import DrainManager
-from bootc_operator.reconcilers.membership_plan import assign_nodes
+from bootc_operator.reconcilers.membership_plan import assign_nodes, claims
 from bootc_operator.reconcilers.nodestate import NodeState
 from bootc_operator.reconcilers.poolstatus import (
     count_states,
@@ -93,9 +93,12 @@ class StatusReconciler:
         problems: dict[str, str] = dict(self._extra_problems(pool))
         if check.problems:
             problems[c.REASON_INVALID_SPEC] = "; ".join(check.problems)
-        assignment = assign_nodes(ctx.all_pools(), ctx.all_nodes(), ctx.current_owners())
-        if conflict := assignment.conflict_message(pool_name):
-            problems[c.REASON_NODE_CONFLICT] = conflict
+        pools = ctx.all_pools()
+        # A conflict needs two pools claiming nodes; skip the O(nodes) assignment otherwise.
+        if sum(1 for p in pools if claims(p)) > 1:
+            assignment = assign_nodes(pools, ctx.all_nodes(), ctx.current_owners())
+            if conflict := assignment.conflict_message(pool_name):
+                problems[c.REASON_NODE_CONFLICT] = conflict
         if counts.degraded:
             problems[c.REASON_NODE_DEGRADED] = degraded_nodes_message(views)
         secret = self._secret_state(pool)

@@ -73,6 +73,14 @@ def table(results: dict[str, Any]) -> str:
     )
     row("   actual (s)", lambda r: r["rollout"]["actual_seconds"])
     row("   efficiency ideal/actual", lambda r: f"{r['rollout']['efficiency'] * 100:.0f}%")
+    row(
+        "   apiserver bound: rollout requests / bare rate (s)",
+        lambda r: f"{r['rollout']['apiserver_bound_seconds']:.0f}",
+    )
+    row(
+        "   efficiency vs max(ideal, apiserver bound)",
+        lambda r: f"{r['rollout']['efficiency_vs_bound'] * 100:.0f}%",
+    )
     row("   slot utilisation", lambda r: f"{r['rollout']['slot_utilisation'] * 100:.0f}%")
     row("   slot hold p50 / p99 (ms)", lambda r: _pair(r["rollout"], "slot_hold"))
     row("3. reaction: release p50 / p99 (ms)", lambda r: _pair(r["rollout"], "release_latency"))
@@ -103,7 +111,11 @@ def table(results: dict[str, Any]) -> str:
         "   client counts = apiserver_request_total",
         lambda r: "yes" if not r["controller"]["crosscheck_mismatches"] else "NO (see JSON)",
     )
-    row("   fleet CPU s (its own process)", lambda r: r["fleet"]["cpu_seconds_since_go"])
+    row("   Events dropped (recorder queue full)", lambda r: r["controller"]["events_dropped"])
+    row(
+        "   fleet CPU s / queue wait p99 (ms)",
+        lambda r: f"{r['fleet']['cpu_seconds_since_go']:.1f} / {_ms(r['fleet']['queue_wait_p99'])}",
+    )
     row(
         "   kube-apiserver / etcd CPU s",
         lambda r: "{:.0f} / {:.0f}".format(
@@ -167,6 +179,11 @@ def main(argv: list[str] | None = None) -> int:
         type=Path,
         help="sample the controller with py-spy into this directory (raw collapsed stacks)",
     )
+    p.add_argument(
+        "--controller-source",
+        type=Path,
+        help="run the controller from this checkout (e.g. a git worktree of an older commit)",
+    )
     args = p.parse_args(argv)
 
     sizes = [100] if args.quick else [100, 1000, 5000]
@@ -176,11 +193,15 @@ def main(argv: list[str] | None = None) -> int:
     print(header(info), flush=True)
     results: dict[str, Any] = {
         "machine": info,
+        "controller_source": str(args.controller_source or REPO),
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "sizes": [],
     }
     opts = scale.Options(
-        reboot_seconds=args.reboot_seconds, workers=args.workers, profile=args.profile
+        reboot_seconds=args.reboot_seconds,
+        workers=args.workers,
+        profile=args.profile,
+        controller_source=args.controller_source,
     )
     with tempfile.TemporaryDirectory(prefix="bench-logs-") as tmp:
         logs = args.logs or Path(tmp)

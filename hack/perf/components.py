@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import sys
 import time
 from collections import Counter
@@ -84,8 +85,15 @@ class Controller:
 
 
 def start_controller(
-    kubeconfig: Path, log_dir: Path, *, workers: int = 4, name: str = "controller"
+    kubeconfig: Path,
+    log_dir: Path,
+    *,
+    workers: int = 4,
+    name: str = "controller",
+    source: Path | None = None,
 ) -> Controller:
+    """``source``: run the ``bootc_operator`` package found there (e.g. a git worktree of
+    an older commit, to measure "before" figures) instead of the installed one."""
     metrics_port, probe_port = free_port(), free_port()
     argv = [
         str(OPERATOR_BIN),
@@ -100,7 +108,10 @@ def start_controller(
         "--workers",
         str(workers),
     ]
-    process = spawn(name, argv, log_dir / f"{name}.log")
+    env = None
+    if source is not None:
+        env = {**os.environ, "PYTHONPATH": str(source)}
+    process = spawn(name, argv, log_dir / f"{name}.log", env=env)
     return Controller(process, metrics_port, probe_port)
 
 

@@ -26,24 +26,60 @@ itself: ``takes``/``releases`` list every reboot slot taken/released (monitor
 time, node) and ``halts`` every period the pool reported ``Degraded/RolloutHalted``
 (``halt_messages`` what it said), so a scenario can check that no slot was taken
 while the rollout was halted (``takes_between``).
+
+Checks run at every event the informers deliver, except in the middle of a
+re-LIST (after a watch broke, e.g. an apiserver restart), which an informer
+applies object by object: its store then mixes states from before and after
+the gap, so the monitor checks once the re-LIST is fully applied instead.
 """
 
 from __future__ import annotations
 
+import builtins
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
 from kubernetes_asyncio.client import ApiClient
 
 from bootc_operator.api import constants as c
-from bootc_operator.informers import EventHandler, Informer, unwrap
+from bootc_operator.informers import EventHandler, Informer, Obj, unwrap
 from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, NODES, PODS, Resource
 from bootc_operator.kube.rest import get_object
 from bootc_operator.reconcilers.drainplan import must_leave
 
 PDBS = Resource("policy", "v1", "poddisruptionbudgets", namespaced=True, kind="PodDisruptionBudget")
+
+
+class _Informer(Informer):
+    """An informer that says when it is in the middle of applying a re-LIST.
+
+    ``Informer.replace`` applies a re-LIST (after a watch broke, e.g. an apiserver
+    restart) one object at a time and notifies after each; in between, its store
+    mixes objects from before and after the gap (a slot already taken by one node
+    but not yet seen released by another), so the monitor checks nothing while
+    ``relisting`` and once when the re-LIST is fully applied.
+    """
+
+    def __init__(
+        self,
+        api: ApiClient,
+        resource: Resource,
+        relisted: Callable[[_Informer], None],
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(api, resource, **kwargs)
+        self.relisting = False
+        self._relisted = relisted
+
+    def replace(self, items: builtins.list[Obj]) -> None:
+        self.relisting = True
+        try:
+            super().replace(items)
+        finally:
+            self.relisting = False
+        self._relisted(self)
 
 
 @dataclass
@@ -95,17 +131,20 @@ class SafetyMonitor:
         #: [start, end) monitor times of every Degraded/RolloutHalted period (end None: ongoing)
         self.halts: list[tuple[float, float | None]] = []
         self.halt_messages: list[str] = []
-        self.bootc_nodes = Informer(api, BOOTC_NODES)
-        self.nodes = Informer(api, NODES)
-        self.pods = Informer(api, PODS)
-        self.pdbs = Informer(api, PDBS)
-        self.pools = Informer(api, BOOTC_NODE_POOLS, field_selector=f"metadata.name={pool}")
+        relisted = self._relisted
+        self.bootc_nodes = _Informer(api, BOOTC_NODES, relisted)
+        self.nodes = _Informer(api, NODES, relisted)
+        self.pods = _Informer(api, PODS, relisted)
+        self.pdbs = _Informer(api, PDBS, relisted)
+        self.pools = _Informer(
+            api, BOOTC_NODE_POOLS, relisted, field_selector=f"metadata.name={pool}"
+        )
         on = EventHandler(on_add=self._event, on_update=lambda _o, n: self._event(n))
         for inf in self._informers:
             inf.add_event_handler(on)
 
     @property
-    def _informers(self) -> tuple[Informer, ...]:
+    def _informers(self) -> tuple[_Informer, ...]:
         return (self.bootc_nodes, self.nodes, self.pods, self.pdbs, self.pools)
 
     def now(self) -> float:
@@ -137,6 +176,7 @@ class SafetyMonitor:
             for n in self.nodes.list()
             if n.get("spec", {}).get("unschedulable")
         }
+        self._event({"kind": "start", "metadata": {"name": self.pool}})
         return self
 
     async def stop(self) -> Summary:
@@ -164,8 +204,14 @@ class SafetyMonitor:
         at = time.monotonic() - self._start
         self.summary.violations.append(f"t={at:.2f}s {text}")
 
+    def _relisted(self, informer: _Informer) -> None:
+        self._event({"kind": "relist", "metadata": {"name": informer.resource.plural}})
+
     def _event(self, obj: Any) -> None:
         self.summary.events += 1
+        if self._precordoned is None or any(inf.relisting for inf in self._informers):
+            # not started yet, or a half-applied re-LIST: no state the cluster was ever in
+            return
         members = {b["metadata"]["name"]: b for b in self.members()}
         slots = [
             n
