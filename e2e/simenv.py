@@ -116,6 +116,11 @@ class PoolRun:
             print(f"timeline of {self.name} (last 60 entries):")
             for at, what in self.monitor.timeline[-60:]:
                 print(f"  {at:8.2f}s {what}")
+            try:
+                await self.cleanup()
+            except Exception as cleanup_error:  # keep the scenario's own failure in front
+                print(f"cleanup of {self.name} failed too: {cleanup_error!r}")
+            return
         await self.cleanup()
 
     async def cleanup(self) -> None:
@@ -185,17 +190,28 @@ class PoolRun:
     ) -> dict[str, Any]:
         """Wait until ``predicate(pool)``; returns that pool."""
 
+        last: list[dict[str, Any]] = []
+
         async def check() -> dict[str, Any] | None:
             pool = await self.get()
+            last[:] = [pool]
             return pool if predicate(pool) else None
 
-        found: dict[str, Any] | None = await wait_for(
-            check, timeout, f"{self.name}: {what}", interval=0.3
-        )
+        try:
+            found: dict[str, Any] | None = await wait_for(
+                check, timeout, f"{self.name}: {what}", interval=0.3
+            )
+        except AssertionError as exc:
+            status = last[0].get("status") if last else None
+            raise AssertionError(f"{exc}; the pool's last status: {status}") from None
         assert found is not None
         return found
 
-    async def wait_up_to_date(self, digest: str, timeout: float = 120.0) -> dict[str, Any]:  # noqa: ASYNC109
+    async def wait_up_to_date(
+        self,
+        digest: str,
+        timeout: float = 120.0,  # noqa: ASYNC109
+    ) -> dict[str, Any]:
         count = len(self.nodes)
         return await self.wait(
             lambda p: up_to_date_on(p, digest, count), timeout, f"all {count} nodes on {digest}"

@@ -156,7 +156,21 @@ async def test_two_unhealthy_slot_holders_halt_and_recovery_resumes(
         )
         await wait_for(lambda: up_to_date_on(api, group, 1, 5), 30, "pool on image 1")
         fleet.never_ready.update(nodes[:2])
-        await set_image(api, group, 2)
+        # paused until all five are staged, so the two slots go to the first two by name
+        # (otherwise to whichever staged first, and those come back)
+        await patch_object(
+            api,
+            BOOTC_NODE_POOLS,
+            group,
+            {"spec": {"image": {"ref": image(2)}, "rollout": {"paused": True}}},
+        )
+
+        async def all_staged() -> bool:
+            p = await get_pool(api, group)
+            return "5 staged" in condition(p, "UpToDate").get("message", "")
+
+        await wait_for(all_staged, 30, "all five nodes staged while paused")
+        await set_rollout(api, group, paused=False)
 
         async def halted() -> bool:
             p = await get_pool(api, group)

@@ -159,7 +159,8 @@ class StatusReconciler:
             observed_generation=generation,
         )
         deployed = old_status.get("deployedDigest")
-        if target is not None and up and counts.updated == counts.total:
+        # Only once the pool has nodes: an empty pool has deployed nothing.
+        if target is not None and up and counts.total and counts.updated == counts.total:
             deployed = target
         new_status: dict[str, Any] = {
             "observedGeneration": generation,

@@ -115,6 +115,30 @@ def start_controller(
     return Controller(process, metrics_port, probe_port)
 
 
+async def run_controller(
+    kubeconfig: Path,
+    log_dir: Path,
+    *,
+    workers: int = 4,
+    source: Path | None = None,
+    attempts: int = 3,
+) -> tuple[Controller, float]:
+    """Start the controller and wait until ready: (controller, seconds to ready).
+
+    Ports are picked free but other processes on the machine may take one
+    before the controller binds it; then it is started again on new ones.
+    """
+    for attempt in range(attempts):
+        controller = start_controller(kubeconfig, log_dir, workers=workers, source=source)
+        try:
+            return controller, await controller.wait_ready()
+        except RuntimeError:
+            controller.stop()
+            if attempt == attempts - 1 or "address already in use" not in controller.process.tail():
+                raise
+    raise AssertionError("unreachable")
+
+
 class FleetProcess:
     """``hack.perf.simfleet`` as a child process (JSON lines over stdin/stdout)."""
 

@@ -71,7 +71,24 @@ class DaemonFleet:
     running: dict[str, DaemonProc] = field(default_factory=dict)
     lives: int = 0
 
-    def start(self, index: int, node: str, host: Host) -> DaemonProc:
+    async def start(self, index: int, node: str, host: Host) -> DaemonProc:
+        """Start a daemon and wait for its /metrics; again on new ports if one was taken."""
+        for attempt in range(3):
+            daemon = self._spawn(index, node, host)
+            for _ in range(300):
+                if not daemon.process.alive():
+                    break
+                try:
+                    await daemon.requests()
+                    return daemon
+                except (aiohttp.ClientError, OSError, TimeoutError):
+                    await asyncio.sleep(0.1)
+            daemon.process.stop(grace=5)
+            if attempt == 2 or "address already in use" not in daemon.process.tail():
+                raise RuntimeError(f"daemon {node} did not start:\n{daemon.process.tail()}")
+        raise AssertionError("unreachable")
+
+    def _spawn(self, index: int, node: str, host: Host) -> DaemonProc:
         metrics_port = free_port()
         argv = [
             str(comp.OPERATOR_BIN),
@@ -138,10 +155,8 @@ async def run_daemons(
 
         await bounded(n, 8, create_node)
         await observer.start()
-        controller = comp.start_controller(cp.kubeconfig, log_dir)
-        await controller.wait_ready()
-        for i, (name, host) in enumerate(zip(names, hosts, strict=True)):
-            daemons.start(i, name, host)
+        controller, _ = await comp.run_controller(cp.kubeconfig, log_dir)
+        await asyncio.gather(*(daemons.start(i, names[i], hosts[i]) for i in range(n)))
         await create_object(api, BOOTC_NODE_POOLS, pool_body(image(1), m))
         await observer.wait(
             lambda: observer.count(("idle-on", digest(1))) >= n and observer.pool_up_to_date,
@@ -201,7 +216,7 @@ async def run_daemons(
             await _set_ready(api, d.node, False)
             await asyncio.to_thread(d.host.reboot)
             await asyncio.sleep(reboot_seconds)
-            daemons.start(d.index, d.node, d.host)
+            await daemons.start(d.index, d.node, d.host)
             await _set_ready(api, d.node, True)
             rebooting.discard(d.node)
 

@@ -220,13 +220,12 @@ async def run_size(cp: ControlPlane, n: int, opts: Options, log_dir: Path) -> di
             log_path=log_dir / "simfleet.log",
         )
         stack.push_async_callback(fleet.stop)
-        controller = comp.start_controller(
+        controller, ready_s = await comp.run_controller(
             cp.kubeconfig, log_dir, workers=opts.workers, source=opts.controller_source
         )
         stack.callback(controller.stop)
         if opts.profile is not None:
             stack.push_async_callback(profile_until_exit(controller.pid, opts.profile / f"n{n}"))
-        ready_s = await controller.wait_ready()
         pids = {"controller": controller.pid, "fleet": fleet.pid, "harness": os.getpid()}
         for name in ("kube-apiserver", "etcd"):
             pids[name] = cp.processes[name].pid
