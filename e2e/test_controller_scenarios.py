@@ -67,9 +67,9 @@ async def test_percentage_max_unavailable(api: ApiClient, fleet: Fleet) -> None:
     nodes = await add_nodes(fleet, group, 5, image(1))
     async with SlotLog(api, set(nodes)) as log, running_controller(api):
         await create_pool(api, pool_body(group, {"group": group}, image(1), "40%"))
-        await wait_for(lambda: up_to_date_on(api, group, 1, 5), 30, "pool on image 1")
+        await wait_for(lambda: up_to_date_on(api, group, 1, 5), 90, "pool on image 1")
         await set_image(api, group, 2)
-        await wait_for(lambda: up_to_date_on(api, group, 2, 5), 60, "pool on image 2")
+        await wait_for(lambda: up_to_date_on(api, group, 2, 5), 120, "pool on image 2")
     # 40% of 5 rounds up to 2: two at a time, never three
     assert log.max_slots == 2, log.timeline
     assert log.max_cordoned <= 2
@@ -81,7 +81,7 @@ async def test_pause_blocks_reboots_but_staging_completes(api: ApiClient, fleet:
     nodes = await add_nodes(fleet, group, 3, image(1))
     async with SlotLog(api, set(nodes)) as log, running_controller(api):
         await create_pool(api, pool_body(group, {"group": group}, image(1), 3, paused=True))
-        await wait_for(lambda: up_to_date_on(api, group, 1, 3), 30, "pool on image 1")
+        await wait_for(lambda: up_to_date_on(api, group, 1, 3), 90, "pool on image 1")
         await set_image(api, group, 2)
 
         async def all_staged() -> bool:
@@ -92,17 +92,17 @@ async def test_pause_blocks_reboots_but_staging_completes(api: ApiClient, fleet:
                 for o in objs
             )
 
-        await wait_for(all_staged, 30, "every node staged while paused")
+        await wait_for(all_staged, 90, "every node staged while paused")
 
         async def paused_condition() -> bool:
             p = await get_pool(api, group)
             cond = condition(p, "UpToDate")
             return cond.get("reason") == "Paused" and "3 staged" in cond.get("message", "")
 
-        await wait_for(paused_condition, 30, "UpToDate=False/Paused naming 3 staged")
+        await wait_for(paused_condition, 90, "UpToDate=False/Paused naming 3 staged")
         assert log.max_slots == 0 and not fleet.reboots
         await set_rollout(api, group, paused=False)
-        await wait_for(lambda: up_to_date_on(api, group, 2, 3), 60, "resumed rollout done")
+        await wait_for(lambda: up_to_date_on(api, group, 2, 3), 120, "resumed rollout done")
     assert log.max_slots == 3
     await delete_quietly(api, BOOTC_NODE_POOLS, group)
 
@@ -112,7 +112,7 @@ async def test_degraded_node_does_not_stop_the_others(api: ApiClient, fleet: Fle
     nodes = await add_nodes(fleet, group, 3, image(1))
     async with running_controller(api):
         await create_pool(api, pool_body(group, {"group": group}, image(1)))
-        await wait_for(lambda: up_to_date_on(api, group, 1, 3), 30, "pool on image 1")
+        await wait_for(lambda: up_to_date_on(api, group, 1, 3), 90, "pool on image 1")
         fleet.fail_stage[nodes[1]] = "error: pulling image: manifest unknown"
         await set_image(api, group, 2)
 
@@ -128,7 +128,7 @@ async def test_degraded_node_does_not_stop_the_others(api: ApiClient, fleet: Fle
                 and "manifest unknown" in deg.get("message", "")
             )
 
-        await wait_for(two_updated_one_degraded, 60, "2 updated, the failing node degraded")
+        await wait_for(two_updated_one_degraded, 120, "2 updated, the failing node degraded")
 
         async def node_event() -> bool:
             items, _ = await list_objects(
@@ -136,10 +136,10 @@ async def test_degraded_node_does_not_stop_the_others(api: ApiClient, fleet: Fle
             )
             return any(e["reason"] == "NodeDegraded" and e["type"] == "Warning" for e in items)
 
-        await wait_for(node_event, 30, "a NodeDegraded Warning on the node")
+        await wait_for(node_event, 90, "a NodeDegraded Warning on the node")
         del fleet.fail_stage[nodes[1]]
         fleet.poke(nodes[1])
-        await wait_for(lambda: up_to_date_on(api, group, 2, 3), 60, "recovered node updated")
+        await wait_for(lambda: up_to_date_on(api, group, 2, 3), 120, "recovered node updated")
         p = await get_pool(api, group)
         assert condition(p, "Degraded")["status"] == "False"
     await delete_quietly(api, BOOTC_NODE_POOLS, group)
@@ -154,7 +154,7 @@ async def test_two_unhealthy_slot_holders_halt_and_recovery_resumes(
         await create_pool(
             api, pool_body(group, {"group": group}, image(1), 2, rebootTimeoutSeconds=2)
         )
-        await wait_for(lambda: up_to_date_on(api, group, 1, 5), 30, "pool on image 1")
+        await wait_for(lambda: up_to_date_on(api, group, 1, 5), 90, "pool on image 1")
         fleet.never_ready.update(nodes[:2])
         # paused until all five are staged, so the two slots go to the first two by name
         # (otherwise to whichever staged first, and those come back)
@@ -169,7 +169,7 @@ async def test_two_unhealthy_slot_holders_halt_and_recovery_resumes(
             p = await get_pool(api, group)
             return "5 staged" in condition(p, "UpToDate").get("message", "")
 
-        await wait_for(all_staged, 30, "all five nodes staged while paused")
+        await wait_for(all_staged, 90, "all five nodes staged while paused")
         await set_rollout(api, group, paused=False)
 
         async def halted() -> bool:
@@ -177,7 +177,7 @@ async def test_two_unhealthy_slot_holders_halt_and_recovery_resumes(
             deg = condition(p, "Degraded")
             return deg.get("reason") == "RolloutHalted" and nodes[0] in deg.get("message", "")
 
-        await wait_for(halted, 60, "RolloutHalted naming the unhealthy holders")
+        await wait_for(halted, 120, "RolloutHalted naming the unhealthy holders")
         # no further slot was handed out while halted
         assert log.max_slots == 2
         assert sorted({n for n, _ in fleet.reboots}) == nodes[:2]
@@ -188,7 +188,7 @@ async def test_two_unhealthy_slot_holders_halt_and_recovery_resumes(
             host.rollback, host.booted, host.staged, host.down = host.booted, image(2), None, False
             await fleet._set_ready(name, True)
             fleet.poke(name)
-        await wait_for(lambda: up_to_date_on(api, group, 2, 5), 60, "rollout resumed and done")
+        await wait_for(lambda: up_to_date_on(api, group, 2, 5), 120, "rollout resumed and done")
     assert log.max_slots == 2
     await delete_quietly(api, BOOTC_NODE_POOLS, group)
 
@@ -217,7 +217,7 @@ async def test_image_change_mid_drain_resets_in_one_write_and_cancels_drain(
     try:
         async with running_controller(api):
             await create_pool(api, pool_body(group, {"group": group}, image(1)))
-            await wait_for(lambda: up_to_date_on(api, group, 1, 2), 30, "pool on image 1")
+            await wait_for(lambda: up_to_date_on(api, group, 1, 2), 90, "pool on image 1")
             await set_image(api, group, 2)
 
             async def blocked() -> bool:
@@ -232,7 +232,7 @@ async def test_image_change_mid_drain_resets_in_one_write_and_cancels_drain(
                 p = await get_pool(api, group)
                 return f"{group}-pod" in condition(p, "UpToDate").get("message", "")
 
-            await wait_for(says_blocked, 30, "pool progress names the blocking pod")
+            await wait_for(says_blocked, 90, "pool progress names the blocking pod")
             await set_image(api, group, 3)
 
             async def released() -> bool:
@@ -245,7 +245,7 @@ async def test_image_change_mid_drain_resets_in_one_write_and_cancels_drain(
                     and not n["spec"].get("unschedulable")
                 )
 
-            await wait_for(released, 30, "drain cancelled, slot released, node uncordoned")
+            await wait_for(released, 90, "drain cancelled, slot released, node uncordoned")
         # the blocked node was never told to reboot into image 2
         assert (image(2), "Booted") not in seen
         # every change of desiredImage arrived together with Staged
@@ -267,13 +267,13 @@ async def test_node_leaving_mid_drain_is_released(api: ApiClient, fleet: Fleet) 
     await create_blocking_pdb(api, group, app)
     async with running_controller(api):
         await create_pool(api, pool_body(group, {"group": group}, image(1)))
-        await wait_for(lambda: up_to_date_on(api, group, 1, 2), 30, "pool on image 1")
+        await wait_for(lambda: up_to_date_on(api, group, 1, 2), 90, "pool on image 1")
         await set_image(api, group, 2)
 
         async def cordoned() -> bool:
             return bool((await node(api, nodes[0]))["spec"].get("unschedulable"))
 
-        await wait_for(cordoned, 30, "first node cordoned (drain blocked)")
+        await wait_for(cordoned, 90, "first node cordoned (drain blocked)")
         await patch_object(api, NODES, nodes[0], {"metadata": {"labels": {"group": "elsewhere"}}})
 
         async def gone() -> bool:
@@ -288,8 +288,8 @@ async def test_node_leaving_mid_drain_is_released(api: ApiClient, fleet: Fleet) 
                     and (c.MANAGED_LABEL not in n["metadata"].get("labels", {}))
                 )
 
-        await wait_for(gone, 30, "left node uncordoned, unlabelled, BootcNode deleted")
-        await wait_for(lambda: up_to_date_on(api, group, 2, 1), 60, "remaining node updated")
+        await wait_for(gone, 90, "left node uncordoned, unlabelled, BootcNode deleted")
+        await wait_for(lambda: up_to_date_on(api, group, 2, 1), 120, "remaining node updated")
     await delete_quietly(api, BOOTC_NODE_POOLS, group)
 
 
@@ -299,9 +299,9 @@ async def test_previously_cordoned_node_stays_cordoned(api: ApiClient, fleet: Fl
     await patch_object(api, NODES, nodes[1], {"spec": {"unschedulable": True}})
     async with running_controller(api):
         await create_pool(api, pool_body(group, {"group": group}, image(1)))
-        await wait_for(lambda: up_to_date_on(api, group, 1, 2), 30, "pool on image 1")
+        await wait_for(lambda: up_to_date_on(api, group, 1, 2), 90, "pool on image 1")
         await set_image(api, group, 2)
-        await wait_for(lambda: up_to_date_on(api, group, 2, 2), 60, "pool on image 2")
+        await wait_for(lambda: up_to_date_on(api, group, 2, 2), 120, "pool on image 2")
     assert (await node(api, nodes[1]))["spec"].get("unschedulable") is True
     assert not (await node(api, nodes[0]))["spec"].get("unschedulable")
     await delete_quietly(api, BOOTC_NODE_POOLS, group)
@@ -313,7 +313,7 @@ async def test_overlapping_pools_conflict_only_on_the_loser(api: ApiClient, flee
     first, second = f"{group}-first", f"{group}-second"
     async with running_controller(api):
         await create_pool(api, pool_body(first, {"group": group}, image(1)))
-        await wait_for(lambda: up_to_date_on(api, first, 1, 2), 30, "first pool owns both")
+        await wait_for(lambda: up_to_date_on(api, first, 1, 2), 90, "first pool owns both")
         await create_pool(api, pool_body(second, {"zone": "a", "group": group}, image(1)))
 
         async def conflict() -> bool:
@@ -321,7 +321,7 @@ async def test_overlapping_pools_conflict_only_on_the_loser(api: ApiClient, flee
             deg = condition(p, "Degraded")
             return deg.get("reason") == "NodeConflict" and first in deg.get("message", "")
 
-        await wait_for(conflict, 30, "second pool reports NodeConflict naming the first")
+        await wait_for(conflict, 90, "second pool reports NodeConflict naming the first")
         assert condition(await get_pool(api, first), "Degraded")["status"] == "False"
         for name in nodes:
             assert (await bn(api, name))["metadata"]["labels"][c.POOL_LABEL] == first
@@ -336,7 +336,7 @@ async def test_overlapping_pools_conflict_only_on_the_loser(api: ApiClient, flee
         async def cleared() -> bool:
             return condition(await get_pool(api, second), "Degraded").get("status") == "False"
 
-        await wait_for(cleared, 30, "conflict clears")
+        await wait_for(cleared, 90, "conflict clears")
     await delete_quietly(api, BOOTC_NODE_POOLS, second)
     await delete_quietly(api, BOOTC_NODE_POOLS, first)
 
@@ -372,7 +372,7 @@ async def test_pool_deletion_releases_every_node(api: ApiClient, fleet: Fleet) -
     nodes = await add_nodes(fleet, group, 2, image(1))
     async with running_controller(api):
         await create_pool(api, pool_body(group, {"group": group}, image(1)))
-        await wait_for(lambda: up_to_date_on(api, group, 1, 2), 30, "pool on image 1")
+        await wait_for(lambda: up_to_date_on(api, group, 1, 2), 90, "pool on image 1")
         await delete_quietly(api, BOOTC_NODE_POOLS, group)
 
         async def released() -> bool:
@@ -387,7 +387,7 @@ async def test_pool_deletion_releases_every_node(api: ApiClient, fleet: Fleet) -
                 pool_gone = err.not_found
             return not items and pool_gone and all(c.MANAGED_LABEL not in lb for lb in labels)
 
-        await wait_for(released, 30, "nodes unlabelled, BootcNodes and pool gone")
+        await wait_for(released, 90, "nodes unlabelled, BootcNodes and pool gone")
 
 
 async def test_status_events_and_metrics(api: ApiClient, fleet: Fleet) -> None:
@@ -395,9 +395,9 @@ async def test_status_events_and_metrics(api: ApiClient, fleet: Fleet) -> None:
     await add_nodes(fleet, group, 2, image(1))
     async with running_controller(api):
         await create_pool(api, pool_body(group, {"group": group}, image(1)))
-        await wait_for(lambda: up_to_date_on(api, group, 1, 2), 30, "pool on image 1")
+        await wait_for(lambda: up_to_date_on(api, group, 1, 2), 90, "pool on image 1")
         await set_image(api, group, 2)
-        await wait_for(lambda: up_to_date_on(api, group, 2, 2), 60, "pool on image 2")
+        await wait_for(lambda: up_to_date_on(api, group, 2, 2), 120, "pool on image 2")
         s = await pool_status(api, group)
         assert s["nodeCount"] == 2 and s["updatingCount"] == 0 and s["degradedCount"] == 0
         assert condition(await get_pool(api, group), "UpToDate")["message"] == "2/2 updated"
@@ -445,29 +445,29 @@ async def test_membership_follows_labels_deletions_and_resolved_conflicts(
 
     async with running_controller(api):
         await create_pool(api, pool_body(p1, {"p1": group}, image(1)))
-        await wait_for(lambda: _eq(owner(n3), p1), 30, "pool 1 owns the contested node")
+        await wait_for(lambda: _eq(owner(n3), p1), 90, "pool 1 owns the contested node")
         await create_pool(api, pool_body(p2, {"p2": group}, image(2)))
-        await wait_for(lambda: _eq(owner(n2), p2), 30, "pool 2 owns its own node")
+        await wait_for(lambda: _eq(owner(n2), p2), 90, "pool 2 owns its own node")
 
         async def p2_conflict() -> bool:
             deg = condition(await get_pool(api, p2), "Degraded")
             return deg.get("reason") == "NodeConflict" and p1 in deg.get("message", "")
 
-        await wait_for(p2_conflict, 30, "pool 2 NodeConflict naming pool 1")
+        await wait_for(p2_conflict, 90, "pool 2 NodeConflict naming pool 1")
         assert condition(await get_pool(api, p1), "Degraded")["status"] == "False"
         b2 = await bn(api, n2)
         assert b2["spec"] == {"desiredImage": image(2), "desiredImageState": "Staged"}
         # resolve: n3 leaves pool 1 and moves to pool 2, which recovers
         await patch_object(api, NODES, n3, {"metadata": {"labels": {"p1": None}}})
-        await wait_for(lambda: _eq(owner(n3), p2), 30, "contested node moves to pool 2")
+        await wait_for(lambda: _eq(owner(n3), p2), 90, "contested node moves to pool 2")
 
         async def p2_healthy() -> bool:
             return condition(await get_pool(api, p2), "Degraded").get("reason") == "Healthy"
 
-        await wait_for(p2_healthy, 30, "pool 2 healthy again")
+        await wait_for(p2_healthy, 90, "pool 2 healthy again")
         # a deleted Node loses its BootcNode
         await delete_quietly(api, NODES, n1)
-        await wait_for(lambda: _eq(owner(n1), None), 30, "deleted node's BootcNode removed")
+        await wait_for(lambda: _eq(owner(n1), None), 90, "deleted node's BootcNode removed")
         # label removal: unmanaged again
         await patch_object(api, NODES, n2, {"metadata": {"labels": {"p2": None}}})
 
@@ -475,7 +475,7 @@ async def test_membership_follows_labels_deletions_and_resolved_conflicts(
             labels = (await node(api, n2))["metadata"].get("labels") or {}
             return await owner(n2) is None and c.MANAGED_LABEL not in labels
 
-        await wait_for(n2_released, 30, "unlabelled node released")
+        await wait_for(n2_released, 90, "unlabelled node released")
     fleet.hosts.pop(n1, None)
     await delete_quietly(api, BOOTC_NODE_POOLS, p1)
     await delete_quietly(api, BOOTC_NODE_POOLS, p2)
@@ -490,10 +490,10 @@ async def test_invalid_image_recovers_when_fixed(api: ApiClient, fleet: Fleet) -
         async def reason(want: str) -> bool:
             return condition(await get_pool(api, group), "Degraded").get("reason") == want
 
-        await wait_for(lambda: reason("InvalidSpec"), 30, "InvalidSpec for a short name")
+        await wait_for(lambda: reason("InvalidSpec"), 90, "InvalidSpec for a short name")
         await set_image(api, group, 1)
-        await wait_for(lambda: reason("Healthy"), 30, "Healthy once the ref is fixed")
-        await wait_for(lambda: up_to_date_on(api, group, 1, 1), 30, "pool converges")
+        await wait_for(lambda: reason("Healthy"), 90, "Healthy once the ref is fixed")
+        await wait_for(lambda: up_to_date_on(api, group, 1, 1), 90, "pool converges")
     await delete_quietly(api, BOOTC_NODE_POOLS, group)
 
 
@@ -512,7 +512,7 @@ async def test_drain_timeout_goes_around_the_node(api: ApiClient, fleet: Fleet) 
         await create_pool(
             api, pool_body(group, {"group": group}, image(1), 1, drainTimeoutSeconds=2)
         )
-        await wait_for(lambda: up_to_date_on(api, group, 1, 2), 30, "pool on image 1")
+        await wait_for(lambda: up_to_date_on(api, group, 1, 2), 90, "pool on image 1")
         await set_image(api, group, 2)
 
         async def reported() -> bool:
@@ -527,7 +527,7 @@ async def test_drain_timeout_goes_around_the_node(api: ApiClient, fleet: Fleet) 
                 and (p.get("status") or {}).get("updatedCount") == 1
             )
 
-        await wait_for(reported, 60, "pool names the node and the blocking pod; other node done")
+        await wait_for(reported, 120, "pool names the node and the blocking pod; other node done")
         n0 = await node(api, nodes[0])
         assert not n0["spec"].get("unschedulable"), "timed-out node must be uncordoned"
         b0 = await bn(api, nodes[0])
@@ -540,7 +540,7 @@ async def test_drain_timeout_goes_around_the_node(api: ApiClient, fleet: Fleet) 
             )
             return any(e["reason"] == "DrainTimeout" and pod_name in e["note"] for e in items)
 
-        await wait_for(timeout_event, 30, "a DrainTimeout event naming the pod")
+        await wait_for(timeout_event, 90, "a DrainTimeout event naming the pod")
     assert log.max_slots == 1
     assert nodes[0] not in {n for n, _ in fleet.reboots}
     await delete_quietly(api, BOOTC_NODE_POOLS, group)
@@ -557,19 +557,19 @@ async def test_restarted_controller_resumes_the_drain_from_annotations(
     async with SlotLog(api, set(nodes)) as log:
         async with running_controller(api):
             await create_pool(api, pool_body(group, {"group": group}, image(1)))
-            await wait_for(lambda: up_to_date_on(api, group, 1, 2), 30, "pool on image 1")
+            await wait_for(lambda: up_to_date_on(api, group, 1, 2), 90, "pool on image 1")
             await set_image(api, group, 2)
 
             async def slotted() -> str:
                 ann = (await bn(api, nodes[0]))["metadata"].get("annotations") or {}
                 return str(ann.get(c.IN_REBOOT_SLOT_ANNOTATION, ""))
 
-            taken = await wait_for(slotted, 30, "first node holds a slot (drain blocked)")
+            taken = await wait_for(slotted, 90, "first node holds a slot (drain blocked)")
         # controller gone; the node is still cordoned and slotted, as the API says
         assert (await node(api, nodes[0]))["spec"].get("unschedulable") is True
         control_plane.kubectl("delete", "pdb", group, "-n", "default")
         async with running_controller(api):
-            await wait_for(lambda: up_to_date_on(api, group, 2, 2), 60, "new controller finishes")
+            await wait_for(lambda: up_to_date_on(api, group, 2, 2), 120, "new controller finishes")
         # the slot was resumed, not taken twice: one holder at a time throughout
         assert taken
         assert log.max_slots == 1

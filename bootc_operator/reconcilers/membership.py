@@ -143,8 +143,26 @@ class MembershipReconciler:
             if desired is not None and current.get("desiredImage") != desired:
                 # One request: a new image is never paired with Booted.
                 patch["spec"] = {"desiredImage": desired, "desiredImageState": "Staged"}
-                patch["metadata"] = {"annotations": {c.DRAIN_BLOCKED_ANNOTATION: None}}
+                annotations: dict[str, Any] = {c.DRAIN_BLOCKED_ANNOTATION: None}
+                patch["metadata"] = {"annotations": annotations}
                 self._cancel_drain(node_name)
+                held = bn["metadata"].get("annotations") or {}
+                if (
+                    c.IN_REBOOT_SLOT_ANNOTATION in held
+                    and current.get("desiredImageState") != "Booted"
+                ):
+                    # The target moved before this holder was told to reboot: its drain
+                    # is void, so give the slot back now (cordon restored first, so a
+                    # failure never leaves a node cordoned without a slot).
+                    if held.get(c.WAS_CORDONED_ANNOTATION) == "false":
+                        await ctx.set_unschedulable(node_name, False)
+                    annotations.update(
+                        {
+                            c.IN_REBOOT_SLOT_ANNOTATION: None,
+                            c.WAS_CORDONED_ANNOTATION: None,
+                            c.REBOOT_REQUESTED_ANNOTATION: None,
+                        }
+                    )
             if (
                 wanted is not None
                 and (
