@@ -3,10 +3,13 @@
 Covers: create/update/delete of a core kind (Node), a custom kind
 (BootcNodePool) and a namespaced kind (Secret); label and field selectors; no
 LIST while the watch is healthy (the informer's counters and the apiserver's
-own ``apiserver_request_total``); a real 410 Gone (the informer is cut off by a
-TCP proxy while objects change, etcd is compacted and kube-apiserver restarted
-so its watch cache forgets the informer's resourceVersion); recovery after
-kube-apiserver is stopped and started again on the same etcd. After each
+own ``apiserver_request_total``), with the initial state from a LIST or from a
+streaming list (``sendInitialEvents``, which makes no LIST at all), and the
+fallback to LIST when the server has the ``WatchList`` gate off; a real 410
+Gone (the informer is cut off by a TCP proxy while objects change, etcd is
+compacted and kube-apiserver restarted so its watch cache forgets the
+informer's resourceVersion), by either means; recovery after kube-apiserver is
+stopped and started again on the same etcd. After each
 disruption the cache must equal a fresh LIST and every change must have
 reached the handlers.
 
@@ -167,15 +170,17 @@ def matches_list(api: ApiClient, inf: Informer) -> Callable[[], bool | Awaitable
     return lambda: cache_equals_list(api, inf)
 
 
-async def apiserver_lists(api: ApiClient, resource: str, group: str = "") -> float:
-    """``apiserver_request_total{verb="LIST", resource=...}`` summed over the other labels."""
+async def apiserver_lists(
+    api: ApiClient, resource: str, group: str = "", verb: str = "LIST"
+) -> float:
+    """``apiserver_request_total{verb=..., resource=...}`` summed over the other labels."""
     text = (await request_bytes(api, "GET", "/metrics")).decode()
     total = 0.0
     for family in text_string_to_metric_families(text):
         for s in family.samples:
             if (
                 s.name == "apiserver_request_total"
-                and s.labels.get("verb") == "LIST"
+                and s.labels.get("verb") == verb
                 and s.labels.get("resource") == resource
                 and s.labels.get("group", "") == group
             ):
@@ -260,7 +265,8 @@ async def test_node_create_update_delete_through_the_shared_factory(
             kind, obj = rec.last(name)
             assert kind == "delete" and isinstance(obj, dict), "a watched delete has a final state"
             assert late.kinds(name) == ["add", "delete"]
-            assert nodes.stats.lists == 1 and nodes.stats.relists == 0
+            # the factory's default: the initial state came from one streaming list
+            assert (nodes.stats.lists, nodes.stats.watch_lists, nodes.stats.relists) == (0, 1, 0)
         finally:
             await factory.stop()
 
@@ -379,8 +385,9 @@ async def test_label_and_field_selectors_filter(
 # ---------------------------------------------------------------- no LIST while healthy
 
 
+@pytest.mark.parametrize("watch_list", [False, True], ids=["list", "watch-list"])
 async def test_no_list_after_sync_while_the_watch_is_healthy(
-    control_plane: ControlPlane, api: ApiClient
+    control_plane: ControlPlane, api: ApiClient, watch_list: bool
 ) -> None:
     sel = unique_name("nolist")
     names = [unique_name("inf-nolist") for _ in range(2)]
@@ -395,12 +402,19 @@ async def test_no_list_after_sync_while_the_watch_is_healthy(
             NODES,
             label_selector=f"{LABEL}={sel}",
             min_watch_timeout=1.0,
+            watch_list=watch_list,
             registry=CollectorRegistry(),
         )
         lists_before = await apiserver_lists(api, "nodes")
         async with running(inf):
             lists_synced = await apiserver_lists(api, "nodes")
-            assert lists_synced - lists_before >= 1, "the initial LIST is counted by the server"
+            assert sorted(inf.keys()) == sorted(names)
+            if watch_list:
+                assert lists_synced == lists_before, "a streaming list makes no LIST request"
+                assert (inf.stats.lists, inf.stats.watch_lists) == (0, 1)
+            else:
+                assert lists_synced - lists_before >= 1, "the initial LIST is counted by the server"
+                assert (inf.stats.lists, inf.stats.watch_lists) == (1, 0)
             watches_synced = inf.stats.watches
             for gen in range(1, 6):
                 start = inf.stats.watches
@@ -418,15 +432,42 @@ async def test_no_list_after_sync_while_the_watch_is_healthy(
                 await wait_for(rewatched, TIMEOUT, "a re-watch")
             lists_end = await apiserver_lists(api, "nodes")
             assert inf.stats.watches - watches_synced >= 5
-            assert (inf.stats.lists, inf.stats.relists, inf.stats.errors) == (1, 0, 0)
+            assert (inf.stats.relists, inf.stats.errors) == (0, 0)
+            assert inf.stats.lists + inf.stats.watch_lists == 1, "the initial state came once"
             assert lists_end == lists_synced, "no LIST of nodes reached the server after sync"
             assert not await cache_diff(api, inf)
+
+
+async def test_streaming_list_falls_back_to_list_when_the_server_refuses(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A kube-apiserver with the WatchList gate off refuses sendInitialEvents: LIST instead."""
+    with ControlPlane(
+        controller_manager=False, crd_dir=None, apiserver_args=["--feature-gates=WatchList=false"]
+    ) as cp:
+        async with informer_client(cp) as client:
+            for i in range(3):
+                await create_object(client, NODES, node_body(f"old-server-{i}", labelled("x")))
+            inf = Informer(client, NODES, label_selector=f"{LABEL}=x", registry=CollectorRegistry())
+            with caplog.at_level(logging.INFO, logger="bootc_operator.informers.informer"):
+                async with running(inf):
+                    assert sorted(inf.keys()) == [f"old-server-{i}" for i in range(3)]
+                    assert (inf.stats.watch_lists, inf.stats.lists, inf.stats.errors) == (1, 1, 0)
+                    await create_object(client, NODES, node_body("old-server-3", labelled("x")))
+                    await wait_for(lambda: "old-server-3" in inf.store, TIMEOUT, "watched add")
+                    assert inf.reflector.watch_list is False
+            refusals = [r for r in caplog.records if "refused a streaming list" in r.getMessage()]
+            assert len(refusals) == 1, "the fallback is logged once"
+            assert "WatchList feature gate" in str(getattr(refusals[0], "error", ""))
 
 
 # ---------------------------------------------------------------- disruptions
 
 
-async def test_survives_a_real_410_gone(control_plane: ControlPlane, api: ApiClient) -> None:
+@pytest.mark.parametrize("watch_list", [False, True], ids=["list", "watch-list"])
+async def test_survives_a_real_410_gone(
+    control_plane: ControlPlane, api: ApiClient, watch_list: bool
+) -> None:
     sel = unique_name("gone")
     keep, change, vanish, appear = (unique_name(f"inf-410-{x}") for x in ("k", "c", "v", "a"))
     target = urlsplit(control_plane.server)
@@ -445,6 +486,7 @@ async def test_survives_a_real_410_gone(control_plane: ControlPlane, api: ApiCli
                 NODES,
                 label_selector=f"{LABEL}={sel}",
                 backoff=FAST_BACKOFF,
+                watch_list=watch_list,
                 registry=reg,
             )
             rec = Recorder()
@@ -485,9 +527,12 @@ async def test_survives_a_real_410_gone(control_plane: ControlPlane, api: ApiCli
                 _, tomb = rec.last(vanish)
                 assert isinstance(tomb, DeletedFinalStateUnknown)
                 assert tomb.key == vanish and tomb.obj["metadata"]["name"] == vanish
-                assert inf.stats.lists == 2
+                # the initial state was fetched twice, by the same means both times
+                fetched = (0, 2) if watch_list else (2, 0)
+                assert (inf.stats.lists, inf.stats.watch_lists) == fetched
                 assert reg.get_sample_value("informer_relists_total", {"resource": "nodes"}) == 1
-                assert reg.get_sample_value("informer_lists_total", {"resource": "nodes"}) == 2
+                metric = "informer_watch_lists_total" if watch_list else "informer_lists_total"
+                assert reg.get_sample_value(metric, {"resource": "nodes"}) == 2
 
                 # and the watch works again afterwards
                 p = await patch_object(api, NODES, keep, {"metadata": {"labels": {"v": "3"}}})

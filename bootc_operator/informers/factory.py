@@ -13,8 +13,8 @@ Interface::
 Informers asked for after ``start()`` start at once. Indexers asked for by
 different callers are merged into the shared informer's store (the same name
 must mean the same function). Options given to the factory (transform, resync
-period, page size, watch timeout, backoff, metrics registry) apply to every
-informer it creates.
+period, page size, watch timeout, backoff, streaming list or LIST, metrics
+registry) apply to every informer it creates.
 """
 
 from __future__ import annotations
@@ -45,10 +45,12 @@ class SharedInformerFactory:
         page_size: int = 500,
         min_watch_timeout: float = 300.0,
         backoff: Callable[[], Backoff] = Backoff,
+        watch_list: bool = True,
         registry: CollectorRegistry | None = None,
         log: logging.Logger | None = None,
     ) -> None:
         self.api = api
+        self._watch_list = watch_list
         self._transform = transform
         self._resync_period = resync_period
         self._page_size = page_size
@@ -88,6 +90,7 @@ class SharedInformerFactory:
                 page_size=self._page_size,
                 min_watch_timeout=self._min_watch_timeout,
                 backoff=self._backoff(),
+                watch_list=self._watch_list,
                 registry=self._registry,
                 log=self._log,
             )

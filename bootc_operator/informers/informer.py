@@ -6,10 +6,12 @@ Interface::
     inf.add_indexers({"pool": by_label("bootc.dev/pool")})
     inf.add_event_handler(EventHandler(on_add=..., on_update=..., on_delete=...))
     inf.start()                    # owns one task (plus one for resync)
-    await inf.wait_for_sync()      # the first LIST is in the store
+    await inf.wait_for_sync()      # the first (streaming) list is in the store
     inf.get("node-1"); inf.list(); inf.by_index("pool", "p")
     await inf.stop()               # cancels and awaits its tasks
 
+The initial state comes from a streaming list (``watch_list=True``, the
+default) or a LIST; see :mod:`~bootc_operator.informers.reflector`.
 Every object passes through ``transform`` (default
 :func:`~bootc_operator.informers.transform.strip_bulk`; the reflector applies
 it) before it is stored and handed to handlers. Watch events update the store, then call handlers:
@@ -65,6 +67,7 @@ class Informer:
         page_size: int = 500,
         min_watch_timeout: float = 300.0,
         backoff: Backoff | None = None,
+        watch_list: bool = True,
         registry: CollectorRegistry | None = None,
         log: logging.Logger | None = None,
     ) -> None:
@@ -91,6 +94,7 @@ class Informer:
             min_watch_timeout=min_watch_timeout,
             backoff=backoff,
             transform=transform,
+            watch_list=watch_list,
             rand=random.random,
             log=self.log,
         )

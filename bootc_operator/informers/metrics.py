@@ -8,9 +8,11 @@ Workqueue metrics use client-go's / controller-runtime's names and the label
 
 Informer counters use the label ``resource`` (``nodes``,
 ``bootcnodepools.node.bootc.dev``): ``informer_lists_total``,
-``informer_watches_total``, ``informer_relists_total`` (re-LISTs after 410
-Gone), ``informer_watch_events_total`` (also by ``type``: ADDED, MODIFIED,
-DELETED, BOOKMARK, ERROR) and ``informer_errors_total`` (also by ``op``: list,
+``informer_watch_lists_total`` (streaming lists: watches with
+``sendInitialEvents``), ``informer_watches_total`` (streaming lists included),
+``informer_relists_total`` (initial state fetched again after 410 Gone),
+``informer_watch_events_total`` (also by ``type``: ADDED, MODIFIED, DELETED,
+BOOKMARK, ERROR) and ``informer_errors_total`` (also by ``op``: list,
 watch).
 
 ``workqueue_metrics(registry)`` / ``informer_metrics(registry)`` create the
@@ -44,6 +46,7 @@ class WorkqueueMetrics:
 @dataclass(frozen=True, slots=True)
 class InformerMetrics:
     lists: Counter
+    watch_lists: Counter
     watches: Counter
     relists: Counter
     events: Counter
@@ -120,6 +123,12 @@ def informer_metrics(registry: CollectorRegistry | None = None) -> InformerMetri
                 ["resource"],
                 registry=reg,
             ),
+            watch_lists=Counter(
+                "informer_watch_lists_total",
+                "Streaming lists (WATCH with sendInitialEvents) started by informers",
+                ["resource"],
+                registry=reg,
+            ),
             watches=Counter(
                 "informer_watches_total",
                 "WATCH requests started by informers",
@@ -128,7 +137,7 @@ def informer_metrics(registry: CollectorRegistry | None = None) -> InformerMetri
             ),
             relists=Counter(
                 "informer_relists_total",
-                "Re-LISTs after the watch's resourceVersion expired (410 Gone)",
+                "Initial state fetched again after the watch's resourceVersion expired (410 Gone)",
                 ["resource"],
                 registry=reg,
             ),

@@ -16,6 +16,18 @@
 4. When that resourceVersion is gone — HTTP 410 at watch start or an ``ERROR``
    event with code 410 — LIST again (step 1; the sink diffs).
 
+With ``watch_list=True`` (the default, as in client-go 1.36 where the
+``WatchListClient`` gate is on) step 1 is a *streaming list* instead: one
+WATCH with ``sendInitialEvents=true`` and ``resourceVersionMatch=NotOlderThan``
+that the server answers from its watch cache with an ``ADDED`` event per
+object and then a ``BOOKMARK`` annotated ``k8s.io/initial-events-end``; the
+collected objects go to ``sink.replace`` and the same stream carries on as
+step 2. No LIST request is made, so an informer started while the program runs
+(the controller's per-drain Pod informers, a restarted daemon) costs the
+apiserver one watch. A server that refuses those parameters (400/422/501 — the
+``WatchList`` gate off, or older than 1.27) makes this reflector fall back to
+LIST for good, with one log line.
+
 Failures (connection errors, non-2xx answers, other ``ERROR`` events, a watch
 that ends at once without any event) are logged once each, with the resource
 and selectors, and retried after a capped, jittered exponential
@@ -52,6 +64,10 @@ SHORT_WATCH: Final = 1.0
 READ_SLACK: Final = 30.0
 CONNECT_TIMEOUT: Final = 30.0
 LIST_TIMEOUT: Final = 120.0
+# The annotation on the BOOKMARK that ends a streaming list's initial events.
+INITIAL_EVENTS_END: Final = "k8s.io/initial-events-end"
+# Answers to a streaming-list request that mean "this server does not do that".
+WATCH_LIST_REFUSED: Final = frozenset({400, 422, 501})
 
 
 class Sink(Protocol):
@@ -63,6 +79,7 @@ class Sink(Protocol):
 @dataclass
 class ReflectorStats:
     lists: int = 0
+    watch_lists: int = 0  # streaming lists (each also counts as a watch)
     watches: int = 0
     relists: int = 0
     errors: int = 0
@@ -76,6 +93,10 @@ class Expired(Exception):
 
 class WatchFailed(Exception):
     """A watch ended in a way that deserves backoff."""
+
+
+class WatchListRefused(Exception):
+    """The server does not support streaming lists; LIST instead."""
 
 
 def _status_code(status: Any) -> int:
@@ -101,6 +122,7 @@ class Reflector:
         min_watch_timeout: float = 300.0,
         backoff: Backoff | None = None,
         transform: Transform = identity,
+        watch_list: bool = True,
         rand: Callable[[], float] = random.random,
         log: logging.Logger | None = None,
     ) -> None:
@@ -114,6 +136,7 @@ class Reflector:
         self.min_watch_timeout = min_watch_timeout
         self.backoff = backoff or Backoff()
         self.transform = transform
+        self.watch_list = watch_list
         self.rand = rand
         self.log = log or logging.getLogger(__name__)
         self.resource_version = ""
@@ -121,6 +144,7 @@ class Reflector:
         name = str(resource)
         self._m_lists = metrics.lists.labels(resource=name)
         self._m_watches = metrics.watches.labels(resource=name)
+        self._m_watch_lists = metrics.watch_lists.labels(resource=name)
         self._m_relists = metrics.relists.labels(resource=name)
         self._m_events = metrics.events
         self._m_event_types: dict[str, Any] = {}
@@ -129,6 +153,8 @@ class Reflector:
         self._name = name
         self._failing = False
         self._expired_again = False
+        # While a streaming list has not seen its end bookmark: the objects so far.
+        self._initial: dict[tuple[str, str], Obj] | None = None
 
     # ------------------------------------------------------------ loop
 
@@ -137,14 +163,29 @@ class Reflector:
         while True:
             op = "list" if need_list else "watch"
             try:
-                if need_list:
-                    await self._list()
-                    need_list = False
-                    op = "watch"
-                await self._watch()
+                if need_list and self.watch_list:
+                    op = "watch-list"
+                    try:
+                        await self._watch(initial=True)
+                    finally:
+                        # Synced once the end bookmark arrived, even if the stream broke later.
+                        need_list = self._initial is not None
+                        self._initial = None
+                else:
+                    if need_list:
+                        await self._list()
+                        need_list = False
+                        op = "watch"
+                    await self._watch()
                 self._healthy()
+            except WatchListRefused as e:
+                self.watch_list = False
+                self.log.info(
+                    "server refused a streaming list; using LIST", extra=self._ctx(error=str(e))
+                )
             except Expired as e:
                 need_list = True
+                self.resource_version = ""
                 self.stats.relists += 1
                 self._m_relists.inc()
                 self.log.info(
@@ -186,7 +227,8 @@ class Reflector:
 
     # ------------------------------------------------------------ WATCH
 
-    async def _watch(self) -> None:
+    async def _watch(self, *, initial: bool = False) -> None:
+        """One WATCH until the server ends it; ``initial``: a streaming list first."""
         timeout = int(self.min_watch_timeout * (1.0 + self.rand()))
         query: dict[str, str | int | bool] = {
             **self._selectors(),
@@ -195,6 +237,12 @@ class Reflector:
             "resourceVersion": self.resource_version,
             "timeoutSeconds": max(1, timeout),
         }
+        if initial:
+            query["sendInitialEvents"] = True
+            query["resourceVersionMatch"] = "NotOlderThan"
+            self._initial = {}
+            self.stats.watch_lists += 1
+            self._m_watch_lists.inc()
         client_timeout = aiohttp.ClientTimeout(
             total=None, sock_connect=CONNECT_TIMEOUT, sock_read=timeout + READ_SLACK
         )
@@ -216,7 +264,11 @@ class Reflector:
         except ApiError as e:
             if e.gone:
                 raise Expired(str(e)) from e
+            if initial and e.status in WATCH_LIST_REFUSED:
+                raise WatchListRefused(str(e)) from e
             raise
+        if self._initial is not None:
+            raise WatchFailed(f"streaming list ended after {received} events without its bookmark")
         if not received and loop.time() - started < SHORT_WATCH:
             raise WatchFailed("watch closed immediately without any event")
 
@@ -238,13 +290,30 @@ class Reflector:
             if code == 410:
                 raise Expired(message)
             raise WatchFailed(f"watch ERROR event: {message}")
-        rv = (obj.get("metadata") or {}).get("resourceVersion")
-        if etype != "BOOKMARK":
+        meta = obj.get("metadata") or {}
+        rv = meta.get("resourceVersion")
+        if self._initial is not None:
+            self._initial_event(etype, obj, meta)
+        elif etype != "BOOKMARK":
             self.sink.apply(etype, self.transform(obj))
         if rv:
             self.resource_version = str(rv)
         if self._failing or self._expired_again:
             self._healthy()
+
+    def _initial_event(self, etype: str, obj: Obj, meta: Obj) -> None:
+        """Collect a streaming list's objects; hand them over at its end bookmark."""
+        assert self._initial is not None
+        if etype == "BOOKMARK":
+            if (meta.get("annotations") or {}).get(INITIAL_EVENTS_END) == "true":
+                items, self._initial = list(self._initial.values()), None
+                self.sink.replace(items)
+            return
+        key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        if etype == "DELETED":
+            self._initial.pop(key, None)
+        else:
+            self._initial[key] = self.transform(obj)
 
     # ------------------------------------------------------------ failures
 
