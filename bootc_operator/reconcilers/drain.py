@@ -11,7 +11,9 @@ Interface (owned by the rollout reconciler; membership may ``cancel``)::
 A drain task runs its own Pod informer restricted to the node
 (``fieldSelector=spec.nodeName=<node>``), started after the cordon, so it sees
 every pod bound before or (racing the cordon) after it, and memory stays
-proportional to the nodes being drained rather than to the cluster's pods.
+proportional to the nodes being drained rather than to the cluster's pods. Its
+initial state comes from a streaming list (served from the apiserver's watch
+cache): a drain costs one WATCH, no LIST.
 Pods that must leave (``drainplan``) are evicted; 429 (a PodDisruptionBudget
 says no) and other refusals are remembered with the server's message and
 retried with capped backoff; otherwise the task waits for pod events on its
@@ -46,6 +48,8 @@ class DrainResult:
     remaining: tuple[str, ...] = ()
     blocked_by: dict[str, str] = field(default_factory=dict)
     reported_blocked: bool = False
+    evicted: int = 0
+    seconds: float = 0.0  # how long the drain took, once done
 
     @property
     def blocked(self) -> bool:
@@ -53,6 +57,11 @@ class DrainResult:
 
     def message(self, node: str) -> str:
         return blocking_message(node, self.remaining, self.blocked_by)
+
+    def summary(self) -> str:
+        """How the finished drain went, for the node's RebootRequested Event."""
+        pods = "1 pod" if self.evicted == 1 else f"{self.evicted} pods"
+        return f"{pods} evicted in {self.seconds:.0f}s"
 
 
 def slim_pod(pod: Obj) -> Obj:
@@ -102,9 +111,6 @@ class DrainManager:
         self._results[node] = res
         self._wakeups[node] = asyncio.Event()
         self._tasks[node] = asyncio.create_task(self._drain(node, res), name=f"drain-{node}")
-        self.ctx.recorder.emit(
-            node_ref(node), "Normal", "DrainStarted", "Drain", f"draining {node} for pool {pool}"
-        )
         return res
 
     def forget(self, node: str) -> None:
@@ -168,11 +174,9 @@ class DrainManager:
             state = drain_state(pods.list())
             if not state.remaining:
                 res.done, res.remaining, res.blocked_by = True, (), {}
-                DRAIN_DURATION.observe(time.monotonic() - res.started)
+                res.seconds = time.monotonic() - res.started
+                DRAIN_DURATION.observe(res.seconds)
                 log.info("drain done", extra={"node": node, "pool": res.pool})
-                self.ctx.recorder.emit(
-                    node_ref(node), "Normal", "DrainDone", "Drain", f"{node} drained"
-                )
                 self._on_change(node, res.pool)
                 return
             res.remaining = state.remaining
@@ -181,6 +185,7 @@ class DrainManager:
                 namespace, name = key.split("/", 1)
                 try:
                     await self.ctx.evict(namespace, name)
+                    res.evicted += 1
                     res.blocked_by.pop(key, None)
                 except ApiError as err:
                     if err.not_found:

@@ -134,8 +134,14 @@ class MembershipReconciler:
             }
             await ctx.create_bootc_node(body)
             log.info("node joined pool", extra={"pool": pool_name, "node": node_name})
-            ctx.recorder.emit(
-                pool_ref(pool), "Normal", "NodeJoined", "Membership", f"{node_name} joined the pool"
+            ctx.recorder.emit_batched(
+                pool_ref(pool),
+                "Normal",
+                "NodeJoined",
+                "Membership",
+                subject=node_name,
+                note=f"{node_name} joined the pool",
+                summary="{n} nodes joined the pool",
             )
         else:
             patch: dict[str, Any] = {}

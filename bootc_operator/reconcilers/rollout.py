@@ -119,13 +119,30 @@ class RolloutReconciler:
         if cancelled:
             msg = f"{name}: target changed before its reboot; drain cancelled, slot released"
             log.info(msg, extra={"pool": pool_name, "node": name})
-            ctx.recorder.emit(pool_ref(pool), "Normal", "DrainCancelled", "Rollout", msg)
+            ctx.recorder.emit_batched(
+                pool_ref(pool),
+                "Normal",
+                "DrainCancelled",
+                "Rollout",
+                subject=name,
+                note=msg,
+                summary="the target changed before {n} nodes rebooted; drains cancelled",
+            )
             return
         if taken is not None:
             NODE_UPDATE_DURATION.observe(max(0.0, (ctx.now() - taken).total_seconds()))
-        msg = f"{name} runs {v.booted_digest or 'the target'}; slot released"
+        kept = "left cordoned as it was before" if v.was_cordoned else "uncordoned"
+        msg = f"{name} runs {v.booted_digest or 'the target'}; {kept}, slot released"
         log.info("node updated", extra={"pool": pool_name, "node": name})
-        ctx.recorder.emit(pool_ref(pool), "Normal", "NodeUpdated", "Rollout", msg)
+        ctx.recorder.emit_batched(
+            pool_ref(pool),
+            "Normal",
+            "NodeUpdated",
+            "Rollout",
+            subject=name,
+            note=msg,
+            summary="{n} nodes updated and released their slots",
+        )
         ctx.recorder.emit(node_ref(name), "Normal", "NodeUpdated", "Rollout", msg)
 
     async def _take(self, pool: Obj, bn: Obj, now: dt.datetime) -> None:
@@ -147,8 +164,16 @@ class RolloutReconciler:
         await ctx.set_unschedulable(name, True)
         pool_name = pool["metadata"]["name"]
         log.info("reboot slot taken; cordoned", extra={"pool": pool_name, "node": name})
-        msg = f"{name} took a reboot slot and was cordoned"
-        ctx.recorder.emit(pool_ref(pool), "Normal", "SlotTaken", "Rollout", msg)
+        msg = f"{name} took a reboot slot in pool {pool_name}; cordoned, draining"
+        ctx.recorder.emit_batched(
+            pool_ref(pool),
+            "Normal",
+            "SlotTaken",
+            "Rollout",
+            subject=name,
+            note=msg,
+            summary="{n} nodes took a reboot slot",
+        )
         ctx.recorder.emit(node_ref(name), "Normal", "Cordoned", "Rollout", msg)
 
     async def _drive_drain(
@@ -174,8 +199,16 @@ class RolloutReconciler:
             )
             self.drains.forget(name)
             log.info("drained; reboot requested", extra={"pool": pool_name, "node": name})
-            msg = f"{name} drained; desiredImageState set to Booted"
-            ctx.recorder.emit(pool_ref(pool), "Normal", "RebootRequested", "Rollout", msg)
+            msg = f"{name} drained ({res.summary()}); desiredImageState set to Booted"
+            ctx.recorder.emit_batched(
+                pool_ref(pool),
+                "Normal",
+                "RebootRequested",
+                "Rollout",
+                subject=name,
+                note=msg,
+                summary="{n} nodes drained and told to reboot",
+            )
             ctx.recorder.emit(node_ref(name), "Normal", "RebootRequested", "Rollout", msg)
             return None
         if drain_timeout is None:
@@ -203,8 +236,14 @@ class RolloutReconciler:
             },
         )
         log.warning(message, extra={"pool": pool_name, "node": name})
-        ctx.recorder.emit(
-            pool_ref(pool), "Warning", "DrainTimeout", "Rollout", f"{name}: {message}"
+        ctx.recorder.emit_batched(
+            pool_ref(pool),
+            "Warning",
+            "DrainTimeout",
+            "Rollout",
+            subject=name,
+            note=f"{name}: {message}",
+            summary="{n} nodes could not be drained in time and were skipped (see their Events)",
         )
         ctx.recorder.emit(node_ref(name), "Warning", "DrainTimeout", "Rollout", message)
         return None

@@ -4,7 +4,10 @@ Interface::
 
     recorder = EventRecorder(api, controller="bootc.dev/bootc-operator", instance=pod_name)
     recorder.start()                       # background sender task
-    recorder.emit(ref, "Normal", "SlotTaken", "Rollout", "node-3 took a reboot slot")
+    recorder.emit(ref, "Normal", "Cordoned", "Rollout", "node-3 took a reboot slot")
+    recorder.emit_batched(pool, "Normal", "SlotTaken", "Rollout",
+                          subject="node-3", note="node-3 took a reboot slot",
+                          summary="{n} nodes took a reboot slot")
     await recorder.stop()                  # flushes what is queued (bounded wait)
 
 ``emit`` never awaits: it queues (bounded; overflow is dropped and counted).
@@ -12,6 +15,14 @@ Repeats of the same (object, type, reason, note) within ``series_window``
 update the first Event's ``series`` instead of creating new objects, like
 client-go's events broadcaster. Events of cluster-scoped objects live in the
 ``default`` namespace (where kubectl describe finds them).
+
+``emit_batched`` is for news about one of many members told on the whole (a
+pool hearing of each node's slot): every such emit for the same (object,
+type, reason) within ``batch_window`` of the first becomes one Event — the
+member's own note when it is alone, else ``summary`` with the members named
+(:func:`batch_note`, cut to the 1 KiB note limit). A 5,000-node pool's
+rollout then costs a few dozen pool Events instead of 20,000, so the nodes'
+own Events are not crowded out of the bounded queue.
 """
 
 from __future__ import annotations
@@ -40,6 +51,27 @@ EVENTS_DROPPED: Final = Counter(
 )
 
 NOTE_MAX: Final = 1024
+
+
+def batch_note(summary: str, subjects: list[str], notes: list[str], limit: int = NOTE_MAX) -> str:
+    """One note for a batch: the single member's note, or ``summary`` naming them all.
+
+    ``summary`` may contain ``{n}`` (how many). Names that do not fit in ``limit``
+    characters are counted instead: ``"3 nodes took a slot: a, b and 1 more"``.
+    """
+    if len(notes) == 1:
+        return notes[0][:limit]
+    head = summary.format(n=len(subjects)) + ": "
+    shown: list[str] = []
+    for i, subject in enumerate(subjects):
+        rest = len(subjects) - i - 1
+        tail = f" and {rest} more" if rest else ""
+        candidate = ", ".join([*shown, subject])
+        if len(head) + len(candidate) + len(tail) > limit:
+            more = len(subjects) - len(shown)
+            return f"{head}{', '.join(shown)} and {more} more"[:limit]
+        shown.append(subject)
+    return (head + ", ".join(shown))[:limit]
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +111,17 @@ class _Pending:
     note: str
 
 
+@dataclass(slots=True)
+class _Batch:
+    summary: str
+    subjects: list[str]
+    notes: list[str]
+    timer: asyncio.TimerHandle | None = None
+
+
+BatchKey = tuple[ObjectRef, str, str, str]  # (object, type, reason, action)
+
+
 class EventRecorder:
     def __init__(
         self,
@@ -88,11 +131,14 @@ class EventRecorder:
         instance: str = "",
         queue_size: int = 1000,
         series_window: float = 360.0,
+        batch_window: float = 2.0,
     ) -> None:
         self.api = api
         self.controller = controller
         self.instance = instance or f"bootc-operator-{uuid.uuid4().hex[:8]}"
         self.series_window = series_window
+        self.batch_window = batch_window
+        self._batches: dict[BatchKey, _Batch] = {}
         self._queue: asyncio.Queue[_Pending] = asyncio.Queue(queue_size)
         self._task: asyncio.Task[None] | None = None
         # (uid|name, type, reason, note) -> (event namespace, name, count, first seen)
@@ -103,6 +149,8 @@ class EventRecorder:
             self._task = asyncio.create_task(self._run(), name="event-recorder")
 
     async def stop(self, flush_within: float = 5.0) -> None:
+        for key in list(self._batches):
+            self._flush_batch(key)
         if self._task is None:
             return
         with contextlib.suppress(TimeoutError):
@@ -116,8 +164,49 @@ class EventRecorder:
     def emit(self, ref: ObjectRef, type_: str, reason: str, action: str, note: str) -> None:
         if type_ not in ("Normal", "Warning"):
             raise ValueError(f"event type must be Normal or Warning, not {type_!r}")
+        self._enqueue(_Pending(ref, type_, reason, action, note[:NOTE_MAX]))
+
+    def emit_batched(
+        self,
+        ref: ObjectRef,
+        type_: str,
+        reason: str,
+        action: str,
+        *,
+        subject: str,
+        note: str,
+        summary: str,
+    ) -> None:
+        """Like :meth:`emit`, merged with others for ``ref`` within ``batch_window``."""
+        if type_ not in ("Normal", "Warning"):
+            raise ValueError(f"event type must be Normal or Warning, not {type_!r}")
+        key = (ref, type_, reason, action)
+        batch = self._batches.get(key)
+        if batch is None:
+            batch = self._batches[key] = _Batch(summary, [], [])
+            with contextlib.suppress(RuntimeError):  # no running loop: flushed by stop()
+                loop = asyncio.get_running_loop()
+                batch.timer = loop.call_later(self.batch_window, self._flush_batch, key)
+        if subject not in batch.subjects:
+            batch.subjects.append(subject)
+            batch.notes.append(note)
+
+    def _flush_batch(self, key: BatchKey) -> None:
+        batch = self._batches.pop(key, None)
+        if batch is None:
+            return
+        if batch.timer is not None:
+            batch.timer.cancel()
+        ref, type_, reason, action = key
+        self._enqueue(
+            _Pending(
+                ref, type_, reason, action, batch_note(batch.summary, batch.subjects, batch.notes)
+            )
+        )
+
+    def _enqueue(self, item: _Pending) -> None:
         try:
-            self._queue.put_nowait(_Pending(ref, type_, reason, action, note[:NOTE_MAX]))
+            self._queue.put_nowait(item)
         except asyncio.QueueFull:
             EVENTS_DROPPED.inc()
 
