@@ -5,6 +5,8 @@
 TLS passes through untouched. ``cut()`` drops every open connection and makes
 new ones fail at once; ``heal()`` forwards again. Used to hold a client off
 the API server while the test changes the world behind its back.
+``break_once_after(n)`` aborts the first connection whose answer passes ``n``
+bytes (a stream broken half-way), then forwards normally again.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ class TcpProxy:
         self._cut = False
         self._tasks: set[asyncio.Task[None]] = set()
         self._writers: set[asyncio.StreamWriter] = set()
+        self._break_after: int | None = None
+        self.broken_connections = 0
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
@@ -38,6 +42,10 @@ class TcpProxy:
 
     def heal(self) -> None:
         self._cut = False
+
+    def break_once_after(self, nbytes: int) -> None:
+        """Abort the first connection that has sent the client more than ``nbytes``."""
+        self._break_after = nbytes
 
     async def close(self) -> None:
         self.cut()
@@ -62,7 +70,7 @@ class TcpProxy:
         self._writers.update((writer, up_writer))
         pipes = [
             asyncio.create_task(self._pipe(reader, up_writer)),
-            asyncio.create_task(self._pipe(up_reader, writer)),
+            asyncio.create_task(self._pipe(up_reader, writer, downstream=True)),
         ]
         self._tasks.update(pipes)
         try:
@@ -75,9 +83,19 @@ class TcpProxy:
                 p.cancel()
                 self._tasks.discard(p)
 
-    @staticmethod
-    async def _pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+    async def _pipe(
+        self, src: asyncio.StreamReader, dst: asyncio.StreamWriter, *, downstream: bool = False
+    ) -> None:
+        sent = 0
         with contextlib.suppress(OSError, asyncio.IncompleteReadError):
             while data := await src.read(65536):
+                limit = self._break_after if downstream else None
+                if limit is not None and sent + len(data) > limit:
+                    self._break_after = None
+                    self.broken_connections += 1
+                    dst.write(data[: max(0, limit - sent)])
+                    await dst.drain()
+                    return  # the caller aborts both sides
+                sent += len(data)
                 dst.write(data)
                 await dst.drain()

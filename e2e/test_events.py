@@ -127,17 +127,24 @@ async def test_repeats_update_the_series_of_one_event(api: ApiClient) -> None:
         await rec.stop()
 
 
-async def test_a_full_queue_drops_and_counts(api: ApiClient) -> None:
+async def test_a_full_queue_drops_and_counts_and_warnings_go_first(api: ApiClient) -> None:
     name = unique_name("ev-drop")
     rec = EventRecorder(api, instance="e2e", queue_size=2)  # not started: nothing drains it
 
-    def dropped() -> float:
-        return REGISTRY.get_sample_value("bootc_operator_events_dropped_total") or 0.0
+    def dropped(type_: str) -> float:
+        return (
+            REGISTRY.get_sample_value("bootc_operator_events_dropped_total", {"type": type_}) or 0.0
+        )
 
-    before = dropped()
+    before = dropped("Normal"), dropped("Warning")
     for i in range(5):
         rec.emit(pool(name), "Normal", "Test", "Test", f"event {i}")
-    assert dropped() - before == 3
+    # a full Normal queue does not stop Warnings
+    rec.emit(pool(name), "Warning", "Test", "Test", "warning 0")
+    assert (dropped("Normal") - before[0], dropped("Warning") - before[1]) == (3, 0)
     rec.start()
     await rec.stop()
-    assert [e["note"] for e in await events_of(api, name)] == ["event 0", "event 1"]
+    events = await events_of(api, name)
+    assert sorted(e["note"] for e in events) == ["event 0", "event 1", "warning 0"]
+    first = min(events, key=lambda e: e["eventTime"])
+    assert first["note"] == "warning 0", "the queued Warning was sent before the Normals"

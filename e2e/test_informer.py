@@ -438,6 +438,44 @@ async def test_no_list_after_sync_while_the_watch_is_healthy(
             assert not await cache_diff(api, inf)
 
 
+async def test_a_streaming_list_broken_half_way_is_followed_by_a_list(
+    control_plane: ControlPlane, api: ApiClient
+) -> None:
+    """The connection dies inside the initial events: one LIST next, then watching as usual."""
+    sel = unique_name("broken")
+    names = [unique_name("inf-broken") for _ in range(20)]
+    target = urlsplit(control_plane.server)
+    assert target.hostname and target.port
+    proxy = TcpProxy(target.hostname, target.port)
+    await proxy.start()
+    try:
+        async with informer_client(control_plane) as client, cleanup(api, NODES) as made:
+            client.configuration.host = f"https://127.0.0.1:{proxy.port}"
+            for name in names:  # ~4 KiB each: the stream is far longer than the break point
+                body = node_body(name, labelled(sel))
+                body["metadata"]["annotations"] = {"e2e.bootc.dev/padding": "x" * 4096}
+                await create_object(api, NODES, body)
+                made.append(name)
+            # TLS handshake and headers fit in 16 KiB; the initial events do not.
+            proxy.break_once_after(16 * 1024)
+            inf = Informer(
+                client,
+                NODES,
+                label_selector=f"{LABEL}={sel}",
+                backoff=FAST_BACKOFF,
+                registry=CollectorRegistry(),
+            )
+            async with running(inf):
+                assert proxy.broken_connections == 1
+                assert sorted(inf.keys()) == sorted(names)
+                assert (inf.stats.watch_lists, inf.stats.lists, inf.stats.errors) == (1, 1, 1)
+                p = await patch_object(api, NODES, names[0], {"metadata": {"labels": {"v": "2"}}})
+                await wait_for(lambda: rv(inf.get(names[0])) == rv(p), TIMEOUT, "watched update")
+                assert inf.reflector.watch_list, "streaming stays the first choice for re-lists"
+    finally:
+        await proxy.close()
+
+
 async def test_streaming_list_falls_back_to_list_when_the_server_refuses(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

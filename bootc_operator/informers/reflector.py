@@ -26,7 +26,9 @@ step 2. No LIST request is made, so an informer started while the program runs
 (the controller's per-drain Pod informers, a restarted daemon) costs the
 apiserver one watch. A server that refuses those parameters (400/422/501 — the
 ``WatchList`` gate off, or older than 1.27) makes this reflector fall back to
-LIST for good, with one log line.
+LIST for good, with one log line. A streaming list that breaks before its end
+bookmark (the server drops a watcher that does not keep up) is followed by one
+plain LIST, as client-go does; later re-lists try streaming again.
 
 Failures (connection errors, non-2xx answers, other ``ERROR`` events, a watch
 that ends at once without any event) are logged once each, with the resource
@@ -160,10 +162,11 @@ class Reflector:
 
     async def run(self) -> None:
         need_list = True
+        list_next = False
         while True:
             op = "list" if need_list else "watch"
             try:
-                if need_list and self.watch_list:
+                if need_list and self.watch_list and not list_next:
                     op = "watch-list"
                     try:
                         await self._watch(initial=True)
@@ -171,15 +174,18 @@ class Reflector:
                         # Synced once the end bookmark arrived, even if the stream broke later.
                         need_list = self._initial is not None
                         self._initial = None
+                        # Like client-go: a streaming list that broke before its end is
+                        # followed by a plain LIST (progress beats retrying the stream).
+                        list_next = need_list
                 else:
                     if need_list:
                         await self._list()
-                        need_list = False
+                        need_list = list_next = False
                         op = "watch"
                     await self._watch()
                 self._healthy()
             except WatchListRefused as e:
-                self.watch_list = False
+                self.watch_list = list_next = False
                 self.log.info(
                     "server refused a streaming list; using LIST", extra=self._ctx(error=str(e))
                 )

@@ -10,7 +10,10 @@ Interface::
                           summary="{n} nodes took a reboot slot")
     await recorder.stop()                  # flushes what is queued (bounded wait)
 
-``emit`` never awaits: it queues (bounded; overflow is dropped and counted).
+``emit`` never awaits: it queues (bounded per type; overflow is dropped and
+counted by type). Warnings have their own queue and are sent first, so a burst
+of routine Normal Events during a large rollout cannot crowd out a
+``DrainTimeout`` or ``NodeDegraded``.
 Repeats of the same (object, type, reason, note) within ``series_window``
 update the first Event's ``series`` instead of creating new objects, like
 client-go's events broadcaster. Events of cluster-scoped objects live in the
@@ -28,6 +31,7 @@ own Events are not crowded out of the bounded queue.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import time
@@ -47,7 +51,9 @@ EVENTS_TOTAL: Final = Counter(
     "bootc_operator_events_total", "Events emitted, by type and reason", ["type", "reason"]
 )
 EVENTS_DROPPED: Final = Counter(
-    "bootc_operator_events_dropped_total", "Events dropped because the queue was full"
+    "bootc_operator_events_dropped_total",
+    "Events dropped because the queue for their type was full",
+    ["type"],
 )
 
 NOTE_MAX: Final = 1024
@@ -139,7 +145,15 @@ class EventRecorder:
         self.series_window = series_window
         self.batch_window = batch_window
         self._batches: dict[BatchKey, _Batch] = {}
-        self._queue: asyncio.Queue[_Pending] = asyncio.Queue(queue_size)
+        self.queue_size = queue_size
+        # Sent in this order: every queued Warning before any Normal.
+        self._queues: dict[str, collections.deque[_Pending]] = {
+            "Warning": collections.deque(),
+            "Normal": collections.deque(),
+        }
+        self._wakeup = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
         self._task: asyncio.Task[None] | None = None
         # (uid|name, type, reason, note) -> (event namespace, name, count, first seen)
         self._series: dict[tuple[str, str, str, str], tuple[str, str, int, float]] = {}
@@ -155,7 +169,7 @@ class EventRecorder:
             return
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(flush_within):
-                await self._queue.join()
+                await self._idle.wait()
         self._task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._task
@@ -205,14 +219,28 @@ class EventRecorder:
         )
 
     def _enqueue(self, item: _Pending) -> None:
-        try:
-            self._queue.put_nowait(item)
-        except asyncio.QueueFull:
-            EVENTS_DROPPED.inc()
+        queue = self._queues[item.type]
+        if len(queue) >= self.queue_size:
+            EVENTS_DROPPED.labels(item.type).inc()
+            return
+        queue.append(item)
+        self._idle.clear()
+        self._wakeup.set()
+
+    def _next(self) -> _Pending | None:
+        for queue in self._queues.values():
+            if queue:
+                return queue.popleft()
+        return None
 
     async def _run(self) -> None:
         while True:
-            item = await self._queue.get()
+            item = self._next()
+            if item is None:
+                self._idle.set()
+                self._wakeup.clear()
+                await self._wakeup.wait()
+                continue
             try:
                 await self._send(item)
             except (ApiError, OSError, TimeoutError) as err:
@@ -223,8 +251,6 @@ class EventRecorder:
                     item.ref.name,
                     err,
                 )
-            finally:
-                self._queue.task_done()
 
     async def _send(self, item: _Pending) -> None:
         EVENTS_TOTAL.labels(item.type, item.reason).inc()
