@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +34,6 @@ from hack.testenv.procs import Process, spawn
 
 REPO = "registry.example.com/os"
 SWITCH_UNIT = "bootc-operator-switch.service"
-DAEMON_BIN = Path(sys.executable).with_name("bootc-operator")
 
 
 def digest(n: int) -> str:
@@ -96,15 +94,8 @@ class Daemons:
         extra: tuple[str, ...] = (),
     ) -> Daemon:
         metrics_port, probe_port = free_port(), free_port()
-        argv = [
-            str(DAEMON_BIN),
-            "daemon",
-            "--node-name",
-            node,
-            "--kubeconfig",
-            str(self.kubeconfig),
-            "--host-root",
-            str(host.root),
+        argv, env = host.daemon_command(node, self.kubeconfig, metrics_port, probe_port)
+        argv += [
             "--poll-interval",
             poll_interval,
             "--stage-timeout",
@@ -115,17 +106,11 @@ class Daemons:
             backoff_initial,
             "--backoff-max",
             backoff_max,
-            "--metrics-bind-address",
-            f"127.0.0.1:{metrics_port}",
-            "--health-probe-bind-address",
-            f"127.0.0.1:{probe_port}",
             "--log-level",
             "debug",
             *extra,
         ]
-        env = host.env()
         env["PYTHONUNBUFFERED"] = "1"
-        env.pop("KUBECONFIG", None)
         index = len(self.started)
         process = spawn(
             f"daemon-{node}", argv, self.log_dir / f"daemon-{index}-{node}.log", env=env

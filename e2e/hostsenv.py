@@ -13,28 +13,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime as dt
 from pathlib import Path
 from typing import Any
 
 from kubernetes_asyncio.client import ApiClient
 
-from bootc_operator.kube import NODES, ApiError, create_object, patch_object
+from bootc_operator.kube import NODES, ApiError, create_object
 from bootc_operator.kube.rest import delete_object
 from e2e.daemonenv import Daemon, Daemons
 from hack.fakebootc import Host, make_host
-
-
-def _ready(ready: bool) -> dict[str, Any]:
-    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return {
-        "type": "Ready",
-        "status": "True" if ready else "False",
-        "reason": "KubeletReady" if ready else "KubeletNotReady",
-        "message": "simulated",
-        "lastHeartbeatTime": now,
-        "lastTransitionTime": now,
-    }
+from hack.testenv.fleet import ready_condition, set_node_ready
 
 
 class HostedNodes:
@@ -63,7 +51,7 @@ class HostedNodes:
             "apiVersion": "v1",
             "kind": "Node",
             "metadata": {"name": name, "labels": labels},
-            "status": {"conditions": [_ready(True)]},
+            "status": {"conditions": [ready_condition(True)]},
         }
         await create_object(self.api, NODES, body)
         await self._set_ready(name, True)
@@ -72,14 +60,7 @@ class HostedNodes:
 
     async def _set_ready(self, name: str, ready: bool) -> None:
         with contextlib.suppress(ApiError):
-            await patch_object(
-                self.api,
-                NODES,
-                name,
-                {"status": {"conditions": [_ready(ready)]}},
-                patch_type="strategic",
-                subresource="status",
-            )
+            await set_node_ready(self.api, name, ready)
 
     async def __aenter__(self) -> HostedNodes:
         self._task = asyncio.create_task(self._simulate_reboots(), name="reboot-simulator")

@@ -9,12 +9,14 @@ deletes the pool, waits until the operator has let go of every node (BootcNode
 gone, managed label removed) and removes the scenario label, so the next scenario
 can use the same nodes. On failure the monitor's timeline (tail) is printed.
 
-``sim_log_tails`` gives the last lines of the node simulator's and controllers' logs
-(the e2e conftest attaches them to failed reports of tests using a ``sim`` fixture).
+``push`` pushes a new image to the simulation's registry. ``sim_log_tails`` gives
+the last lines of the node simulator's and controllers' logs (the e2e conftest
+attaches them to failed reports of tests using a ``sim`` fixture).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import Callable
@@ -28,6 +30,7 @@ from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, NODES, ApiError
 from bootc_operator.kube.rest import create_object, delete_object, get_object, patch_object
 from e2e.controllerenv import condition
 from hack.simlib import Sim
+from hack.simlib.images import digest_ref
 from hack.testenv.monitor import SafetyMonitor, Summary
 from hack.testenv.procs import log_tail
 from hack.testenv.waiting import wait_for
@@ -38,6 +41,11 @@ NAMESPACE = "bootc-operator"
 
 def digest_of(ref: str) -> str:
     return ref.rsplit("@", 1)[1]
+
+
+async def push(sim: Sim, name: str) -> str:
+    """Push a new image ``name`` to the sim's registry; ``repo@sha256:...``."""
+    return digest_ref(await asyncio.to_thread(sim.push_image, name))
 
 
 def booted_image(sim: Sim, node: str) -> str:

@@ -36,11 +36,10 @@ from bootc_operator.kube import LEASES, ApiError
 from bootc_operator.kube.rest import get_object
 from e2e.controllerenv import condition
 from e2e.helpers import unique_name, wait_for
-from e2e.simenv import PoolRun, digest_of, reboots_since
+from e2e.simenv import PoolRun, digest_of, push, reboots_since
 from hack.simlib import Sim, SimConfig, SimError
 from hack.simlib.common import LEASE_NAME
 from hack.simlib.common import NAMESPACE as SIM_NAMESPACE
-from hack.simlib.images import digest_ref
 from hack.testenv import api_client
 
 pytestmark = pytest.mark.slow
@@ -61,10 +60,6 @@ def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sim]:
 async def api(sim: Sim) -> AsyncIterator[ApiClient]:
     async with await api_client(sim.kubeconfig) as client:
         yield client
-
-
-async def push(sim: Sim, name: str) -> str:
-    return digest_ref(await asyncio.to_thread(sim.push_image, name))
 
 
 def in_state(run: PoolRun, reason: str) -> list[str]:

@@ -47,9 +47,8 @@ from bootc_operator.registry import RegistryClient
 from bootc_operator.registry.push import make_image, push_image
 from e2e.controllerenv import condition
 from e2e.helpers import unique_name, wait_for
-from e2e.simenv import NAMESPACE, PoolRun, booted_image, digest_of, reboots_since
+from e2e.simenv import NAMESPACE, PoolRun, booted_image, digest_of, push, reboots_since
 from hack.simlib import Sim, SimConfig
-from hack.simlib.images import digest_ref
 from hack.simlib.workload import LABELS as WORKLOAD_LABELS
 from hack.simlib.workload import NAME as WORKLOAD_NAME
 from hack.simlib.workload import NAMESPACE as WORKLOAD_NAMESPACE
@@ -81,11 +80,6 @@ def sim(private_registry: Registry, tmp_path_factory: pytest.TempPathFactory) ->
 async def api(sim: Sim) -> AsyncIterator[ApiClient]:
     async with await api_client(sim.kubeconfig) as client:
         yield client
-
-
-async def push(sim: Sim, name: str) -> str:
-    """Push a new image ``name`` to the sim's registry; ``repo@sha256:...``."""
-    return digest_ref(await asyncio.to_thread(sim.push_image, name))
 
 
 async def common_image(sim: Sim, nodes: list[str]) -> str:

@@ -24,7 +24,6 @@ import json
 import resource
 import sys
 import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +49,7 @@ from bootc_operator.kube import (  # noqa: E402
     load_api_client,
     patch_object,
 )
+from hack.perf.nodes import bounded, kubelet_node  # noqa: E402
 from hack.testenv import ControlPlane  # noqa: E402
 
 Obj = dict[str, Any]
@@ -81,101 +81,14 @@ def cpu_seconds() -> float:
 
 
 def node_body(i: int, run: str) -> Obj:
-    """A Node shaped like one a kubelet registers (labels, status, images)."""
-    name = f"bench-{run}-{i:05d}"
-    stamp = "2026-01-01T00:00:00Z"
-    conditions = [
-        {
-            "type": t,
-            "status": "False",
-            "reason": f"KubeletHas{t}",
-            "message": f"kubelet reports no {t}",
-            "lastHeartbeatTime": stamp,
-            "lastTransitionTime": stamp,
-        }
-        for t in ("MemoryPressure", "DiskPressure", "PIDPressure")
-    ] + [
-        {
-            "type": "Ready",
-            "status": "True",
-            "reason": "KubeletReady",
-            "message": "kubelet is posting ready status",
-            "lastHeartbeatTime": stamp,
-            "lastTransitionTime": stamp,
-        }
-    ]
-    resources = {"cpu": "4", "memory": "16303120Ki", "pods": "110", "ephemeral-storage": "100Gi"}
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "labels": {
-                BENCH_LABEL: run,
-                "bootc.dev/managed": "",
-                "kubernetes.io/hostname": name,
-                "kubernetes.io/os": "linux",
-                "kubernetes.io/arch": "amd64",
-                "beta.kubernetes.io/os": "linux",
-                "beta.kubernetes.io/arch": "amd64",
-                "node.kubernetes.io/instance-type": "m5.xlarge",
-                "topology.kubernetes.io/region": "region-1",
-                "topology.kubernetes.io/zone": f"region-1{'abc'[i % 3]}",
-            },
-            "annotations": {
-                "node.alpha.kubernetes.io/ttl": "0",
-                "volumes.kubernetes.io/controller-managed-attach-detach": "true",
-            },
-        },
-        "spec": {
-            "podCIDR": f"10.{i // 256 % 256}.{i % 256}.0/24",
-            "podCIDRs": [f"10.{i // 256 % 256}.{i % 256}.0/24"],
-            "providerID": f"bench:///{name}",
-        },
-        "status": {
-            "capacity": resources,
-            "allocatable": resources,
-            "conditions": conditions,
-            "addresses": [
-                {"type": "InternalIP", "address": f"192.168.{i // 256 % 256}.{i % 256}"},
-                {"type": "Hostname", "address": name},
-            ],
-            "nodeInfo": {
-                "machineID": f"{i:032x}",
-                "systemUUID": f"{i:08x}-0000-0000-0000-000000000000",
-                "bootID": f"{i:08x}-1111-1111-1111-111111111111",
-                "kernelVersion": "6.12.0-55.el10.x86_64",
-                "osImage": "Fedora bootc 42",
-                "containerRuntimeVersion": "cri-o://1.33.0",
-                "kubeletVersion": "v1.36.3",
-                "kubeProxyVersion": "v1.36.3",
-                "operatingSystem": "linux",
-                "architecture": "amd64",
-            },
-            "images": [
-                {
-                    "names": [f"quay.io/example/image-{k}@sha256:{k:064x}"],
-                    "sizeBytes": 10_000_000 * (k + 1),
-                }
-                for k in range(8)
-            ],
-        },
+    """Node ``bench-<run>-<i>``: a detailed kubelet-like Node, labelled for this run."""
+    labels = {
+        BENCH_LABEL: run,
+        "bootc.dev/managed": "",
+        "topology.kubernetes.io/region": "region-1",
+        "topology.kubernetes.io/zone": f"region-1{'abc'[i % 3]}",
     }
-
-
-async def bounded(n: int, concurrency: int, op: Callable[[int], Awaitable[object]]) -> float:
-    """Run ``op(0..n-1)`` with at most ``concurrency`` in flight; return the seconds taken."""
-    started = time.perf_counter()
-    it = iter(range(n))
-
-    async def worker() -> None:
-        for i in it:
-            await op(i)
-
-    async with asyncio.TaskGroup() as tg:
-        for _ in range(concurrency):
-            tg.create_task(worker())
-    return time.perf_counter() - started
+    return kubelet_node(i, f"bench-{run}-{i:05d}", labels, detailed=True)
 
 
 # ---------------------------------------------------------------- child: the informer

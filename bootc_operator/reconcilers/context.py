@@ -124,15 +124,27 @@ class Context:
         return self.node_overlay.read(name, self.nodes.get(name))
 
     def bootc_nodes_of(self, pool: str) -> list[Obj]:
-        names = {o["metadata"]["name"] for o in self.bootc_nodes.by_index(POOL_INDEX, pool)}
-        names |= {n for n, p in list(self._bn_created.items()) if p == pool}
+        """The pool's BootcNodes by name, as this process last wrote or saw them."""
+        indexed = {o["metadata"]["name"]: o for o in self.bootc_nodes.by_index(POOL_INDEX, pool)}
+        names = set(indexed)
+        if self._bn_created:
+            names |= {n for n, p in list(self._bn_created.items()) if p == pool}
         result = []
         for name in sorted(names):
-            obj = self.bootc_node(name)
+            cached = indexed.get(name)
+            obj = self.bn_overlay.read(name, cached) if len(self.bn_overlay) else cached
+            if cached is not None and obj is cached:
+                if self._bn_created:
+                    self._bn_created.pop(name, None)
+                result.append(obj)  # the index already says it belongs to the pool
+                continue
+            if cached is None:
+                cached = self.bootc_nodes.get(name)
+                obj = self.bn_overlay.read(name, cached)
             if obj is None:
                 self._bn_created.pop(name, None)
                 continue
-            if self.bootc_nodes.get(name) is not None:
+            if cached is not None:
                 self._bn_created.pop(name, None)
             if pool_of(obj) == pool:
                 result.append(obj)

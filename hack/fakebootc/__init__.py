@@ -5,7 +5,7 @@ use it. A host is a directory ROOT standing for the host's ``/`` (``state.py``
 lists the files). Modules:
 
 - ``host``: the Python API (``make_host``, ``open_host``, ``Host``: run tools, switch,
-  reboot, rollback, faults, catalog, inspection).
+  reboot, rollback, faults, catalog, inspection, a daemon's command line).
 - ``bootc``: the fake ``bootc`` (``status``/``switch``/``upgrade``/``rollback``) and the
   real-bootc behaviours it reproduces.
 - ``shims``: ``nsenter``, ``systemd-run``, ``systemctl``, ``journalctl`` and the

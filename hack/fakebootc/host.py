@@ -5,7 +5,9 @@
 ``sysroot/state/deploy`` instead of ``ostree/bootc``), writes the state and the
 shim ``bin/`` directory, and returns a ``Host``. ``Host.env()`` is the environment
 to give a daemon (or any subprocess) so that ``nsenter``/``bootc``/``systemd-run``/
-``systemctl``/``journalctl`` resolve to this host's simulated tools.
+``systemctl``/``journalctl`` resolve to this host's simulated tools;
+``Host.daemon_command(...)`` is a real ``bootc-operator daemon``'s argv and
+environment for the host.
 
 ``Host.reboot()`` performs a simulated reboot: running units are killed (a real
 reboot ends every process), then, under the sysroot lock, a queued rollback or the
@@ -24,6 +26,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -82,6 +85,34 @@ class Host:
     def env(self, base: dict[str, str] | None = None) -> dict[str, str]:
         """``base`` (default ``os.environ``) with this host's tools first on PATH."""
         return shims.host_env(self.paths, base)
+
+    def daemon_command(
+        self, node: str, kubeconfig: Path, metrics_port: int, probe_port: int
+    ) -> tuple[list[str], dict[str, str]]:
+        """argv and environment of a ``bootc-operator daemon`` for Node ``node`` on this host.
+
+        The daemon is the running virtualenv's console script, talking to the cluster of
+        ``kubeconfig`` (``KUBECONFIG`` is left out of the environment), serving metrics
+        and probes on loopback; its default ``--host-exec`` nsenter line resolves to this
+        host's shim. Append further flags to the argv.
+        """
+        argv = [
+            str(Path(sys.executable).with_name("bootc-operator")),
+            "daemon",
+            "--node-name",
+            node,
+            "--kubeconfig",
+            str(kubeconfig),
+            "--host-root",
+            str(self.root),
+            "--metrics-bind-address",
+            f"127.0.0.1:{metrics_port}",
+            "--health-probe-bind-address",
+            f"127.0.0.1:{probe_port}",
+        ]
+        env = self.env()
+        env.pop("KUBECONFIG", None)
+        return argv, env
 
     # -------------------------------------------------------------- inspection
 

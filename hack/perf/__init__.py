@@ -4,6 +4,8 @@
 - :mod:`hack.perf.scale`: figures 1-4 for one N (membership, rollout, reaction, cost);
 - :mod:`hack.perf.daemons`: figure 5 (real daemon processes);
 - :mod:`hack.perf.simfleet`: the simulated fleet (a child process);
+- :mod:`hack.perf.nodes`: kubelet-like Nodes and the bounded-concurrency runner (shared
+  with ``hack/bench-informer``);
 - :mod:`hack.perf.observer`, :mod:`hack.perf.analysis`: timestamped watch events and
   the figures computed from them;
 - :mod:`hack.perf.components`, :mod:`hack.perf.procinfo`: processes, /proc, metrics.

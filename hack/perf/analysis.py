@@ -2,10 +2,15 @@
 
 Definitions (all timestamps are the observer's watch events, see ``observer``):
 
-- **release latency** (the headline reaction figure): a node back from its reboot
-  reports ``Idle=True`` on the target while it holds a slot (the fleet's write
-  that makes the node actionable) → the controller's next write for that node
-  (uncordon, or the slot annotation removed, whichever is seen first);
+- **reaction latency** (the issue's figure 3): a BootcNode *status* change
+  (the fleet's write: Idle reason, booted or staged digest) → the controller's
+  next write *for that node* (BootcNode spec or annotations, the Node's
+  cordon or label). Every controller write during the rollout is paired with
+  the latest status change of its node since the controller's previous write
+  to that node; a write with no such change (a slot handed to a node Staged
+  before the rollout began) is not a reaction and is not counted. In this
+  benchmark the answered changes are "back from the reboot, Idle on the
+  target" → uncordon / slot released;
 - **handoff**: the i-th slot release of the rollout → the (M+i)-th slot take,
   i.e. how long a freed slot stays unused while Staged nodes wait;
 - **drain path**: slot taken (annotation) → ``desiredImageState: Booted``
@@ -41,42 +46,71 @@ def percentiles(values: list[float]) -> dict[str, float | int | None]:
     }
 
 
+def _status_changed(old: BnFacts, new: BnFacts) -> bool:
+    return (old.idle, old.booted, old.staged) != (new.idle, new.booted, new.staged)
+
+
+def _controller_wrote_bn(old: BnFacts, new: BnFacts) -> bool:
+    return (old.owned, old.slot, old.state, old.desired) != (
+        new.owned,
+        new.slot,
+        new.state,
+        new.desired,
+    )
+
+
+def _controller_wrote_node(old: NodeFacts, new: NodeFacts) -> bool:
+    return (old.managed, old.cordoned) != (new.managed, new.cordoned)
+
+
+def reaction_latencies(
+    bn_log: list[tuple[float, str, BnFacts]],
+    node_log: list[tuple[float, str, NodeFacts]],
+    t0: float,
+    t1: float,
+) -> list[float]:
+    """Status change → the controller's next write for that node, within [t0, t1]."""
+    merged: list[tuple[float, int, str, Any]] = [(t, 0, n, f) for t, n, f in bn_log]
+    merged += [(t, 1, n, f) for t, n, f in node_log]
+    merged.sort(key=lambda e: (e[0], e[1]))
+    prev: dict[tuple[int, str], Any] = {}
+    unanswered: dict[str, float] = {}  # node -> time of its latest unanswered status change
+    out: list[float] = []
+    for t, kind, name, facts in merged:
+        old = prev.get((kind, name))
+        prev[(kind, name)] = facts
+        if old is None or t < t0 or t > t1:
+            continue
+        if kind == 0 and _status_changed(old, facts):
+            unanswered[name] = t
+        if kind == 0:
+            wrote = _controller_wrote_bn(old, facts)
+        else:
+            wrote = _controller_wrote_node(old, facts)
+        if wrote:
+            since = unanswered.pop(name, None)
+            if since is not None:
+                out.append(t - since)
+    return out
+
+
 def rollout_figures(
     bn_log: list[tuple[float, str, BnFacts]],
     node_log: list[tuple[float, str, NodeFacts]],
     t0: float,
     t1: float,
-    target: str,
     max_unavailable: int,
 ) -> dict[str, Any]:
     takes: list[tuple[float, str]] = []
     releases: list[tuple[float, str]] = []
     take_at: dict[str, float] = {}
     booted_req: dict[str, float] = {}
-    back_at: dict[str, float] = {}
     drain_path: list[float] = []
     fleet_reaction: list[float] = []
     holds: list[float] = []
-    release_latency: list[float] = []
-    answered: set[str] = set()
 
-    # Merge both logs in time order; node events only matter for uncordons.
-    merged: list[tuple[float, int, str, Any]] = [(t, 0, n, f) for t, n, f in bn_log]
-    merged += [(t, 1, n, f) for t, n, f in node_log]
-    merged.sort(key=lambda e: (e[0], e[1]))
     prev_bn: dict[str, BnFacts] = {}
-    prev_node: dict[str, NodeFacts] = {}
-    for t, kind, name, facts in merged:
-        if kind == 1:
-            old_node = prev_node.get(name)
-            prev_node[name] = facts
-            if t < t0 or old_node is None:
-                continue
-            uncordoned = old_node.cordoned and not facts.cordoned
-            if uncordoned and name in back_at and name not in answered:
-                answered.add(name)
-                release_latency.append(t - back_at[name])
-            continue
+    for t, name, facts in bn_log:  # appended in arrival order
         old = prev_bn.get(name)
         prev_bn[name] = facts
         if t < t0 or old is None:
@@ -88,22 +122,12 @@ def rollout_figures(
             releases.append((t, name))
             if name in take_at:
                 holds.append(t - take_at[name])
-            if name in back_at and name not in answered:
-                answered.add(name)
-                release_latency.append(t - back_at[name])
         if facts.state == "Booted" and old.state != "Booted":
             booted_req[name] = t
             if name in take_at:
                 drain_path.append(t - take_at[name])
         if facts.idle == "Rebooting" and old.idle != "Rebooting" and name in booted_req:
             fleet_reaction.append(t - booted_req[name])
-        if (
-            facts.slot
-            and facts.idle == "Idle"
-            and facts.booted == target
-            and not (old.idle == "Idle" and old.booted == target)
-        ):
-            back_at[name] = t
     handoff = [
         takes[max_unavailable + i][0] - rel_t
         for i, (rel_t, _) in enumerate(releases)
@@ -121,7 +145,7 @@ def rollout_figures(
     return {
         "takes": len(takes),
         "releases": len(releases),
-        "release_latency": percentiles(release_latency),
+        "reaction_latency": percentiles(reaction_latencies(bn_log, node_log, t0, t1)),
         "handoff": percentiles(handoff),
         "drain_path": percentiles(drain_path),
         "fleet_reaction": percentiles(fleet_reaction),

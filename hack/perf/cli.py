@@ -83,7 +83,10 @@ def table(results: dict[str, Any]) -> str:
     )
     row("   slot utilisation", lambda r: f"{r['rollout']['slot_utilisation'] * 100:.0f}%")
     row("   slot hold p50 / p99 (ms)", lambda r: _pair(r["rollout"], "slot_hold"))
-    row("3. reaction: release p50 / p99 (ms)", lambda r: _pair(r["rollout"], "release_latency"))
+    row(
+        "3. reaction: status change -> next write p50 / p99 (ms)",
+        lambda r: _pair(r["rollout"], "reaction_latency"),
+    )
     row("   handoff: slot freed -> taken p50 / p99 (ms)", lambda r: _pair(r["rollout"], "handoff"))
     row("   drain path: slot -> Booted p50 / p99 (ms)", lambda r: _pair(r["rollout"], "drain_path"))
     row(
@@ -120,6 +123,16 @@ def table(results: dict[str, Any]) -> str:
         "   kube-apiserver / etcd CPU s",
         lambda r: "{:.0f} / {:.0f}".format(
             *(r["cpu_by_process"][k] for k in ("kube-apiserver", "etcd"))
+        ),
+    )
+    row(
+        "timed out waiting for",
+        lambda r: (
+            f"{r['timed_out']['error'].split(';')[0].removeprefix('timed out after ')} "
+            f"({r['timed_out']['updated']}/{r['nodes']} updated, "
+            f"controller {r['timed_out']['controller_cpu_seconds']:.0f} CPU s)"
+            if "timed_out" in r
+            else "-"
         ),
     )
     row(
@@ -172,7 +185,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reboot-seconds", type=float, default=3.0, help="simulated reboot time R")
     p.add_argument("--workers", type=int, default=4, help="the controller's --workers")
     p.add_argument("--daemons", type=int, default=20, help="real daemon processes (0: skip)")
-    p.add_argument("--daemon-idle-seconds", type=float, default=60.0)
+    p.add_argument("--daemon-idle-seconds", type=float, default=30.0)
+    p.add_argument(
+        "--phase-timeout",
+        type=float,
+        default=900.0,
+        help="give up a size after waiting this long for one phase (its figures so far are kept)",
+    )
     p.add_argument("--logs", type=Path, help="keep component logs here (default: a temp dir)")
     p.add_argument(
         "--profile",
@@ -202,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         workers=args.workers,
         profile=args.profile,
         controller_source=args.controller_source,
+        timeout=args.phase_timeout,
     )
     with tempfile.TemporaryDirectory(prefix="bench-logs-") as tmp:
         logs = args.logs or Path(tmp)

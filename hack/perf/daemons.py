@@ -40,11 +40,13 @@ from bootc_operator.kube import (
 )
 from hack.fakebootc import Host, make_host
 from hack.perf import components as comp
+from hack.perf.nodes import bounded
 from hack.perf.observer import Observer
 from hack.perf.procinfo import proc_mem
-from hack.perf.scale import PREFIX, bounded, digest, image, log, node_body, pool_body
+from hack.perf.scale import PREFIX, digest, image, log, node_body, pool_body
 from hack.testenv import ControlPlane
 from hack.testenv.controlplane import free_port
+from hack.testenv.fleet import set_node_ready
 from hack.testenv.procs import Process, spawn
 
 
@@ -90,22 +92,7 @@ class DaemonFleet:
 
     def _spawn(self, index: int, node: str, host: Host) -> DaemonProc:
         metrics_port = free_port()
-        argv = [
-            str(comp.OPERATOR_BIN),
-            "daemon",
-            "--node-name",
-            node,
-            "--kubeconfig",
-            str(self.kubeconfig),
-            "--host-root",
-            str(host.root),
-            "--metrics-bind-address",
-            f"127.0.0.1:{metrics_port}",
-            "--health-probe-bind-address",
-            f"127.0.0.1:{free_port()}",
-        ]
-        env = host.env()
-        env.pop("KUBECONFIG", None)
+        argv, env = host.daemon_command(node, self.kubeconfig, metrics_port, free_port())
         self.lives += 1
         process = spawn(f"daemon-{node}", argv, self.log_dir / f"daemon-{node}.log", env=env)
         daemon = DaemonProc(index, node, host, process, metrics_port)
@@ -213,11 +200,11 @@ async def run_daemons(
         async def reboot(d: DaemonProc) -> None:
             requests.update(await d.requests())
             await asyncio.to_thread(d.process.stop, 10)
-            await _set_ready(api, d.node, False)
+            await set_node_ready(api, d.node, False, "simulated reboot")
             await asyncio.to_thread(d.host.reboot)
             await asyncio.sleep(reboot_seconds)
             await daemons.start(d.index, d.node, d.host)
-            await _set_ready(api, d.node, True)
+            await set_node_ready(api, d.node, True, "simulated reboot")
             rebooting.discard(d.node)
 
         def done() -> bool:
@@ -266,26 +253,6 @@ async def run_daemons(
 
 def _reboot_requested(host: Host) -> bool:
     return host.reboot_request is not None
-
-
-async def _set_ready(api: Any, node: str, ready: bool) -> None:
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    condition = {
-        "type": "Ready",
-        "status": "True" if ready else "False",
-        "reason": "KubeletReady" if ready else "KubeletNotReady",
-        "message": "simulated reboot",
-        "lastHeartbeatTime": stamp,
-        "lastTransitionTime": stamp,
-    }
-    await patch_object(
-        api,
-        NODES,
-        node,
-        {"status": {"conditions": [condition]}},
-        patch_type="strategic",
-        subresource="status",
-    )
 
 
 def run(

@@ -46,6 +46,7 @@ from bootc_operator.kube import (
 )
 from hack.perf import components as comp
 from hack.perf.analysis import rollout_figures
+from hack.perf.nodes import bounded, kubelet_node
 from hack.perf.observer import Observer
 from hack.perf.procinfo import MachineCpu, counters, loadavg, proc_cpu
 from hack.testenv import ControlPlane
@@ -80,68 +81,9 @@ class Options:
 
 
 def node_body(i: int) -> dict[str, Any]:
-    """A Node shaped like one a kubelet registers (labels, status with images)."""
-    name = f"{PREFIX}{i:05d}"
-    stamp = "2026-01-01T00:00:00Z"
-    conditions = [
-        {
-            "type": t,
-            "status": "False",
-            "reason": f"KubeletHas{t}",
-            "message": f"kubelet reports no {t}",
-            "lastHeartbeatTime": stamp,
-            "lastTransitionTime": stamp,
-        }
-        for t in ("MemoryPressure", "DiskPressure", "PIDPressure")
-    ] + [
-        {
-            "type": "Ready",
-            "status": "True",
-            "reason": "KubeletReady",
-            "message": "kubelet is posting ready status",
-            "lastHeartbeatTime": stamp,
-            "lastTransitionTime": stamp,
-        }
-    ]
-    resources = {"cpu": "4", "memory": "16303120Ki", "pods": "110", "ephemeral-storage": "100Gi"}
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "labels": {
-                BENCH_LABEL: "yes",
-                "kubernetes.io/hostname": name,
-                "kubernetes.io/os": "linux",
-                "kubernetes.io/arch": "amd64",
-                "node.kubernetes.io/instance-type": "m5.xlarge",
-                "topology.kubernetes.io/zone": f"zone-{'abc'[i % 3]}",
-            },
-        },
-        "spec": {"providerID": f"bench:///{name}"},
-        "status": {
-            "capacity": resources,
-            "allocatable": resources,
-            "conditions": conditions,
-            "addresses": [{"type": "Hostname", "address": name}],
-            "nodeInfo": {
-                "machineID": f"{i:032x}",
-                "systemUUID": f"{i:08x}-0000-0000-0000-000000000000",
-                "bootID": f"{i:08x}-1111-1111-1111-111111111111",
-                "kernelVersion": "6.12.0",
-                "osImage": "Fedora bootc 42",
-                "containerRuntimeVersion": "cri-o://1.33.0",
-                "kubeletVersion": "v1.36.3",
-                "kubeProxyVersion": "v1.36.3",
-                "operatingSystem": "linux",
-                "architecture": "amd64",
-            },
-            "images": [
-                {"names": [f"quay.io/example/image-{k}@sha256:{k:064x}"], "sizeBytes": 10**7}
-                for k in range(8)
-            ],
-        },
-    }
+    """Node ``bench-<i>``: a kubelet-like Node of the fleet, in one of three zones."""
+    labels = {BENCH_LABEL: "yes", "topology.kubernetes.io/zone": f"zone-{'abc'[i % 3]}"}
+    return kubelet_node(i, f"{PREFIX}{i:05d}", labels)
 
 
 def pool_body(ref: str, max_unavailable: int) -> dict[str, Any]:
@@ -155,21 +97,6 @@ def pool_body(ref: str, max_unavailable: int) -> dict[str, Any]:
             "rollout": {"maxUnavailable": max_unavailable},
         },
     }
-
-
-async def bounded(n: int, concurrency: int, op: Callable[[int], Awaitable[object]]) -> float:
-    """Run ``op(0..n-1)`` with at most ``concurrency`` in flight; the seconds taken."""
-    started = time.monotonic()
-    it = iter(range(n))
-
-    async def worker() -> None:
-        for i in it:
-            await op(i)
-
-    async with asyncio.TaskGroup() as tg:
-        for _ in range(min(concurrency, max(n, 1))):
-            tg.create_task(worker())
-    return time.monotonic() - started
 
 
 def log(msg: str) -> None:
@@ -244,180 +171,199 @@ async def run_size(cp: ControlPlane, n: int, opts: Options, log_dir: Path) -> di
         cpu.mark("start")
         machine1 = MachineCpu.read()
 
-        # ---------------------------------------------------------- 1. membership
-        t0 = time.monotonic()
-        await create_object(api, BOOTC_NODE_POOLS, pool_body(image(1), m))
-        t_done = await observer.wait(
-            lambda: observer.count("owned") >= n and observer.count("managed") >= n,
-            opts.timeout,
-            "every BootcNode created and every Node labelled",
-        )
-        first_bn = next((t for t, _, f in observer.bn_log if f.exists and t >= t0), t_done)
-        membership_s = t_done - t0
-        cpu.mark("membership")
-        result["membership"] = {
-            "seconds": round(membership_s, 2),
-            "first_bootcnode_after": round(first_bn - t0, 3),
-            "writes": 2 * n,
-            "writes_per_second": round(2 * n / membership_s, 1),
-            "cpu": cpu.between("start", "membership"),
-        }
-        log(f"N={n}: membership converged in {membership_s:.1f}s")
-
-        # ---------------------------------------------------------- fleet reports Idle
-        t0 = time.monotonic()
-        await fleet.command("go")
-        await observer.wait(
-            lambda: observer.count(("idle-on", digest(1))) >= n and observer.pool_up_to_date,
-            opts.timeout,
-            "every node Idle on A and the pool UpToDate",
-        )
-        result["initial_status"] = {"seconds": round(time.monotonic() - t0, 2)}
-        cpu.mark("idle")
-
-        # ---------------------------------------------------------- staging beforehand
-        t0 = time.monotonic()
-        await patch_object(
-            api,
-            BOOTC_NODE_POOLS,
-            POOL,
-            {"spec": {"image": {"ref": image(2)}, "rollout": {"paused": True}}},
-        )
-        t_retarget = await observer.wait(
-            lambda: observer.count(("desired", digest(2))) >= n,
-            opts.timeout,
-            "every BootcNode retargeted to B",
-        )
-        t_staged = await observer.wait(
-            lambda: observer.count(("staged-on", digest(2))) >= n,
-            opts.timeout,
-            "every node Staged on B",
-        )
-        result["staging"] = {
-            "retarget_seconds": round(t_retarget - t0, 2),
-            "all_staged_seconds": round(t_staged - t0, 2),
-        }
-        cpu.mark("staged")
-        log(f"N={n}: retargeted in {t_retarget - t0:.1f}s, staged in {t_staged - t0:.1f}s")
-        await asyncio.sleep(1.0)
-
-        # ---------------------------------------------------------- 2. rollout
-        api_roll0 = await comp.apiserver_requests(api)
-        t0 = time.monotonic()
-        await patch_object(api, BOOTC_NODE_POOLS, POOL, {"spec": {"rollout": {"paused": False}}})
-        t_done = await observer.wait(
-            lambda: (
-                observer.count(("idle-on", digest(2))) >= n
-                and observer.count("slot") == 0
-                and observer.count("cordoned") == 0
-            ),
-            opts.timeout,
-            "every node booted B, no slot held, nothing cordoned",
-        )
-        t_pool = await observer.wait(
-            lambda: observer.pool_up_to_date, opts.timeout, "the pool UpToDate on B"
-        )
-        actual = t_done - t0
-        ideal = math.ceil(n / m) * r
-        cpu.mark("rollout")
-        rollout_requests = sum(
-            v
-            for (verb, res), v in comp.delta(await comp.apiserver_requests(api), api_roll0).items()
-            if verb != "WATCH" and res.split("/")[0] in OURS
-        )
-        figures = rollout_figures(observer.bn_log, observer.node_log, t0, t_done, digest(2), m)
-        result["rollout"] = {
-            "ideal_seconds": ideal,
-            "actual_seconds": round(actual, 2),
-            "efficiency": round(ideal / actual, 3),
-            "pool_up_to_date_after": round(t_pool - t0, 2),
-            "apiserver_requests": rollout_requests,
-            "cpu": cpu.between("staged", "rollout"),
-            **figures,
-        }
-        log(f"N={n}: rollout took {actual:.1f}s (ideal {ideal:.0f}s)")
-
-        # ---------------------------------------------------------- 4. controller cost
-        await asyncio.sleep(2.0)  # let queued Events flush before the final scrape
-        ctl_text = await controller.metrics()
-        ctl_req1 = comp.client_requests(ctl_text)
-        api_req1 = await comp.apiserver_requests(api)
-        # Events may still be flushing: the apiserver's count must lie between two scrapes.
-        ctl_req1b = comp.client_requests(await controller.metrics())
-        own_req1 = comp.own_requests()
-        fleet_stats = await fleet.command("stats")
-        fleet_req1 = comp.fleet_requests(fleet_stats)
-        cpu.mark("end")
-        machine2 = MachineCpu.read()
-        ctl_delta = comp.delta(ctl_req1, ctl_req0)
-        others = comp.delta(fleet_req1, fleet_req0)
-        others.update(comp.delta(own_req1, own_req0))
-        clients = others + ctl_delta
-        clients_late = others + comp.delta(ctl_req1b, ctl_req0)
-        server = comp.delta(api_req1, api_req0)
-        keys = {k for k in set(clients) | set(server) if k[1].split("/")[0] in OURS}
-        crosscheck = {
-            f"{verb} {res}": {
-                "clients": clients.get((verb, res), 0),
-                "apiserver": server.get((verb, res), 0),
-            }
-            for verb, res in sorted(keys)
-        }
-        # Open watches are counted by the apiserver only when they end: WATCH may differ.
-        mismatches = {
-            f"{verb} {res}": crosscheck[f"{verb} {res}"]
-            for verb, res in sorted(keys)
-            if verb != "WATCH"
-            and not clients.get((verb, res), 0)
-            <= server.get((verb, res), 0)
-            <= clients_late.get((verb, res), 0)
-        }
-        lists_after_sync = {res: v for (verb, res), v in ctl_delta.items() if verb == "LIST"}
-        mem = controller.mem()
-        window = machine2.since(machine1)
-        ours_cpu = sum(cpu.between("start", "end").values())
-        result["controller"] = {
-            "peak_rss_mib": round(mem.get("VmHWM", 0), 1),
-            "rss_mib_end": round(mem.get("VmRSS", 0), 1),
-            "cpu_seconds": cpu.between("start", "end")["controller"],
-            "cpu_seconds_total": round(cpu.marks["end"]["controller"], 2),
-            "requests_by_verb": comp.by_verb(ctl_delta),
-            "requests": comp.flat(ctl_delta),
-            "requests_total": sum(ctl_delta.values()),
-            "reconciles": {
-                f"{name} {result}": int(v)
-                for (name, result), v in sorted(
-                    counters(
-                        ctl_text, "controller_runtime_reconcile_total", ("controller", "result")
-                    ).items()
-                )
-            },
-            "events_dropped": int(
-                sum(counters(ctl_text, "bootc_operator_events_dropped_total", ()).values())
-            ),
-            "lists_after_sync": lists_after_sync,
-            "crosscheck_mismatches": mismatches,
-            "crosscheck": crosscheck,
-        }
-        result["fleet"] = {
-            k: fleet_stats[k]
-            for k in (
-                "cpu_seconds_since_go",
-                "writes",
-                "errors",
-                "queue_wait_p50",
-                "queue_wait_p99",
-                "queue_wait_max",
-                "max_queue_depth",
+        try:
+            # ---------------------------------------------------------- 1. membership
+            t0 = time.monotonic()
+            await create_object(api, BOOTC_NODE_POOLS, pool_body(image(1), m))
+            t_done = await observer.wait(
+                lambda: observer.count("owned") >= n and observer.count("managed") >= n,
+                opts.timeout,
+                "every BootcNode created and every Node labelled",
             )
-        }
-        result["cpu_by_process"] = cpu.between("start", "end")
-        result["machine_window"] = {
-            "wall_seconds": round(window.total / (os.cpu_count() or 1), 1),
-            "busy_cpu_seconds": round(window.busy, 1),
-            "ours_cpu_seconds": round(ours_cpu, 1),
-            "others_cpu_seconds": round(max(0.0, window.busy - ours_cpu), 1),
-        }
+            first_bn = next((t for t, _, f in observer.bn_log if f.exists and t >= t0), t_done)
+            membership_s = t_done - t0
+            cpu.mark("membership")
+            result["membership"] = {
+                "seconds": round(membership_s, 2),
+                "first_bootcnode_after": round(first_bn - t0, 3),
+                "writes": 2 * n,
+                "writes_per_second": round(2 * n / membership_s, 1),
+                "cpu": cpu.between("start", "membership"),
+            }
+            log(f"N={n}: membership converged in {membership_s:.1f}s")
+
+            # ---------------------------------------------------------- fleet reports Idle
+            t0 = time.monotonic()
+            await fleet.command("go")
+            await observer.wait(
+                lambda: observer.count(("idle-on", digest(1))) >= n and observer.pool_up_to_date,
+                opts.timeout,
+                "every node Idle on A and the pool UpToDate",
+            )
+            result["initial_status"] = {"seconds": round(time.monotonic() - t0, 2)}
+            cpu.mark("idle")
+
+            # ---------------------------------------------------------- staging beforehand
+            t0 = time.monotonic()
+            await patch_object(
+                api,
+                BOOTC_NODE_POOLS,
+                POOL,
+                {"spec": {"image": {"ref": image(2)}, "rollout": {"paused": True}}},
+            )
+            t_retarget = await observer.wait(
+                lambda: observer.count(("desired", digest(2))) >= n,
+                opts.timeout,
+                "every BootcNode retargeted to B",
+            )
+            t_staged = await observer.wait(
+                lambda: observer.count(("staged-on", digest(2))) >= n,
+                opts.timeout,
+                "every node Staged on B",
+            )
+            result["staging"] = {
+                "retarget_seconds": round(t_retarget - t0, 2),
+                "all_staged_seconds": round(t_staged - t0, 2),
+            }
+            cpu.mark("staged")
+            log(f"N={n}: retargeted in {t_retarget - t0:.1f}s, staged in {t_staged - t0:.1f}s")
+            await asyncio.sleep(1.0)
+
+            # ---------------------------------------------------------- 2. rollout
+            api_roll0 = await comp.apiserver_requests(api)
+            t0 = time.monotonic()
+            await patch_object(
+                api, BOOTC_NODE_POOLS, POOL, {"spec": {"rollout": {"paused": False}}}
+            )
+            t_done = await observer.wait(
+                lambda: (
+                    observer.count(("idle-on", digest(2))) >= n
+                    and observer.count("slot") == 0
+                    and observer.count("cordoned") == 0
+                ),
+                opts.timeout,
+                "every node booted B, no slot held, nothing cordoned",
+            )
+            t_pool = await observer.wait(
+                lambda: observer.pool_up_to_date, opts.timeout, "the pool UpToDate on B"
+            )
+            actual = t_done - t0
+            ideal = math.ceil(n / m) * r
+            cpu.mark("rollout")
+            rollout_requests = sum(
+                v
+                for (verb, res), v in comp.delta(
+                    await comp.apiserver_requests(api), api_roll0
+                ).items()
+                if verb != "WATCH" and res.split("/")[0] in OURS
+            )
+            figures = rollout_figures(observer.bn_log, observer.node_log, t0, t_done, m)
+            result["rollout"] = {
+                "ideal_seconds": ideal,
+                "actual_seconds": round(actual, 2),
+                "efficiency": round(ideal / actual, 3),
+                "pool_up_to_date_after": round(t_pool - t0, 2),
+                "apiserver_requests": rollout_requests,
+                "cpu": cpu.between("staged", "rollout"),
+                **figures,
+            }
+            log(f"N={n}: rollout took {actual:.1f}s (ideal {ideal:.0f}s)")
+
+            # ---------------------------------------------------------- 4. controller cost
+            await asyncio.sleep(2.0)  # let queued Events flush before the final scrape
+            ctl_text = await controller.metrics()
+            ctl_req1 = comp.client_requests(ctl_text)
+            api_req1 = await comp.apiserver_requests(api)
+            # Events may still be flushing: the apiserver's count must lie between two scrapes.
+            ctl_req1b = comp.client_requests(await controller.metrics())
+            own_req1 = comp.own_requests()
+            fleet_stats = await fleet.command("stats")
+            fleet_req1 = comp.fleet_requests(fleet_stats)
+            cpu.mark("end")
+            machine2 = MachineCpu.read()
+            ctl_delta = comp.delta(ctl_req1, ctl_req0)
+            others = comp.delta(fleet_req1, fleet_req0)
+            others.update(comp.delta(own_req1, own_req0))
+            clients = others + ctl_delta
+            clients_late = others + comp.delta(ctl_req1b, ctl_req0)
+            server = comp.delta(api_req1, api_req0)
+            keys = {k for k in set(clients) | set(server) if k[1].split("/")[0] in OURS}
+            crosscheck = {
+                f"{verb} {res}": {
+                    "clients": clients.get((verb, res), 0),
+                    "apiserver": server.get((verb, res), 0),
+                }
+                for verb, res in sorted(keys)
+            }
+            # Open watches are counted by the apiserver only when they end: WATCH may differ.
+            mismatches = {
+                f"{verb} {res}": crosscheck[f"{verb} {res}"]
+                for verb, res in sorted(keys)
+                if verb != "WATCH"
+                and not clients.get((verb, res), 0)
+                <= server.get((verb, res), 0)
+                <= clients_late.get((verb, res), 0)
+            }
+            lists_after_sync = {res: v for (verb, res), v in ctl_delta.items() if verb == "LIST"}
+            mem = controller.mem()
+            window = machine2.since(machine1)
+            ours_cpu = sum(cpu.between("start", "end").values())
+            result["controller"] = {
+                "peak_rss_mib": round(mem.get("VmHWM", 0), 1),
+                "rss_mib_end": round(mem.get("VmRSS", 0), 1),
+                "cpu_seconds": cpu.between("start", "end")["controller"],
+                "cpu_seconds_total": round(cpu.marks["end"]["controller"], 2),
+                "requests_by_verb": comp.by_verb(ctl_delta),
+                "requests": comp.flat(ctl_delta),
+                "requests_total": sum(ctl_delta.values()),
+                "reconciles": {
+                    f"{name} {result}": int(v)
+                    for (name, result), v in sorted(
+                        counters(
+                            ctl_text, "controller_runtime_reconcile_total", ("controller", "result")
+                        ).items()
+                    )
+                },
+                "events_dropped": int(
+                    sum(counters(ctl_text, "bootc_operator_events_dropped_total", ()).values())
+                ),
+                "lists_after_sync": lists_after_sync,
+                "crosscheck_mismatches": mismatches,
+                "crosscheck": crosscheck,
+            }
+            result["fleet"] = {
+                k: fleet_stats[k]
+                for k in (
+                    "cpu_seconds_since_go",
+                    "writes",
+                    "errors",
+                    "queue_wait_p50",
+                    "queue_wait_p99",
+                    "queue_wait_max",
+                    "max_queue_depth",
+                )
+            }
+            result["cpu_by_process"] = cpu.between("start", "end")
+            result["machine_window"] = {
+                "wall_seconds": round(window.total / (os.cpu_count() or 1), 1),
+                "busy_cpu_seconds": round(window.busy, 1),
+                "ours_cpu_seconds": round(ours_cpu, 1),
+                "others_cpu_seconds": round(max(0.0, window.busy - ours_cpu), 1),
+            }
+
+        except TimeoutError as err:
+            # A run that cannot finish (e.g. an old controller at a large N) still
+            # reports how far it got and what it cost until then.
+            log(f"N={n}: {err}")
+            result["timed_out"] = {
+                "error": str(err),
+                "observer": observer.summary(),
+                "updated": observer.count(("idle-on", digest(2))),
+                "controller_cpu_seconds": round(controller.cpu(), 2),
+                "controller_peak_rss_mib": round(controller.mem().get("VmHWM", 0), 1),
+            }
+            result["load_after"] = [round(x, 2) for x in loadavg()]
+            return result
 
         # ---------------------------------------------------------- bare client
         controller.stop()

@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import datetime as dt
 import json
 import logging
 import sys
@@ -39,26 +38,13 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from bootc_operator.informers import DelayingQueue, EventHandler, Informer, ShutDown, unwrap
-from bootc_operator.kube import BOOTC_NODES, NODES, ApiError, load_api_client, patch_object
+from bootc_operator.informers import DelayingQueue, ShutDown, unwrap
+from bootc_operator.kube import BOOTC_NODES, ApiError, load_api_client, patch_object
 from bootc_operator.kube.rest import API_REQUESTS
 from hack.perf.procinfo import self_cpu
+from hack.testenv.fleet import daemon_status, digest_of, set_node_ready, watch_bootc_nodes
 
 log = logging.getLogger("simfleet")
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def digest_of(ref: str | None) -> str | None:
-    return ref.split("@", 1)[1] if ref and "@" in ref else None
-
-
-def _info(ref: str | None) -> dict[str, Any] | None:
-    if not ref:
-        return None
-    return {"image": ref, "imageDigest": digest_of(ref), "architecture": "amd64"}
 
 
 @dataclass
@@ -98,14 +84,7 @@ class SimFleet:
         self.reboot_delay = reboot_delay
         self.workers = workers
         self.queue: DelayingQueue[str] = DelayingQueue("simfleet")
-        self.informer = Informer(api, BOOTC_NODES)
-        self.informer.add_event_handler(
-            EventHandler(
-                on_add=self._changed,
-                on_update=lambda _old, new: self._changed(new),
-                on_delete=lambda _obj: None,
-            )
-        )
+        self.informer = watch_bootc_nodes(api, self._changed)
         self.enqueued: dict[str, float] = {}
         self.waits: list[float] = []  # event -> worker picked the node up
         self.writes: dict[str, int] = {}
@@ -174,19 +153,7 @@ class SimFleet:
         self.writes[kind] = self.writes.get(kind, 0) + 1
 
     async def _set_ready(self, name: str, ready: bool) -> None:
-        stamp = _now()
-        condition = {
-            "type": "Ready",
-            "status": "True" if ready else "False",
-            "reason": "KubeletReady" if ready else "KubeletNotReady",
-            "message": "simulated",
-            "lastHeartbeatTime": stamp,
-            "lastTransitionTime": stamp,
-        }
-        patch = {"status": {"conditions": [condition]}}
-        await patch_object(
-            self.api, NODES, name, patch, patch_type="strategic", subresource="status"
-        )
+        await set_node_ready(self.api, name, ready)
         self._count("node-ready" if ready else "node-notready")
 
     async def _report(self, name: str, bn: dict[str, Any], idle: tuple[str, str]) -> None:
@@ -197,31 +164,7 @@ class SimFleet:
         what = (idle, host.booted, host.staged, host.rollback)
         if what == host.reported:
             return
-        before = {
-            cond.get("type"): cond for cond in (bn.get("status") or {}).get("conditions") or ()
-        }
-        conditions = []
-        for ctype, (cstatus, reason) in (("Idle", idle), ("Degraded", ("False", "Healthy"))):
-            old = before.get(ctype)
-            since = _now()
-            if old is not None and old.get("status") == cstatus and old.get("lastTransitionTime"):
-                since = old["lastTransitionTime"]
-            conditions.append(
-                {
-                    "type": ctype,
-                    "status": cstatus,
-                    "reason": reason,
-                    "message": "",
-                    "lastTransitionTime": since,
-                }
-            )
-        status = {
-            "observedGeneration": bn["metadata"].get("generation"),
-            "booted": _info(host.booted),
-            "staged": _info(host.staged),
-            "rollback": _info(host.rollback),
-            "conditions": conditions,
-        }
+        status = daemon_status(bn, host.booted, host.staged, host.rollback, idle)
         await patch_object(self.api, BOOTC_NODES, name, {"status": status}, subresource="status")
         host.reported = what
         self._count(idle[1])

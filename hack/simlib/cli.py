@@ -31,6 +31,7 @@ from hack.simlib.common import DEFAULT_DIR, MARKER_ENV, SIM_FILE, SimConfig, Sim
 from hack.simlib.images import ImageError
 from hack.simlib.reaper import belongs, recorded_pids, teardown
 from hack.simlib.sim import AttachedSim, SimError
+from hack.testenv.cli import run_command, take_down
 from hack.testenv.controlplane import REPO_ROOT
 from hack.testenv.procs import log_tail, pid_alive
 
@@ -185,11 +186,7 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 
 def cmd_down(args: argparse.Namespace) -> int:
-    if clean(args.dir):
-        _err(f"stopped and removed {args.dir}")
-    else:
-        _err(f"no simulation in {args.dir}")
-    return 0
+    return take_down(args.dir, clean, "simulation", _err)
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -316,15 +313,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.dir = args.dir.resolve()
     interrupt_on_sigterm()
-    try:
-        rc: int = args.func(args)
-    except (SimError, ImageError) as e:
-        _err(f"error: {e}")
-        return 1
-    except KeyboardInterrupt:
-        _err("interrupted")
-        return 130
-    return rc
+    return run_command(args, (SimError, ImageError), _err)
 
 
 if __name__ == "__main__":

@@ -36,7 +36,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Self
 
 from hack.fakebootc import Host, make_host, open_host
@@ -65,7 +64,7 @@ from hack.testenv.controlplane import (
     ControlPlane,
     resolve_bin_dir,
 )
-from hack.testenv.procs import Process, StartupError, spawn
+from hack.testenv.procs import Component, Process, StartupError, spawn
 
 RBAC_DIR = REPO_ROOT / "manifests" / "rbac"
 FIRST_IMAGE = "os:v1"
@@ -199,7 +198,7 @@ class AttachedSim(SimOps):
         return cls(info)
 
 
-class Sim(SimOps):
+class Sim(SimOps, Component):
     """Owner of a simulation (see the module docstring)."""
 
     def __init__(
@@ -383,14 +382,3 @@ class Sim(SimOps):
         finally:
             if not self.keep:
                 shutil.rmtree(self.state_dir, ignore_errors=True)
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

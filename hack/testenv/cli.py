@@ -7,6 +7,9 @@ lives in one directory, by default ``.cache/controlplane`` in the repository.
 ``down`` kills what ``up`` started and removes that directory; ``up`` first
 does the same for a previous ``up`` that was never taken down. ``status``
 shows whether the recorded processes are still alive.
+
+:func:`run_command` (a subcommand's exit code, errors and Ctrl-C reported) and
+:func:`take_down` (``down``) also serve ``hack/sim`` (``hack.simlib.cli``).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import argparse
 import json
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from hack.testenv.controlplane import (
@@ -112,10 +116,17 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 
 def cmd_down(args: argparse.Namespace) -> int:
-    if _teardown(args.dir):
-        _err(f"stopped and removed {args.dir}")
+    return take_down(args.dir, _teardown, "control plane", _err)
+
+
+def take_down(
+    state_dir: Path, teardown: Callable[[Path], bool], what: str, say: Callable[[str], None]
+) -> int:
+    """``down``: ``teardown(state_dir)`` (False: nothing was there) and say which; exit code 0."""
+    if teardown(state_dir):
+        say(f"stopped and removed {state_dir}")
     else:
-        _err(f"no control plane in {args.dir}")
+        say(f"no {what} in {state_dir}")
     return 0
 
 
@@ -173,13 +184,21 @@ def main(argv: list[str] | None = None) -> int:
 
     args = parser.parse_args(argv)
     args.dir = args.dir.resolve()
+    return run_command(args, (ControlPlaneError, StartupError), _err)
+
+
+def run_command(
+    args: argparse.Namespace, errors: tuple[type[Exception], ...], say: Callable[[str], None]
+) -> int:
+    """Run the subcommand ``args.func(args)``: its exit code; 1 after one of ``errors``,
+    130 after Ctrl-C (both told through ``say``)."""
     try:
         rc: int = args.func(args)
-    except (ControlPlaneError, StartupError) as e:
-        _err(f"error: {e}")
+    except errors as e:
+        say(f"error: {e}")
         return 1
     except KeyboardInterrupt:
-        _err("interrupted")
+        say("interrupted")
         return 130
     return rc
 

@@ -40,13 +40,20 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Self
 
 import yaml
 
 from hack.testenv import certs
-from hack.testenv.procs import Process, StartupError, cmdline, log_tail, pid_alive, spawn
+from hack.testenv.procs import (
+    Component,
+    Process,
+    StartupError,
+    cmdline,
+    log_tail,
+    pid_alive,
+    spawn,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_CRD_DIR = REPO_ROOT / "manifests" / "crd"
@@ -147,7 +154,7 @@ def _close_all() -> None:
         cp.close()
 
 
-class ControlPlane:
+class ControlPlane(Component):
     """etcd + kube-apiserver (+ kube-controller-manager, kube-scheduler, kwok) on loopback.
 
     ``start()`` brings everything up and installs the CRDs; ``close()`` (or
@@ -243,17 +250,6 @@ class ControlPlane:
             self.close()
             raise
         return self
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def close(self) -> None:
         """Kill every process (dependants first) and remove the state directory. Idempotent."""

@@ -15,6 +15,12 @@ plays the daemon's part of DESIGN §4 by writing ``BootcNode.status``:
 Faults per node: ``fail_stage[node] = "error text"`` (Degraded=True/Error, no
 stage), ``never_ready`` (after a reboot the Node stays NotReady and the host
 never reports back). ``reboots`` records (node, time) of every reboot.
+
+The daemon's and the kubelet's writes also serve the benchmark (``hack.perf.simfleet``,
+``hack.perf.daemons``) and ``e2e.hostsenv``: :func:`watch_bootc_nodes`,
+:func:`daemon_status` (the ``BootcNode.status`` a daemon reports),
+:func:`ready_condition` / :func:`set_node_ready` (a Node's Ready condition) and
+:func:`digest_of`.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import contextlib
 import datetime as dt
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,18 +42,92 @@ from bootc_operator.kube import BOOTC_NODES, NODES, ApiError, create_object, pat
 log = logging.getLogger("fleet")
 
 
-def _now() -> str:
+def timestamp() -> str:
+    """Now, as the API's conditions spell it (whole seconds, UTC)."""
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _digest(ref: str | None) -> str | None:
+def digest_of(ref: str | None) -> str | None:
+    """``sha256:...`` of ``repo@sha256:...``; None for a ref without a digest."""
     return ref.split("@", 1)[1] if ref and "@" in ref else None
 
 
 def _info(ref: str | None) -> dict[str, Any] | None:
     if not ref:
         return None
-    return {"image": ref, "imageDigest": _digest(ref), "architecture": "amd64"}
+    return {"image": ref, "imageDigest": digest_of(ref), "architecture": "amd64"}
+
+
+def watch_bootc_nodes(api: ApiClient, changed: Callable[[Any], None]) -> Informer:
+    """A BootcNode informer (not started) that calls ``changed(obj)`` on every add and update."""
+    informer = Informer(api, BOOTC_NODES)
+    informer.add_event_handler(
+        EventHandler(
+            on_add=changed,
+            on_update=lambda _old, new: changed(new),
+            on_delete=lambda _obj: None,
+        )
+    )
+    return informer
+
+
+def daemon_status(
+    bn: dict[str, Any],
+    booted: str | None,
+    staged: str | None,
+    rollback: str | None,
+    idle: tuple[str, str],
+    degraded: tuple[str, str, str] = ("False", "Healthy", ""),
+) -> dict[str, Any]:
+    """The ``status`` a daemon writes to BootcNode ``bn``: its images and conditions.
+
+    ``idle`` is Idle's (status, reason), ``degraded`` Degraded's (status, reason,
+    message); a condition keeps its ``lastTransitionTime`` while its status holds.
+    """
+    previous = {cond.get("type"): cond for cond in (bn.get("status") or {}).get("conditions") or ()}
+    conditions = []
+    for ctype, (cstatus, reason, message) in (("Idle", (*idle, "")), ("Degraded", degraded)):
+        before = previous.get(ctype) or {}
+        since = timestamp()
+        if before.get("status") == cstatus and before.get("lastTransitionTime"):
+            since = before["lastTransitionTime"]
+        conditions.append(
+            {
+                "type": ctype,
+                "status": cstatus,
+                "reason": reason,
+                "message": message,
+                "lastTransitionTime": since,
+            }
+        )
+    return {
+        "observedGeneration": bn["metadata"].get("generation"),
+        "booted": _info(booted),
+        "staged": _info(staged),
+        "rollback": _info(rollback),
+        "conditions": conditions,
+    }
+
+
+def ready_condition(ready: bool, message: str = "simulated") -> dict[str, str]:
+    """A Node's Ready condition as its kubelet writes it (KubeletReady/KubeletNotReady)."""
+    stamp = timestamp()
+    return {
+        "type": "Ready",
+        "status": "True" if ready else "False",
+        "reason": "KubeletReady" if ready else "KubeletNotReady",
+        "message": message,
+        "lastHeartbeatTime": stamp,
+        "lastTransitionTime": stamp,
+    }
+
+
+async def set_node_ready(
+    api: ApiClient, name: str, ready: bool, message: str = "simulated"
+) -> None:
+    """Patch Node ``name``'s Ready condition (status subresource), as its kubelet would."""
+    patch = {"status": {"conditions": [ready_condition(ready, message)]}}
+    await patch_object(api, NODES, name, patch, patch_type="strategic", subresource="status")
 
 
 @dataclass
@@ -76,14 +157,7 @@ class Fleet:
         self.fail_stage: dict[str, str] = {}
         self.never_ready: set[str] = set()
         self.reboots: list[tuple[str, float]] = []
-        self.informer = Informer(api, BOOTC_NODES)
-        self.informer.add_event_handler(
-            EventHandler(
-                on_add=self._changed,
-                on_update=lambda _old, new: self._changed(new),
-                on_delete=lambda _obj: None,
-            )
-        )
+        self.informer = watch_bootc_nodes(api, self._changed)
         self._tasks: set[asyncio.Task[None]] = set()
         self._wake: dict[str, asyncio.Event] = {}
 
@@ -95,35 +169,19 @@ class Fleet:
             "apiVersion": "v1",
             "kind": "Node",
             "metadata": {"name": name, "labels": labels or {}},
-            "status": {"conditions": [self._ready_condition(True)]},
+            "status": {"conditions": [ready_condition(True)]} if self.manage_ready else {},
         }
-        if not self.manage_ready:
-            body["status"] = {}
         await create_object(self.api, NODES, body)
         await self._set_ready(name, True)
         self.hosts[name] = Host(booted=booted)
         self._wake[name] = asyncio.Event()
         self._spawn(self._host_loop(name))
 
-    @staticmethod
-    def _ready_condition(ready: bool) -> dict[str, str]:
-        return {
-            "type": "Ready",
-            "status": "True" if ready else "False",
-            "reason": "KubeletReady" if ready else "KubeletNotReady",
-            "message": "simulated",
-            "lastHeartbeatTime": _now(),
-            "lastTransitionTime": _now(),
-        }
-
     async def _set_ready(self, name: str, ready: bool) -> None:
         if not self.manage_ready:
             return
-        patch = {"status": {"conditions": [self._ready_condition(ready)]}}
         with contextlib.suppress(ApiError):
-            await patch_object(
-                self.api, NODES, name, patch, patch_type="strategic", subresource="status"
-            )
+            await set_node_ready(self.api, name, ready)
 
     # ------------------------------------------------------------ running
 
@@ -171,36 +229,8 @@ class Fleet:
     async def _write(self, name: str, bn: dict[str, Any], idle: tuple[str, str]) -> None:
         host = self.hosts[name]
         fault = self.fail_stage.get(name)
-        previous = {
-            cond.get("type"): cond for cond in (bn.get("status") or {}).get("conditions") or ()
-        }
-        conditions = []
-        for ctype, (cstatus, reason, message) in (
-            ("Idle", (idle[0], idle[1], "")),
-            ("Degraded", ("True", "Error", fault) if fault else ("False", "Healthy", "")),
-        ):
-            before = previous.get(ctype)
-            since = (
-                before["lastTransitionTime"]
-                if before is not None and before.get("status") == cstatus
-                else _now()
-            )
-            conditions.append(
-                {
-                    "type": ctype,
-                    "status": cstatus,
-                    "reason": reason,
-                    "message": message,
-                    "lastTransitionTime": since,
-                }
-            )
-        status = {
-            "observedGeneration": bn["metadata"].get("generation"),
-            "booted": _info(host.booted),
-            "staged": _info(host.staged),
-            "rollback": _info(host.rollback),
-            "conditions": conditions,
-        }
+        degraded = ("True", "Error", fault) if fault else ("False", "Healthy", "")
+        status = daemon_status(bn, host.booted, host.staged, host.rollback, idle, degraded)
         await patch_object(self.api, BOOTC_NODES, name, {"status": status}, subresource="status")
 
     async def _step(self, name: str, bn: dict[str, Any]) -> None:
@@ -209,10 +239,10 @@ class Fleet:
             return
         spec = bn.get("spec") or {}
         desired = str(spec.get("desiredImage") or "")
-        if name in self.fail_stage and _digest(host.booted) != _digest(desired):
+        if name in self.fail_stage and digest_of(host.booted) != digest_of(desired):
             await self._write(name, bn, ("True", "Idle"))
             return
-        if _digest(host.booted) == _digest(desired):
+        if digest_of(host.booted) == digest_of(desired):
             host.staged = None
             await self._write(name, bn, ("True", "Idle"))
             return

@@ -11,6 +11,9 @@ Killing is SIGTERM to the process group, then SIGKILL after a grace period.
 Processes we did not spawn ourselves (recorded PIDs of a detached control
 plane) are only signalled after checking their command line, so a recycled PID
 is never hit.
+
+:class:`Component` is the ``with`` protocol of what runs such processes (the
+control plane, the registry, the simulation): entering starts it, leaving closes it.
 """
 
 from __future__ import annotations
@@ -23,9 +26,12 @@ import signal
 import subprocess
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import TracebackType
+from typing import Self
 
 DEFAULT_GRACE = 10.0
 
@@ -51,6 +57,30 @@ def _pdeathsig_prefix() -> list[str]:
         return []
     setpriv = shutil.which("setpriv")
     return [setpriv, "--pdeathsig", "KILL", "--"] if setpriv else []
+
+
+class Component(ABC):
+    """Something that starts processes: ``with X(...) as x`` is ``x = X(...).start()``
+    with ``x.close()`` on the way out, whatever happens."""
+
+    @abstractmethod
+    def start(self) -> Self:
+        """Bring it up; returns ``self``."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Stop its processes and release what it holds."""
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
 
 
 @dataclass

@@ -40,7 +40,6 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Self
 
 import bcrypt
@@ -48,7 +47,7 @@ import yaml
 
 from bootc_operator.registry import RegistryOptions
 from hack.testenv.certs import ServingPki, generate_serving_pki
-from hack.testenv.procs import Process, StartupError, log_tail, spawn
+from hack.testenv.procs import Component, Process, StartupError, log_tail, spawn
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 INSTALL_SCRIPT = REPO_ROOT / "hack" / "install-registry.sh"
@@ -96,7 +95,7 @@ def dockerconfigjson(registry: str, username: str, password: str) -> bytes:
     return json.dumps({"auths": {registry: {"auth": auth}}}).encode()
 
 
-class Registry:
+class Registry(Component):
     """One docker-registry process on 127.0.0.1 (see the module docstring)."""
 
     def __init__(
@@ -291,14 +290,3 @@ class Registry:
 
     def tail(self, lines: int = 40) -> str:
         return log_tail(self.log_path, lines)
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

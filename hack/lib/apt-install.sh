@@ -1,0 +1,42 @@
+# Sourced by hack/install-*.sh: `apt_install_quietly TAG PACKAGE [NOTE]` installs one
+# Debian package. It needs root (or passwordless sudo); messages go to stderr,
+# prefixed with TAG (NOTE ends the "installing" line); apt-get's output is shown
+# only when it fails. Stale or missing package lists are refreshed once. The
+# package's service is never started: a policy-rc.d forbids it for the install
+# (there may be no init system at all) and is removed again unless it was there.
+# Runs in a subshell: a failure exits the subshell with 1, which under
+# `set -e` ends the caller too.
+
+apt_install_quietly() (
+  set -euo pipefail
+  local tag="$1" package="$2" note="${3:-}"
+  SUDO=()
+  if [[ "$(id -u)" != 0 ]]; then
+    if command -v sudo >/dev/null 2>&1; then SUDO=(sudo -n); else
+      echo "$tag: error: need root to apt-get install $package" >&2
+      exit 1
+    fi
+  fi
+  echo "$tag: installing $package (Debian package)$note" >&2
+  LOG="$(mktemp)"
+  POLICY_CREATED=0
+  cleanup() {
+    rm -f "$LOG"
+    if [[ "$POLICY_CREATED" == 1 ]]; then "${SUDO[@]}" rm -f /usr/sbin/policy-rc.d; fi
+  }
+  trap cleanup EXIT
+  if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+    printf '#!/bin/sh\nexit 101\n' | "${SUDO[@]}" tee /usr/sbin/policy-rc.d >/dev/null
+    "${SUDO[@]}" chmod 0755 /usr/sbin/policy-rc.d
+    POLICY_CREATED=1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt_install() { "${SUDO[@]}" apt-get install -y -q --no-install-recommends "$package"; }
+  if ! apt_install >"$LOG" 2>&1; then
+    if ! { "${SUDO[@]}" apt-get update -q && apt_install; } >>"$LOG" 2>&1; then
+      cat "$LOG" >&2
+      echo "$tag: error: apt-get install $package failed (output above)" >&2
+      exit 1
+    fi
+  fi
+)

@@ -1,0 +1,93 @@
+"""The benchmark's pure analysis: reaction latencies and the rollout timeline from watch logs."""
+
+from __future__ import annotations
+
+import pytest
+
+from hack.perf.analysis import percentiles, reaction_latencies, rollout_figures
+from hack.perf.observer import BnFacts, NodeFacts
+
+A, B = "sha256:a", "sha256:b"
+
+
+def bn(
+    *, slot: bool = False, state: str = "Staged", idle: str = "Staged", booted: str = A
+) -> BnFacts:
+    return BnFacts(True, True, slot, state, B, idle, booted, B if booted == A else None)
+
+
+def node(*, cordoned: bool = False, ready: bool = True) -> NodeFacts:
+    return NodeFacts(True, True, cordoned, ready)
+
+
+BnLog = list[tuple[float, str, BnFacts]]
+NodeLog = list[tuple[float, str, NodeFacts]]
+
+
+def one_node_rollout(name: str, start: float) -> tuple[BnLog, NodeLog]:
+    """Staged before t0; slot, cordon, Booted; the fleet reboots; uncordon and release."""
+    bns: BnLog = [
+        (start - 5.0, name, bn()),  # staged long before the rollout
+        (start + 0.1, name, bn(slot=True)),  # controller: slot (not a reaction)
+        (start + 0.3, name, bn(slot=True, state="Booted")),  # controller
+        (start + 0.4, name, bn(slot=True, state="Booted", idle="Rebooting")),  # fleet
+        (start + 3.4, name, bn(slot=True, state="Booted", idle="Idle", booted=B)),  # fleet
+        (start + 3.6, name, bn(slot=False, state="Booted", idle="Idle", booted=B)),  # ctl
+    ]
+    nodes: NodeLog = [
+        (start - 5.0, name, node()),
+        (start + 0.2, name, node(cordoned=True)),  # controller
+        (start + 0.5, name, node(cordoned=True, ready=False)),  # fleet, not a BootcNode status
+        (start + 3.3, name, node(cordoned=True)),  # fleet
+        (start + 3.45, name, node(cordoned=False)),  # controller: the answer (50 ms)
+    ]
+    return bns, nodes
+
+
+def test_reaction_pairs_a_status_change_with_the_next_write_for_that_node() -> None:
+    bns, nodes = one_node_rollout("n1", 10.0)
+    got = reaction_latencies(bns, nodes, 10.0, 20.0)
+    assert got == [pytest.approx(0.05)], "Idle on B -> uncordon; the slot release is not counted"
+
+
+def test_writes_without_a_status_change_since_the_last_write_are_not_reactions() -> None:
+    bns, nodes = one_node_rollout("n1", 10.0)
+    # the status change before t0 does not pair with the slot take after it
+    assert reaction_latencies(bns[:2], nodes[:1], 10.0, 20.0) == []
+
+
+def test_outside_the_window_nothing_counts() -> None:
+    bns, nodes = one_node_rollout("n1", 10.0)
+    assert reaction_latencies(bns, nodes, 30.0, 40.0) == []
+
+
+def test_nodes_are_paired_independently() -> None:
+    b1, n1 = one_node_rollout("n1", 10.0)
+    b2, n2 = one_node_rollout("n2", 11.0)
+    bns = sorted(b1 + b2, key=lambda e: e[0])
+    nodes = sorted(n1 + n2, key=lambda e: e[0])
+    assert sorted(reaction_latencies(bns, nodes, 10.0, 20.0)) == [
+        pytest.approx(0.05),
+        pytest.approx(0.05),
+    ]
+
+
+def test_rollout_figures_timeline() -> None:
+    b1, n1 = one_node_rollout("n1", 10.0)
+    b2, n2 = one_node_rollout("n2", 13.7)  # takes the slot n1 freed at 13.6
+    bns = sorted(b1 + b2, key=lambda e: e[0])
+    nodes = sorted(n1 + n2, key=lambda e: e[0])
+    f = rollout_figures(bns, nodes, 10.0, 17.3, max_unavailable=1)
+    assert (f["takes"], f["releases"]) == (2, 2)
+    assert f["handoff"]["n"] == 1 and f["handoff"]["p50"] == pytest.approx(0.2)
+    assert f["drain_path"]["p50"] == pytest.approx(0.2)
+    assert f["fleet_reaction"]["p50"] == pytest.approx(0.1)
+    assert f["slot_hold"]["p50"] == pytest.approx(3.5)
+    assert f["reaction_latency"]["n"] == 2
+    assert f["slot_utilisation"] == pytest.approx(7.0 / 7.3)
+
+
+def test_percentiles() -> None:
+    assert percentiles([])["p50"] is None
+    p = percentiles([float(i) for i in range(1, 101)])
+    assert (p["p50"], p["p99"], p["max"], p["n"]) == (50.0, 99.0, 100.0, 100)
