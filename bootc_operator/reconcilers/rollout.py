@@ -119,31 +119,43 @@ class RolloutReconciler:
         if cancelled:
             msg = f"{name}: target changed before its reboot; drain cancelled, slot released"
             log.info(msg, extra={"pool": pool_name, "node": name})
-            ctx.recorder.emit_batched(
-                pool_ref(pool),
-                "Normal",
-                "DrainCancelled",
-                "Rollout",
-                subject=name,
-                note=msg,
-                summary="the target changed before {n} nodes rebooted; drains cancelled",
-            )
+            summary = "the target changed before {n} nodes rebooted; drains cancelled"
+            self._report(pool, name, "Normal", "DrainCancelled", msg, summary, node_reason=None)
             return
         if taken is not None:
             NODE_UPDATE_DURATION.observe(max(0.0, (ctx.now() - taken).total_seconds()))
         kept = "left cordoned as it was before" if v.was_cordoned else "uncordoned"
         msg = f"{name} runs {v.booted_digest or 'the target'}; {kept}, slot released"
         log.info("node updated", extra={"pool": pool_name, "node": name})
-        ctx.recorder.emit_batched(
+        summary = "{n} nodes updated and released their slots"
+        self._report(pool, name, "Normal", "NodeUpdated", msg, summary)
+
+    def _report(
+        self,
+        pool: Obj,
+        name: str,
+        type_: str,
+        reason: str,
+        note: str,
+        summary: str,
+        *,
+        node_reason: str | None = "",
+        pool_note: str = "",
+    ) -> None:
+        """News about node ``name``: an Event on the node (as ``node_reason``, default
+        ``reason``; None: none) and one on the pool, batched with other nodes'."""
+        recorder = self.ctx.recorder
+        recorder.emit_batched(
             pool_ref(pool),
-            "Normal",
-            "NodeUpdated",
+            type_,
+            reason,
             "Rollout",
             subject=name,
-            note=msg,
-            summary="{n} nodes updated and released their slots",
+            note=pool_note or note,
+            summary=summary,
         )
-        ctx.recorder.emit(node_ref(name), "Normal", "NodeUpdated", "Rollout", msg)
+        if node_reason is not None:
+            recorder.emit(node_ref(name), type_, node_reason or reason, "Rollout", note)
 
     async def _take(self, pool: Obj, bn: Obj, now: dt.datetime) -> None:
         ctx = self.ctx
@@ -165,16 +177,8 @@ class RolloutReconciler:
         pool_name = pool["metadata"]["name"]
         log.info("reboot slot taken; cordoned", extra={"pool": pool_name, "node": name})
         msg = f"{name} took a reboot slot in pool {pool_name}; cordoned, draining"
-        ctx.recorder.emit_batched(
-            pool_ref(pool),
-            "Normal",
-            "SlotTaken",
-            "Rollout",
-            subject=name,
-            note=msg,
-            summary="{n} nodes took a reboot slot",
-        )
-        ctx.recorder.emit(node_ref(name), "Normal", "Cordoned", "Rollout", msg)
+        summary = "{n} nodes took a reboot slot"
+        self._report(pool, name, "Normal", "SlotTaken", msg, summary, node_reason="Cordoned")
 
     async def _drive_drain(
         self, pool: Obj, name: str, drain_timeout: float | None, now: dt.datetime
@@ -200,16 +204,8 @@ class RolloutReconciler:
             self.drains.forget(name)
             log.info("drained; reboot requested", extra={"pool": pool_name, "node": name})
             msg = f"{name} drained ({res.summary()}); desiredImageState set to Booted"
-            ctx.recorder.emit_batched(
-                pool_ref(pool),
-                "Normal",
-                "RebootRequested",
-                "Rollout",
-                subject=name,
-                note=msg,
-                summary="{n} nodes drained and told to reboot",
-            )
-            ctx.recorder.emit(node_ref(name), "Normal", "RebootRequested", "Rollout", msg)
+            summary = "{n} nodes drained and told to reboot"
+            self._report(pool, name, "Normal", "RebootRequested", msg, summary)
             return None
         if drain_timeout is None:
             return None
@@ -236,14 +232,8 @@ class RolloutReconciler:
             },
         )
         log.warning(message, extra={"pool": pool_name, "node": name})
-        ctx.recorder.emit_batched(
-            pool_ref(pool),
-            "Warning",
-            "DrainTimeout",
-            "Rollout",
-            subject=name,
-            note=f"{name}: {message}",
-            summary="{n} nodes could not be drained in time and were skipped (see their Events)",
+        summary = "{n} nodes could not be drained in time and were skipped (see their Events)"
+        self._report(
+            pool, name, "Warning", "DrainTimeout", message, summary, pool_note=f"{name}: {message}"
         )
-        ctx.recorder.emit(node_ref(name), "Warning", "DrainTimeout", "Rollout", message)
         return None

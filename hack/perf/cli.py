@@ -126,16 +126,6 @@ def table(results: dict[str, Any]) -> str:
         ),
     )
     row(
-        "timed out waiting for",
-        lambda r: (
-            f"{r['timed_out']['error'].split(';')[0].removeprefix('timed out after ')} "
-            f"({r['timed_out']['updated']}/{r['nodes']} updated, "
-            f"controller {r['timed_out']['controller_cpu_seconds']:.0f} CPU s)"
-            if "timed_out" in r
-            else "-"
-        ),
-    )
-    row(
         "machine: load before; CPU s used by others",
         lambda r: f"{r['load_before'][0]}; {r['machine_window']['others_cpu_seconds']:.0f}",
     )
@@ -146,6 +136,16 @@ def table(results: dict[str, Any]) -> str:
     lines = [head]
     for label, cells in rows:
         lines.append(f"{label:<{label_w}}" + "".join(f"  {c:>{col_w}}" for c in cells))
+    for r in sizes:
+        if "timed_out" in r:
+            t = r["timed_out"]
+            lines.append(
+                f"N={r['nodes']} gave up: {t['error'].split(';')[0]} "
+                f"(by then {t.get('bootc_nodes', '?')} BootcNodes, {t.get('labelled', '?')} "
+                f"Nodes labelled, {t['updated']} updated; controller "
+                f"{t['controller_cpu_seconds']:.0f} CPU s, "
+                f"peak RSS {t['controller_peak_rss_mib']} MiB)"
+            )
     d = results.get("daemons")
     if d:
         idle, roll = d["idle"], d["rollout"]

@@ -358,6 +358,8 @@ async def run_size(cp: ControlPlane, n: int, opts: Options, log_dir: Path) -> di
             result["timed_out"] = {
                 "error": str(err),
                 "observer": observer.summary(),
+                "bootc_nodes": observer.count("owned"),
+                "labelled": observer.count("managed"),
                 "updated": observer.count(("idle-on", digest(2))),
                 "controller_cpu_seconds": round(controller.cpu(), 2),
                 "controller_peak_rss_mib": round(controller.mem().get("VmHWM", 0), 1),
