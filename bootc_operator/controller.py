@@ -1,9 +1,11 @@
 """``bootc-operator controller``: one asyncio runtime wiring informers, queues and reconcilers.
 
-Start-up: API client → shared informers (pools, BootcNodes, Nodes) → probe and
-metrics server → caches synced (``/readyz`` turns ready) → leader election (if
-enabled) → as leader only: the Event recorder and N workers on each of the
-three rate-limited queues (membership, rollout, status), all keyed by pool name.
+Start-up: API clients (one for requests, one with an unbounded connection pool
+for watches, so open drains never starve requests) → shared informers (pools,
+BootcNodes, Nodes) → probe and metrics server → caches synced (``/readyz``
+turns ready) → leader election (if enabled) → as leader only: the Event
+recorder and N workers on each of the three rate-limited queues (membership,
+rollout, status), all keyed by pool name.
 A standby keeps warm caches and does no writes. Losing the lease stops the
 process (exit code 1) so it restarts as a standby, like controller-runtime.
 
@@ -105,11 +107,14 @@ class Controller:
         workers: int = 4,
         tag_resolution_interval: float = 300.0,
         registry: RegistryOptions | None = None,
+        watch_api: Any = None,
     ) -> None:
+        """``api`` makes requests; ``watch_api`` (default ``api``) carries every watch."""
         self.api = api
+        self.watch_api = watch_api if watch_api is not None else api
         self.identity = identity
         self.workers = workers
-        self.factory = SharedInformerFactory(api)
+        self.factory = SharedInformerFactory(self.watch_api)
         self.pools = self.factory.informer(BOOTC_NODE_POOLS)
         self.bootc_nodes = self.factory.informer(BOOTC_NODES, indexers={POOL_INDEX: index_by_pool})
         # Node objects are large (image lists) and numerous: keep only what we read.
@@ -117,7 +122,9 @@ class Controller:
             NODES, transform=chain(strip_bulk, drop_paths(("status", "images")), intern_strings)
         )
         self.recorder = EventRecorder(api, instance=identity)
-        self.ctx = Context(api, self.pools, self.bootc_nodes, self.nodes, self.recorder)
+        self.ctx = Context(
+            api, self.pools, self.bootc_nodes, self.nodes, self.recorder, self.watch_api
+        )
         self.queues = {
             name: RateLimitingQueue[str](name)
             for name in ("membership", "rollout", "status", "tags")
@@ -125,7 +132,7 @@ class Controller:
         self.drains = DrainManager(
             self.ctx, on_change=lambda _node, pool: self.member_changed(pool, membership=False)
         )
-        self.secrets = SecretWatcher(api, on_change=self._secret_changed)
+        self.secrets = SecretWatcher(self.watch_api, on_change=self._secret_changed)
         self.membership = MembershipReconciler(
             self.ctx, cancel_drain=self.drains.cancel, secret_state=self.secret_state
         )
@@ -276,8 +283,12 @@ class Controller:
 async def run(args: argparse.Namespace) -> int:
     identity = f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}"
     api = await load_api_client(args.kubeconfig)
+    # Watches hold a connection each for as long as they run (one per open drain):
+    # they get their own, unbounded pool so requests never queue behind them.
+    watch_api = await load_api_client(args.kubeconfig, max_connections=0)
     controller = Controller(
         api,
+        watch_api=watch_api,
         identity=identity,
         workers=args.workers,
         tag_resolution_interval=args.tag_resolution_interval,
@@ -320,6 +331,7 @@ async def run(args: argparse.Namespace) -> int:
         await controller.factory.stop()
         await server.stop()
         await api.close()
+        await watch_api.close()
         m.IS_LEADER.set(0)
     return exit_code
 

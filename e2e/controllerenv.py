@@ -36,6 +36,9 @@ def image(n: int) -> str:
     return f"{REPO}@{digest(n)}"
 
 
+SYNC_DEADLINE = 60.0
+
+
 @contextlib.asynccontextmanager
 async def running_controller(
     api: ApiClient, workers: int = 2, **options: Any
@@ -43,7 +46,12 @@ async def running_controller(
     """The real controller on this loop; ``options`` go to :class:`Controller`."""
     ctl = Controller(api, identity=f"test-{uuid.uuid4().hex[:6]}", workers=workers, **options)
     ctl.factory.start()
-    await ctl.factory.wait_for_cache_sync()
+    try:
+        async with asyncio.timeout(SYNC_DEADLINE):
+            await ctl.factory.wait_for_cache_sync()
+    except TimeoutError:
+        await ctl.factory.stop()
+        raise AssertionError(f"controller caches not synced within {SYNC_DEADLINE}s") from None
     task = asyncio.create_task(ctl.run_workers())
     try:
         yield ctl

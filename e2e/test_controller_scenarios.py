@@ -11,9 +11,15 @@ from prometheus_client import REGISTRY, generate_latest
 
 from bootc_operator.api import constants as c
 from bootc_operator.informers import EventHandler, Informer
-from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, NODES
+from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, NODES, load_api_client
 from bootc_operator.kube import EVENTS as EVENTS_V1
-from bootc_operator.kube.rest import ApiError, get_object, list_objects, patch_object
+from bootc_operator.kube.rest import (
+    ApiError,
+    get_object,
+    list_objects,
+    patch_object,
+    request_json,
+)
 from e2e.controllerenv import (
     SlotLog,
     add_nodes,
@@ -543,6 +549,52 @@ async def test_drain_timeout_goes_around_the_node(api: ApiClient, fleet: Fleet) 
         await wait_for(timeout_event, 90, "a DrainTimeout event naming the pod")
     assert log.max_slots == 1
     assert nodes[0] not in {n for n, _ in fleet.reboots}
+    await delete_quietly(api, BOOTC_NODE_POOLS, group)
+
+
+async def test_open_drains_never_starve_the_controllers_requests(
+    api: ApiClient, fleet: Fleet, control_plane: Any
+) -> None:
+    """More drains held open by a PDB than the request client has connections.
+
+    Every drain keeps a Pod watch open until it ends. The controller's requests
+    get 2 connections here and 4 drains block at once: the evictions, the
+    DrainBlocked Events and the status writes must still go through (watches
+    run on their own client), and the rollout finishes once the PDB goes.
+    """
+    group = unique_name("starve")
+    nodes = await add_nodes(fleet, group, 4, image(1))
+    app = {"app": group}
+    for i, name in enumerate(nodes):
+        await create_pod(api, f"{group}-pod{i}", name, app)
+    await create_blocking_pdb(api, group, app)
+    requests = await load_api_client(control_plane.kubeconfig, max_connections=2)
+    watches = await load_api_client(control_plane.kubeconfig, max_connections=0)
+    try:
+        async with SlotLog(api, set(nodes)) as log, running_controller(requests, watch_api=watches):
+            await create_pool(api, pool_body(group, {"group": group}, image(1), 4))
+            await wait_for(lambda: up_to_date_on(api, group, 1, 4), 90, "pool on image 1")
+            await set_image(api, group, 2)
+
+            async def all_blocked() -> bool:
+                blocked = set()
+                for name in nodes:
+                    items, _ = await list_objects(
+                        api, EVENTS_V1, "default", field_selector=f"regarding.name={name}"
+                    )
+                    if any(e["reason"] == "DrainBlocked" for e in items):
+                        blocked.add(name)
+                return blocked == set(nodes)
+
+            await wait_for(all_blocked, 120, "a DrainBlocked Event on each of the 4 nodes")
+            await request_json(
+                api, "DELETE", f"/apis/policy/v1/namespaces/default/poddisruptionbudgets/{group}"
+            )
+            await wait_for(lambda: up_to_date_on(api, group, 2, 4), 120, "pool on image 2")
+        assert log.max_slots == 4
+    finally:
+        await requests.close()
+        await watches.close()
     await delete_quietly(api, BOOTC_NODE_POOLS, group)
 
 

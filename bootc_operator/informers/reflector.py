@@ -26,9 +26,10 @@ step 2. No LIST request is made, so an informer started while the program runs
 (the controller's per-drain Pod informers, a restarted daemon) costs the
 apiserver one watch. A server that refuses those parameters (400/422/501 — the
 ``WatchList`` gate off, or older than 1.27) makes this reflector fall back to
-LIST for good, with one log line. A streaming list that breaks before its end
-bookmark (the server drops a watcher that does not keep up) is followed by one
-plain LIST, as client-go does; later re-lists try streaming again.
+LIST for good, with one log line. A streaming list that fails before its end
+bookmark (a watch cache still initializing answers 429; a server drops a
+watcher that does not keep up) is followed at once by one plain LIST, as
+client-go does; later re-lists try streaming again.
 
 Failures (connection errors, non-2xx answers, other ``ERROR`` events, a watch
 that ends at once without any event) are logged once each, with the resource
@@ -204,7 +205,11 @@ class Reflector:
             except asyncio.CancelledError:
                 raise
             except Exception as e:
-                await asyncio.sleep(self._failed(op, e))
+                delay = self._failed(op, e)
+                if not (op == "watch-list" and list_next):
+                    await asyncio.sleep(delay)
+                # else: the LIST that follows a broken streaming list goes at once
+                # (client-go's order); a LIST that fails too backs off as usual.
 
     # ------------------------------------------------------------ LIST
 

@@ -79,6 +79,9 @@ class Context:
     bootc_nodes: Informer
     nodes: Informer
     recorder: EventRecorder
+    # Long-lived streams (the drains' Pod watches) go through their own client so
+    # they never hold the connections requests need; None: ``api``.
+    watch_api: ApiClient | None = None
     now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC)
     pool_overlay: Overlay = field(default_factory=Overlay)
     bn_overlay: Overlay = field(default_factory=Overlay)
@@ -91,6 +94,11 @@ class Context:
     _views: dict[str, tuple[tuple[str, str, frozenset[str]], NodeView]] = field(
         default_factory=dict
     )
+
+    @property
+    def streams(self) -> ApiClient:
+        """The client for watches (``watch_api``, else ``api``)."""
+        return self.watch_api if self.watch_api is not None else self.api
 
     def check(self, pool: Obj) -> PoolSpecCheck:
         """``check_pool`` with this process's tag resolutions."""

@@ -13,7 +13,11 @@ A drain task runs its own Pod informer restricted to the node
 every pod bound before or (racing the cordon) after it, and memory stays
 proportional to the nodes being drained rather than to the cluster's pods. Its
 initial state comes from a streaming list (served from the apiserver's watch
-cache): a drain costs one WATCH, no LIST.
+cache): a drain costs one WATCH, no LIST. The watch runs on the context's
+stream client (``Context.streams``), not the request client: with more
+drains open than the request client has connections (maxUnavailable in the
+hundreds, drains held by PodDisruptionBudgets), the evictions, cordons and
+status writes would otherwise wait behind the watches for good.
 Pods that must leave (``drainplan``) are evicted; 429 (a PodDisruptionBudget
 says no) and other refusals are remembered with the server's message and
 retried with capped backoff; otherwise the task waits for pod events on its
@@ -147,7 +151,7 @@ class DrainManager:
     async def _drain(self, node: str, res: DrainResult) -> None:
         wake = self._wakeups[node]
         pods = Informer(
-            self.ctx.api, PODS, field_selector=f"spec.nodeName={node}", transform=slim_pod
+            self.ctx.streams, PODS, field_selector=f"spec.nodeName={node}", transform=slim_pod
         )
         pods.add_event_handler(
             EventHandler(

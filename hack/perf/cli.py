@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bootc_operator.logs import setup_logging
 from hack.perf import daemons, scale
 from hack.perf.procinfo import machine
 
@@ -185,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reboot-seconds", type=float, default=3.0, help="simulated reboot time R")
     p.add_argument("--workers", type=int, default=4, help="the controller's --workers")
     p.add_argument("--daemons", type=int, default=20, help="real daemon processes (0: skip)")
-    p.add_argument("--daemon-idle-seconds", type=float, default=30.0)
+    p.add_argument("--daemon-idle-seconds", type=float, default=60.0)
     p.add_argument(
         "--phase-timeout",
         type=float,
@@ -204,6 +205,8 @@ def main(argv: list[str] | None = None) -> int:
         help="run the controller from this checkout (e.g. a git worktree of an older commit)",
     )
     args = p.parse_args(argv)
+    # The harness's own informers warn with context (resource, error), as the operator does.
+    setup_logging("text", "warning")
 
     sizes = [100] if args.quick else [100, 1000, 5000]
     if args.sizes:
