@@ -13,7 +13,10 @@ Interface::
 ``emit`` never awaits: it queues (bounded per type; overflow is dropped and
 counted by type). Warnings have their own queue and are sent first, so a burst
 of routine Normal Events during a large rollout cannot crowd out a
-``DrainTimeout`` or ``NodeDegraded``.
+``DrainTimeout`` or ``NodeDegraded``. Up to ``senders`` Events are in flight
+at once (a busy apiserver answers in tens of milliseconds; one at a time, a
+large rollout's node Events would mostly be dropped), never two for the same
+object, so each object's Events keep their order.
 Repeats of the same (object, type, reason, note) within ``series_window``
 update the first Event's ``series`` instead of creating new objects, like
 client-go's events broadcaster. Events of cluster-scoped objects live in the
@@ -33,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import functools
 import logging
 import time
 import uuid
@@ -138,12 +142,14 @@ class EventRecorder:
         queue_size: int = 1000,
         series_window: float = 360.0,
         batch_window: float = 2.0,
+        senders: int = 4,
     ) -> None:
         self.api = api
         self.controller = controller
         self.instance = instance or f"bootc-operator-{uuid.uuid4().hex[:8]}"
         self.series_window = series_window
         self.batch_window = batch_window
+        self.senders = senders
         self._batches: dict[BatchKey, _Batch] = {}
         self.queue_size = queue_size
         # Sent in this order: every queued Warning before any Normal.
@@ -227,30 +233,55 @@ class EventRecorder:
         self._idle.clear()
         self._wakeup.set()
 
-    def _next(self) -> _Pending | None:
+    def _next(self, busy: set[ObjectRef]) -> _Pending | None:
+        """The first queued item (Warnings first) whose object has no Event in flight."""
         for queue in self._queues.values():
-            if queue:
-                return queue.popleft()
+            for i, item in enumerate(queue):
+                if item.ref not in busy:
+                    del queue[i]
+                    return item
         return None
 
     async def _run(self) -> None:
-        while True:
-            item = self._next()
-            if item is None:
-                self._idle.set()
+        """Keep up to ``senders`` Events in flight, one per object at a time (in order)."""
+        in_flight: set[asyncio.Task[None]] = set()
+        busy: set[ObjectRef] = set()
+
+        def done(task: asyncio.Task[None], *, ref: ObjectRef) -> None:
+            in_flight.discard(task)
+            busy.discard(ref)
+            self._wakeup.set()
+
+        try:
+            while True:
+                while len(in_flight) < self.senders:
+                    item = self._next(busy)
+                    if item is None:
+                        break
+                    busy.add(item.ref)
+                    task = asyncio.create_task(self._deliver(item), name="event-send")
+                    in_flight.add(task)
+                    task.add_done_callback(functools.partial(done, ref=item.ref))
+                if not in_flight and not any(self._queues.values()):
+                    self._idle.set()
                 self._wakeup.clear()
                 await self._wakeup.wait()
-                continue
-            try:
-                await self._send(item)
-            except (ApiError, OSError, TimeoutError) as err:
-                log.warning(
-                    "could not record event %s on %s %s: %s",
-                    item.reason,
-                    item.ref.kind,
-                    item.ref.name,
-                    err,
-                )
+        finally:
+            for task in in_flight:
+                task.cancel()
+            await asyncio.gather(*in_flight, return_exceptions=True)
+
+    async def _deliver(self, item: _Pending) -> None:
+        try:
+            await self._send(item)
+        except (ApiError, OSError, TimeoutError) as err:
+            log.warning(
+                "could not record event %s on %s %s: %s",
+                item.reason,
+                item.ref.kind,
+                item.ref.name,
+                err,
+            )
 
     async def _send(self, item: _Pending) -> None:
         EVENTS_TOTAL.labels(item.type, item.reason).inc()
