@@ -34,6 +34,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Final
 
 from bootc_operator.informers import Backoff, EventHandler, Informer
 from bootc_operator.kube import PODS, ApiError
@@ -42,6 +43,8 @@ from bootc_operator.reconcilers.drainplan import MIRROR_ANNOTATION, blocking_mes
 from bootc_operator.reconcilers.metrics import DRAIN_DURATION
 
 log = logging.getLogger("drain")
+
+SYNC_CONCURRENCY: Final = 64  # drains opening their Pod watch at the same time
 
 
 @dataclass
@@ -99,6 +102,12 @@ class DrainManager:
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._results: dict[str, DrainResult] = {}
         self._wakeups: dict[str, asyncio.Event] = {}
+        # A wave of hundreds of slots starts hundreds of drains at once; most nodes
+        # are empty and finish as soon as their pod list arrives. Bounding how many
+        # drains open their watch and wait for that list at the same time bounds
+        # the connections (and memory) of such a wave; a drain that must wait for
+        # evictions holds its watch, not a permit.
+        self._syncing = asyncio.Semaphore(SYNC_CONCURRENCY)
 
     def result(self, node: str) -> DrainResult | None:
         return self._results.get(node)
@@ -160,9 +169,10 @@ class DrainManager:
                 on_delete=lambda _: wake.set(),
             )
         )
-        pods.start()
         try:
-            await pods.wait_for_sync()
+            async with self._syncing:
+                pods.start()
+                await pods.wait_for_sync()
             await self._evict_until_empty(node, res, pods, wake)
         finally:
             await pods.stop()
