@@ -198,14 +198,20 @@ def test_in_process_sim_restarts_killed_daemons_and_holds_nodes_down(tmp_path: P
     with Sim(SimConfig(nodes=1, controllers=1, reboot_seconds=0.5), tmp_path / "sim") as sim:
         node = sim.nodes[0]
         daemon = f"daemon/{node}"
-        before = sim.processes()[daemon]["pid"]
+        first = sim.processes()[daemon]
         sim.kill(daemon)
 
         def restarted() -> bool:
             proc = sim.processes()[daemon]
-            return bool(proc["pid"] and proc["pid"] != before and proc["restarts"] == 1)
+            return bool(proc["pid"] and proc["pid"] != first["pid"] and proc["restarts"] == 1)
 
         asyncio.run(until(restarted, "the killed daemon restarted"))
+        # on fresh ports: the old ones may have been taken since (they are not reserved)
+        again = sim.processes()[daemon]
+        assert (again["metrics_port"], again["probe_port"]) != (
+            first["metrics_port"],
+            first["probe_port"],
+        )
         assert sim.leader().startswith("controller-1_")
 
         # A held node stays down after a reboot until released.

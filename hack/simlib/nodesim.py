@@ -101,6 +101,20 @@ class Slot:
     def alive(self) -> bool:
         return self.process is not None and self.process.alive()
 
+    def new_ports(self) -> None:
+        """Fresh metrics/probe ports: after a crash, the old ones may have been taken
+        (``free_port`` only says a port was free when asked), and would fail every
+        restart the same way."""
+        self.metrics_port, self.probe_port = free_port(), free_port()
+        flags = {
+            "--metrics-bind-address": self.metrics_port,
+            "--health-probe-bind-address": self.probe_port,
+        }
+        for i, arg in enumerate(self.argv):
+            flag = arg.split("=", 1)[0]
+            if flag in flags:
+                self.argv[i] = f"{flag}=127.0.0.1:{flags[flag]}"
+
     def describe(self) -> dict[str, Any]:
         return {
             "pid": self.process.pid if self.alive() and self.process else None,
@@ -210,6 +224,7 @@ class NodeSim:
             slot.backoff = BACKOFF_INITIAL if lived > 30 else min(slot.backoff * 2, BACKOFF_MAX)
             slot.next_start = now + slot.backoff
             slot.restarts += 1
+            slot.new_ports()
             log.warning("%s %s; restarting in %.0fs", slot.name, exit_text, slot.backoff)
             self._dirty = True
             return
