@@ -71,21 +71,6 @@ async def add_nodes(fleet: Fleet, group: str, n: int, booted: str, **labels: str
     return names
 
 
-def pool_body(
-    name: str, selector: dict[str, str], ref: str, max_unavailable: int | str = 1, **rollout: Any
-) -> dict[str, Any]:
-    return {
-        "apiVersion": c.API_VERSION,
-        "kind": c.POOL_KIND,
-        "metadata": {"name": name},
-        "spec": {
-            "nodeSelector": {"matchLabels": selector},
-            "image": {"ref": ref},
-            "rollout": {"maxUnavailable": max_unavailable, **rollout},
-        },
-    }
-
-
 async def create_pool(api: ApiClient, body: dict[str, Any]) -> dict[str, Any]:
     return await create_object(api, BOOTC_NODE_POOLS, body)
 

@@ -32,6 +32,7 @@ from e2e.controllerenv import condition
 from hack.simlib import Sim
 from hack.simlib.images import digest_ref
 from hack.testenv.monitor import SafetyMonitor, Summary
+from hack.testenv.pools import pool_body
 from hack.testenv.procs import log_tail
 from hack.testenv.waiting import wait_for
 
@@ -162,16 +163,8 @@ class PoolRun:
     # ------------------------------------------------------------ the pool
 
     def body(self, ref: str, **rollout: Any) -> dict[str, Any]:
-        return {
-            "apiVersion": c.API_VERSION,
-            "kind": c.POOL_KIND,
-            "metadata": {"name": self.name},
-            "spec": {
-                "nodeSelector": {"matchLabels": {SCENARIO_LABEL: self.name}},
-                "image": {"ref": ref},
-                "rollout": {"maxUnavailable": self.max_unavailable, **rollout},
-            },
-        }
+        selector = {SCENARIO_LABEL: self.name}
+        return pool_body(self.name, selector, ref, self.max_unavailable, **rollout)
 
     async def create(
         self, ref: str, *, pull_secret: str | None = None, **rollout: Any

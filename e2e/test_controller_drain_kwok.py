@@ -23,7 +23,6 @@ from e2e.controllerenv import (
     digest,
     get_pool,
     image,
-    pool_body,
     running_controller,
 )
 from e2e.helpers import wait_for
@@ -31,6 +30,7 @@ from hack.testenv import ControlPlane, api_client
 from hack.testenv.controlplane import DEFAULT_CONTROLLERS, KWOK_CONTROLLERS
 from hack.testenv.fleet import Fleet
 from hack.testenv.monitor import SafetyMonitor
+from hack.testenv.pools import pool_body
 
 CONTROLLERS = (
     *DEFAULT_CONTROLLERS,

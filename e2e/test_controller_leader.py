@@ -22,12 +22,12 @@ from e2e.controllerenv import (
     digest,
     get_pool,
     image,
-    pool_body,
 )
 from e2e.helpers import unique_name, wait_for
 from hack.testenv import ControlPlane
 from hack.testenv.controlplane import free_port
 from hack.testenv.fleet import Fleet
+from hack.testenv.pools import pool_body
 
 NAMESPACE = "bootc-operator"
 LEASE = "bootc-operator-controller"

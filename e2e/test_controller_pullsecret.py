@@ -16,11 +16,11 @@ from e2e.controllerenv import (
     delete_quietly,
     get_pool,
     image,
-    pool_body,
     running_controller,
 )
 from e2e.helpers import unique_name, wait_for
 from hack.testenv.fleet import Fleet
+from hack.testenv.pools import pool_body
 
 NS = "bootc-operator"
 

@@ -31,11 +31,11 @@ from e2e.controllerenv import (
     digest,
     get_pool,
     image,
-    pool_body,
     running_controller,
 )
 from e2e.helpers import unique_name, wait_for
 from hack.testenv.fleet import Fleet
+from hack.testenv.pools import pool_body
 
 
 async def pool_status(api: ApiClient, name: str) -> dict[str, Any]:

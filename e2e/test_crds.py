@@ -50,6 +50,7 @@ from bootc_operator.api.v1alpha1 import (
     RolloutSpec,
     SecretReference,
 )
+from bootc_operator.reconcilers.context import owner_reference
 from e2e.helpers import unique_name, wait_for
 from hack.testenv import ControlPlane
 from hack.testenv.controlplane import DEFAULT_CRD_DIR
@@ -172,17 +173,6 @@ def raw_node(name: str, **spec: Any) -> dict[str, Any]:
         "kind": c.NODE_KIND,
         "metadata": {"name": name},
         "spec": {"desiredImage": f"{REPO}@{DIGEST_A}", "desiredImageState": "Staged", **spec},
-    }
-
-
-def owner_ref(pool: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "apiVersion": c.API_VERSION,
-        "kind": c.POOL_KIND,
-        "name": pool["metadata"]["name"],
-        "uid": pool["metadata"]["uid"],
-        "controller": True,
-        "blockOwnerDeletion": True,
     }
 
 
@@ -519,7 +509,7 @@ async def _pool_and_node(objects: Objects) -> tuple[dict[str, Any], dict[str, An
     """A pool and an owned BootcNode, both with status, for the printing tests."""
     pool_wire = full_pool(unique_name("print")).to_wire()
     _, pool = await _create_with_status(objects, POOLS, pool_wire)
-    node_wire = full_node(unique_name("print-node"), owner=owner_ref(pool)).to_wire()
+    node_wire = full_node(unique_name("print-node"), owner=owner_reference(pool)).to_wire()
     _, node = await _create_with_status(objects, NODES, node_wire)
     return pool, node
 
@@ -629,7 +619,7 @@ async def test_owned_nodes_are_garbage_collected_with_their_pool(
     owned = unique_name("gc-owned")
     bystander = unique_name("gc-bystander")
     body = raw_node(owned)
-    body["metadata"]["ownerReferences"] = [owner_ref(pool)]
+    body["metadata"]["ownerReferences"] = [owner_reference(pool)]
     await objects.create(NODES, body)
     await objects.create(NODES, raw_node(bystander))
 

@@ -33,6 +33,7 @@ from hack.simlib.reaper import leftovers, teardown
 from hack.simlib.view import node_row
 from hack.testenv import api_client
 from hack.testenv.controlplane import REPO_ROOT
+from hack.testenv.pools import pool_body
 
 pytestmark = pytest.mark.slow
 
@@ -62,19 +63,6 @@ def state_dir(tmp_path: Path) -> Iterator[Path]:
         yield path
     finally:
         teardown(path)  # whatever the test did: no process may outlive it
-
-
-def pool_body(name: str, ref: str) -> dict[str, Any]:
-    return {
-        "apiVersion": c.API_VERSION,
-        "kind": c.POOL_KIND,
-        "metadata": {"name": name},
-        "spec": {
-            "nodeSelector": {"matchLabels": {"node-role.kubernetes.io/worker": ""}},
-            "image": {"ref": ref},
-            "rollout": {"maxUnavailable": MAX_UNAVAILABLE},
-        },
-    }
 
 
 def up_to_date_on(pool: dict[str, Any], digest: str, total: int) -> bool:
@@ -131,7 +119,11 @@ async def test_rollout_through_real_daemons_and_down_leaves_nothing(state_dir: P
             for inf in (bns, node_inf):
                 await inf.wait_for_sync()
             pool = unique_name("workers")
-            await create_object(api, BOOTC_NODE_POOLS, pool_body(pool, first))
+            await create_object(
+                api,
+                BOOTC_NODE_POOLS,
+                pool_body(pool, {"node-role.kubernetes.io/worker": ""}, first, MAX_UNAVAILABLE),
+            )
 
             async def on(digest: str) -> bool:
                 obj = await get_object(api, BOOTC_NODE_POOLS, pool)

@@ -26,13 +26,13 @@ from e2e.controllerenv import (
     create_pool,
     delete_quietly,
     get_pool,
-    pool_body,
     running_controller,
 )
 from e2e.daemonenv import Daemons
 from e2e.helpers import unique_name, wait_for
 from e2e.hostsenv import HostedNodes
 from hack.testenv import ControlPlane
+from hack.testenv.pools import pool_body
 from hack.testenv.registry import Registry
 
 NS = "bootc-operator"

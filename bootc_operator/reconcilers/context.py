@@ -59,6 +59,32 @@ def pool_of(bootc_node: Obj) -> str | None:
     return (meta.get("labels") or {}).get(c.POOL_LABEL)
 
 
+def owner_reference(pool: Obj) -> Obj:
+    """The controller ownerReference a pool's BootcNodes carry (garbage collection)."""
+    return {
+        "apiVersion": c.API_VERSION,
+        "kind": c.POOL_KIND,
+        "name": pool["metadata"]["name"],
+        "uid": pool["metadata"]["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def member_body(pool: Obj, name: str, spec: Obj) -> Obj:
+    """A new BootcNode ``name`` of ``pool``: labelled and owned by it, with ``spec``."""
+    return {
+        "apiVersion": c.API_VERSION,
+        "kind": c.NODE_KIND,
+        "metadata": {
+            "name": name,
+            "labels": {c.POOL_LABEL: pool["metadata"]["name"]},
+            "ownerReferences": [owner_reference(pool)],
+        },
+        "spec": spec,
+    }
+
+
 def index_by_pool(bootc_node: Obj) -> list[str]:
     owner = pool_of(bootc_node)
     return [owner] if owner else []

@@ -33,7 +33,14 @@ from typing import Any
 
 from bootc_operator.api import constants as c
 from bootc_operator.kube import ApiError
-from bootc_operator.reconcilers.context import Context, Obj, node_ref, pool_of, pool_ref
+from bootc_operator.reconcilers.context import (
+    Context,
+    Obj,
+    member_body,
+    node_ref,
+    pool_of,
+    pool_ref,
+)
 from bootc_operator.reconcilers.fanout import each
 from bootc_operator.reconcilers.membership_plan import assign_nodes
 from bootc_operator.reconcilers.pullsecrets import SecretState
@@ -113,26 +120,7 @@ class MembershipReconciler:
             spec: dict[str, Any] = {"desiredImage": desired, "desiredImageState": "Staged"}
             if wanted is not None and wanted[0]:
                 spec["pullSecretRef"], spec["pullSecretHash"] = wanted
-            body = {
-                "apiVersion": c.API_VERSION,
-                "kind": c.NODE_KIND,
-                "metadata": {
-                    "name": node_name,
-                    "labels": {c.POOL_LABEL: pool_name},
-                    "ownerReferences": [
-                        {
-                            "apiVersion": c.API_VERSION,
-                            "kind": c.POOL_KIND,
-                            "name": pool_name,
-                            "uid": pool["metadata"]["uid"],
-                            "controller": True,
-                            "blockOwnerDeletion": True,
-                        }
-                    ],
-                },
-                "spec": spec,
-            }
-            await ctx.create_bootc_node(body)
+            await ctx.create_bootc_node(member_body(pool, node_name, spec))
             log.info("node joined pool", extra={"pool": pool_name, "node": node_name})
             ctx.recorder.emit_batched(
                 pool_ref(pool),

@@ -43,7 +43,7 @@ from hack.perf import components as comp
 from hack.perf.nodes import bounded
 from hack.perf.observer import Observer
 from hack.perf.procinfo import proc_mem
-from hack.perf.scale import PREFIX, digest, image, log, node_body, pool_body
+from hack.perf.scale import PREFIX, bench_pool, digest, image, log, node_body
 from hack.testenv import ControlPlane
 from hack.testenv.controlplane import free_port
 from hack.testenv.fleet import set_node_ready
@@ -144,7 +144,7 @@ async def run_daemons(
         await observer.start()
         controller, _ = await comp.run_controller(cp.kubeconfig, log_dir)
         await asyncio.gather(*(daemons.start(i, names[i], hosts[i]) for i in range(n)))
-        await create_object(api, BOOTC_NODE_POOLS, pool_body(image(1), m))
+        await create_object(api, BOOTC_NODE_POOLS, bench_pool(image(1), m))
         await observer.wait(
             lambda: observer.count(("idle-on", digest(1))) >= n and observer.pool_up_to_date,
             300,

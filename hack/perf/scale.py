@@ -34,7 +34,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bootc_operator.api import constants as c
 from bootc_operator.kube import (
     BOOTC_NODE_POOLS,
     BOOTC_NODES,
@@ -44,12 +43,14 @@ from bootc_operator.kube import (
     load_api_client,
     patch_object,
 )
+from bootc_operator.reconcilers.context import member_body
 from hack.perf import components as comp
 from hack.perf.analysis import rollout_figures
 from hack.perf.nodes import bounded, kubelet_node
 from hack.perf.observer import Observer
 from hack.perf.procinfo import MachineCpu, counters, loadavg, proc_cpu
 from hack.testenv import ControlPlane
+from hack.testenv.pools import pool_body
 
 POOL = "bench"
 PREFIX = "bench-"
@@ -86,17 +87,9 @@ def node_body(i: int) -> dict[str, Any]:
     return kubelet_node(i, f"{PREFIX}{i:05d}", labels)
 
 
-def pool_body(ref: str, max_unavailable: int) -> dict[str, Any]:
-    return {
-        "apiVersion": c.API_VERSION,
-        "kind": c.POOL_KIND,
-        "metadata": {"name": POOL},
-        "spec": {
-            "nodeSelector": {"matchLabels": {BENCH_LABEL: "yes"}},
-            "image": {"ref": ref},
-            "rollout": {"maxUnavailable": max_unavailable},
-        },
-    }
+def bench_pool(ref: str, max_unavailable: int) -> dict[str, Any]:
+    """The benchmark's pool: every fleet Node."""
+    return pool_body(POOL, {BENCH_LABEL: "yes"}, ref, max_unavailable)
 
 
 def log(msg: str) -> None:
@@ -174,7 +167,7 @@ async def run_size(cp: ControlPlane, n: int, opts: Options, log_dir: Path) -> di
         try:
             # ---------------------------------------------------------- 1. membership
             t0 = time.monotonic()
-            await create_object(api, BOOTC_NODE_POOLS, pool_body(image(1), m))
+            await create_object(api, BOOTC_NODE_POOLS, bench_pool(image(1), m))
             t_done = await observer.wait(
                 lambda: observer.count("owned") >= n and observer.count("managed") >= n,
                 opts.timeout,
@@ -414,28 +407,12 @@ def profile_until_exit(pid: int, out: Path) -> Callable[[], Awaitable[None]]:
 
 async def bare_client(api: Any, n: int, pool: dict[str, Any], opts: Options) -> dict[str, Any]:
     """The membership writes without a controller: create a BootcNode, label its Node."""
-    owner = {
-        "apiVersion": c.API_VERSION,
-        "kind": c.POOL_KIND,
-        "name": POOL,
-        "uid": pool["metadata"]["uid"],
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
+    spec = {"desiredImage": image(3), "desiredImageState": "Staged"}
 
     async def pair(i: int) -> None:
         node = f"{PREFIX}{i:05d}"
-        body = {
-            "apiVersion": c.API_VERSION,
-            "kind": c.NODE_KIND,
-            "metadata": {
-                "name": f"bare-{node}",
-                "labels": {c.POOL_LABEL: POOL},
-                "ownerReferences": [owner],
-            },
-            "spec": {"desiredImage": image(3), "desiredImageState": "Staged"},
-        }
-        await create_object(api, BOOTC_NODES, body)
+        # exactly what membership creates (the controller's own builder)
+        await create_object(api, BOOTC_NODES, member_body(pool, f"bare-{node}", spec))
         await patch_object(api, NODES, node, {"metadata": {"labels": {"bench.bootc.dev/bare": ""}}})
 
     seq = max(1, min(n // 2, opts.bare_sequential))

@@ -34,6 +34,7 @@ from hack.simlib.common import DEFAULT_DIR, WORKER_LABEL, SimConfig
 from hack.simlib.sim import AttachedSim
 from hack.simlib.view import Screen, Snapshot, changes, digest_of, render, short, snapshot
 from hack.testenv.kube import api_client
+from hack.testenv.pools import pool_body
 
 POOL = "workers"
 SECOND_IMAGE = "os:v2"
@@ -165,19 +166,6 @@ async def live(
                 await watch.changed.wait()
 
 
-def pool_body(ref: str, max_unavailable: int) -> dict[str, Any]:
-    return {
-        "apiVersion": c.API_VERSION,
-        "kind": c.POOL_KIND,
-        "metadata": {"name": POOL},
-        "spec": {
-            "nodeSelector": {"matchLabels": {WORKER_LABEL: ""}},
-            "image": {"ref": ref},
-            "rollout": {"maxUnavailable": max_unavailable},
-        },
-    }
-
-
 async def demo(args: argparse.Namespace) -> int:
     tty = sys.stdout.isatty() and not args.plain
     color = tty and not os.environ.get("NO_COLOR")
@@ -206,7 +194,9 @@ async def demo(args: argparse.Namespace) -> int:
             f"== Pool {POOL}: every worker node, maxUnavailable {args.max_unavailable}, "
             f"image {first.rsplit('@', 1)[0]} ({short(digest_of(first))})"
         )
-        await create_object(api, BOOTC_NODE_POOLS, pool_body(first, args.max_unavailable))
+        await create_object(
+            api, BOOTC_NODE_POOLS, pool_body(POOL, {WORKER_LABEL: ""}, first, args.max_unavailable)
+        )
         await wait_pool(watch, digest_of(first), 180.0)
         say(f"   UpToDate: {len(info.nodes)}/{len(info.nodes)} nodes run v1")
 
