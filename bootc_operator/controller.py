@@ -134,7 +134,10 @@ class Controller:
         )
         self.secrets = SecretWatcher(self.watch_api, on_change=self._secret_changed)
         self.membership = MembershipReconciler(
-            self.ctx, cancel_drain=self.drains.cancel, secret_state=self.secret_state
+            self.ctx,
+            cancel_drain=self.drains.cancel,
+            secret_state=self.secret_state,
+            on_processed=self.queues["status"].add,
         )
         self.rollout = RolloutReconciler(self.ctx, self.drains)
         self.registry = RegistryClient(registry)
