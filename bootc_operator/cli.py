@@ -2,7 +2,11 @@
 
 Flags are declared here so ``--help`` lists every one with its default; each
 mode's ``run(args)`` receives the parsed namespace. A mode returns a process exit
-code; bad flags exit 2 with one readable line (argparse's behaviour).
+code; bad flags exit 2 with one readable line naming the flag.
+
+Boolean flags read the way controller-runtime (Go's pflag) users type them:
+``--leader-elect``, ``--leader-elect=true``, ``--leader-elect=false`` (any of
+``true/false``, ``t/f``, ``1/0``, in any case), and ``--no-leader-elect``.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import os
 import re
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from bootc_operator import __version__
 from bootc_operator.logs import FORMATS, setup_logging
@@ -34,6 +39,86 @@ def parse_duration(text: str) -> float:
     return float(match.group(1)) * _UNITS[match.group(2)]
 
 
+_TRUE = frozenset({"1", "t", "true"})
+_FALSE = frozenset({"0", "f", "false"})
+
+
+def parse_bool(text: str) -> bool:
+    """Go's ``strconv.ParseBool`` spellings (case-insensitive): true/t/1, false/f/0."""
+    value = text.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise argparse.ArgumentTypeError(f"invalid boolean {text!r}: use true or false")
+
+
+class BoolFlag(argparse.Action):
+    """``--X``, ``--X=true|false`` and ``--no-X`` for one boolean ``dest``.
+
+    argparse's own ``BooleanOptionalAction`` rejects ``--X=false`` ("ignored
+    explicit argument"), which is how every controller-runtime manager's flags
+    are written (the README and most Kubernetes manifests use it).
+    """
+
+    def __init__(
+        self,
+        option_strings: Sequence[str],
+        dest: str,
+        default: bool = False,
+        required: bool = False,
+        help: str | None = None,
+    ) -> None:
+        negated = [f"--no-{opt[2:]}" for opt in option_strings if opt.startswith("--")]
+        super().__init__(
+            [*option_strings, *negated],
+            dest,
+            nargs="?",
+            const=None,
+            default=default,
+            required=required,
+            help=help,
+            metavar="true|false",
+        )
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[object] | None,
+        option_string: str | None = None,
+    ) -> None:
+        negated = bool(option_string and option_string.startswith("--no-"))
+        if values is None:
+            setattr(namespace, self.dest, not negated)
+            return
+        if negated:
+            raise argparse.ArgumentError(self, f"{option_string} takes no value")
+        try:
+            setattr(namespace, self.dest, parse_bool(str(values)))
+        except argparse.ArgumentTypeError as err:
+            raise argparse.ArgumentError(self, str(err)) from None
+
+
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows a boolean flag as ``--X[=true|false], --no-X``."""
+
+    def _format_action_invocation(self, action: argparse.Action) -> str:
+        if isinstance(action, BoolFlag):
+            return ", ".join(
+                opt if opt.startswith("--no-") else f"{opt}[=true|false]"
+                for opt in action.option_strings
+            )
+        return super()._format_action_invocation(action)
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose usage errors are one line (and exit 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--kubeconfig",
@@ -50,10 +135,10 @@ def _add_common(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="bootc-operator",
         description="Roll bootc OS images out to Kubernetes nodes safely.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=_HelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     modes = parser.add_subparsers(dest="mode", metavar="MODE", required=True)
@@ -62,12 +147,12 @@ def build_parser() -> argparse.ArgumentParser:
         "controller",
         help="run the cluster controller (Deployment)",
         description="Run the controller: membership, rollout and status reconcilers.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=_HelpFormatter,
     )
     _add_common(ctl)
     ctl.add_argument(
         "--leader-elect",
-        action=argparse.BooleanOptionalAction,
+        action=BoolFlag,
         default=False,
         help="elect a leader on a coordination.k8s.io Lease; standbys do no writes",
     )
@@ -137,7 +222,7 @@ def build_parser() -> argparse.ArgumentParser:
         "daemon",
         help="run the node agent (DaemonSet)",
         description="Run the node agent: drives bootc on this host from its BootcNode.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=_HelpFormatter,
     )
     _add_common(dmn)
     dmn.add_argument(
