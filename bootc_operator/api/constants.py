@@ -64,3 +64,5 @@ REASON_STAGED: Final = "Staged"
 REASON_REBOOTING: Final = "Rebooting"
 # BootcNode Degraded reasons.
 REASON_ERROR: Final = "Error"
+# desiredImageState Booted on a node without the slot + reboot-requested annotations.
+REASON_REBOOT_NOT_ALLOWED: Final = "RebootNotAllowed"
