@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from bootc_operator.api.imageref import (
     ImageRef,
     InvalidImageRef,
     digest_of,
+    display_ref,
     parse_image_ref,
     repository_of,
+    short_digest,
 )
+from bootc_operator.api.v1alpha1 import DIGEST_REF_PATTERN
 
 D = "sha256:" + "0123456789abcdef" * 4
 
@@ -50,12 +55,34 @@ def test_parses(text: str, expected: ImageRef) -> None:
         ("quay.io/org/os@sha256:abc", "digest"),
         ("quay.io/org/os@sha256:" + "A" * 64, "lowercase hex"),
         ("quay.io/org/os@md5", "digest"),
+        # the BootcNode CRD (and bootc) take only these two algorithms
+        ("quay.io/org/os@md5:" + "0" * 32, "only sha256 and sha512"),
+        ("quay.io/org/os@sha384:" + "0" * 96, "only sha256 and sha512"),
         ("quay..io/os:1", "invalid registry"),
     ],
 )
 def test_rejects_with_clear_message(text: str, fragment: str) -> None:
     with pytest.raises(InvalidImageRef, match=fragment):
         parse_image_ref(text)
+
+
+def test_pool_digests_are_exactly_those_a_bootc_node_accepts() -> None:
+    for alg, n in (("sha256", 64), ("sha512", 128), ("md5", 32), ("sha384", 96), ("blake3", 64)):
+        ref = f"quay.io/org/os@{alg}:" + "a" * n
+        accepted = True
+        try:
+            parse_image_ref(ref)
+        except InvalidImageRef:
+            accepted = False
+        assert accepted == bool(re.fullmatch(DIGEST_REF_PATTERN, ref)), ref
+
+
+def test_short_forms_for_printer_columns() -> None:
+    assert short_digest(D) == D[7:19] and len(short_digest(D)) == 12
+    assert short_digest(None) == ""
+    assert display_ref("quay.io/org/os:42") == "quay.io/org/os:42"
+    assert display_ref(f"quay.io/org/os@{D}") == f"quay.io/org/os@sha256:{D[7:19]}"
+    assert display_ref(f"quay.io/org/os:42@{D}") == f"quay.io/org/os:42@sha256:{D[7:19]}"
 
 
 def test_helpers() -> None:

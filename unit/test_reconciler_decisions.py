@@ -13,11 +13,13 @@ from bootc_operator.api import constants as c
 from bootc_operator.reconcilers.nodestate import NodeState, NodeView, classify, view
 from bootc_operator.reconcilers.poolstatus import (
     Counts,
+    RolloutFacts,
     count_states,
     degraded_condition,
     degraded_nodes_message,
+    phase,
     progress_message,
-    up_to_date_condition,
+    rollout_condition,
 )
 from bootc_operator.reconcilers.selectors import (
     InvalidSelector,
@@ -25,7 +27,11 @@ from bootc_operator.reconcilers.selectors import (
     matches,
     validate_selector,
 )
-from bootc_operator.reconcilers.slots import next_reboot_deadline, plan_rollout
+from bootc_operator.reconcilers.slots import (
+    must_restore_staged,
+    next_reboot_deadline,
+    plan_rollout,
+)
 
 OLD = "sha256:" + "1" * 64
 NEW = "sha256:" + "2" * 64
@@ -385,6 +391,22 @@ def test_zero_max_unavailable_takes_nothing() -> None:
 STATES = list(NodeState)
 
 
+def test_booted_without_a_drained_slot_is_restored_to_staged() -> None:
+    t = NOW - dt.timedelta(seconds=30)
+    hand_written = v("a", S.STAGED, want="Booted")  # no slot at all
+    undrained = v("b", S.STAGED, slot=True, slot_since=t, want="Booted")  # no reboot request
+    drained = v("c", S.REBOOTING, slot=True, slot_since=t, reboot_requested_at=t, want="Booted")
+    left_booted = v("d", S.UP_TO_DATE, want="Booted")  # e.g. an earlier operator's leftover
+    staged = v("e", S.STAGED)
+    nodes = [hand_written, undrained, drained, left_booted, staged]
+    assert [n.name for n in nodes if must_restore_staged(n)] == ["a", "b", "d"]
+    # paused, halted or not: restoring is never skipped
+    for paused in (False, True):
+        plan = plan_rollout(nodes, 1, paused=paused, now=NOW)
+        assert plan.restore == ("a", "b", "d")
+        assert "a" not in plan.take and "a" not in plan.drain
+
+
 @pytest.mark.parametrize("seed", range(40))
 def test_invariants_hold_for_random_pools(seed: int) -> None:
     rng = random.Random(seed)
@@ -424,6 +446,9 @@ def test_invariants_hold_for_random_pools(seed: int) -> None:
         assert set(plan.cancel) <= set(plan.release)
         assert set(plan.drain) <= set(plan.holders)
         assert plan.halted == (len(plan.unhealthy) >= 2)
+        for n in nodes:
+            drained = n.in_slot and n.reboot_requested_at is not None
+            assert (n.name in plan.restore) == (n.desired_image_state == "Booted" and not drained)
 
 
 # ------------------------------------------------------------------ status
@@ -455,16 +480,95 @@ def test_counts_and_message() -> None:
     )
 
 
-def test_up_to_date_condition() -> None:
-    assert up_to_date_condition(Counts(total=3, updated=3), paused=True) == (
+def test_up_to_date_all_updated_paused_and_in_progress() -> None:
+    assert rollout_condition(RolloutFacts(Counts(total=3, updated=3), paused=True)) == (
         True,
         "AllUpdated",
         "3/3 updated",
     )
-    assert up_to_date_condition(Counts(total=0), paused=False)[0] is True
-    status, reason, msg = up_to_date_condition(Counts(total=3, updated=1, staged=2), paused=True)
+    status, reason, msg = rollout_condition(
+        RolloutFacts(Counts(total=3, updated=1, staged=2), paused=True)
+    )
     assert (status, reason) == (False, "Paused") and "1/3 updated" in msg
-    assert up_to_date_condition(Counts(total=3, updated=1), paused=False)[1] == "RolloutInProgress"
+    facts = RolloutFacts(Counts(total=3, updated=1), max_unavailable=1)
+    assert rollout_condition(facts)[:2] == (False, "RolloutInProgress")
+
+
+def test_up_to_date_is_never_true_before_membership_processed_the_generation() -> None:
+    # A new pool: membership has not matched nodes yet, so nothing is known.
+    for counts in (Counts(), Counts(total=3, updated=3), Counts(total=2, pending=2)):
+        status, reason, msg = rollout_condition(
+            RolloutFacts(counts, generation=4, membership_done=False)
+        )
+        assert (status, reason) == (False, "Pending")
+        assert "generation 4" in msg
+
+
+def test_a_pool_matching_no_node_says_so() -> None:
+    status, reason, msg = rollout_condition(RolloutFacts(Counts()))
+    assert (status, reason) == (True, "NoMatchingNodes")
+    assert msg == "no nodes match spec.nodeSelector"
+
+
+def test_a_pool_that_cannot_progress_names_what_blocks_it() -> None:
+    counts = Counts(total=2, pending=2)
+    assert rollout_condition(RolloutFacts(counts, invalid="spec.image.ref: bad")) == (
+        False,
+        "InvalidSpec",
+        "spec.image.ref: bad; 0/2 updated; 2 pending",
+    )
+    # invalid wins over everything, also over "all updated" and pending membership
+    facts = RolloutFacts(Counts(total=1, updated=1), invalid="x", membership_done=False)
+    assert rollout_condition(facts)[1] == "InvalidSpec"
+    tag_error = RolloutFacts(counts, tag="q.io/a/b:v1", target_known=False, tag_error="no tag")
+    assert rollout_condition(tag_error)[:2] == (False, "TagResolutionError")
+    waiting = RolloutFacts(counts, tag="q.io/a/b:v1", target_known=False)
+    assert rollout_condition(waiting) == (
+        False,
+        "Pending",
+        "waiting for tag q.io/a/b:v1 to be resolved; 0/2 updated; 2 pending",
+    )
+    halted = RolloutFacts(Counts(total=3, updated=1, rebooting=2), halted="a, b unhealthy")
+    assert rollout_condition(halted)[:2] == (False, "RolloutHalted")
+    status, reason, msg = rollout_condition(
+        RolloutFacts(Counts(total=1, staged=1), max_unavailable=0)
+    )
+    assert (status, reason) == (False, "RolloutBlocked")
+    assert msg == "maxUnavailable is 0, so no node may reboot; 0/1 updated; 1 staged"
+    # maxUnavailable 0 blocks nothing once every node is updated
+    assert rollout_condition(RolloutFacts(Counts(total=1, updated=1), max_unavailable=0))[0]
+
+
+def test_an_empty_selector_is_named_in_the_message() -> None:
+    msg = rollout_condition(RolloutFacts(Counts(total=2, updated=2), selects_all=True))[2]
+    assert msg == "2/2 updated; spec.nodeSelector is empty, so the pool selects every node"
+
+
+@pytest.mark.parametrize(
+    ("up_reason", "degraded", "degraded_reason", "expected"),
+    [
+        ("AllUpdated", False, "Healthy", "UpToDate"),
+        ("NoMatchingNodes", False, "Healthy", "UpToDate"),
+        ("AllUpdated", True, "NodeConflict", "Degraded"),
+        ("RolloutInProgress", False, "Healthy", "Progressing"),
+        ("RolloutInProgress", True, "NodeDegraded", "Degraded"),
+        ("RolloutHalted", True, "RolloutHalted", "Halted"),
+        ("Paused", False, "Healthy", "Paused"),
+        ("Paused", True, "RolloutHalted", "Halted"),
+        ("Pending", False, "Healthy", "Pending"),
+        ("RolloutBlocked", False, "Healthy", "Blocked"),
+        ("InvalidSpec", True, "InvalidSpec", "Degraded"),
+        ("TagResolutionError", True, "TagResolutionError", "Degraded"),
+    ],
+)
+def test_phase(up_reason: str, degraded: bool, degraded_reason: str, expected: str) -> None:
+    assert phase(up_reason, degraded, degraded_reason) == expected
+    assert expected in c.PHASES
+
+
+def test_matched_nodes_without_bootc_node_count_as_pending() -> None:
+    counts = count_states([v("a", S.UP_TO_DATE)], without_bootc_node=2)
+    assert counts == Counts(total=3, updated=1, pending=2)
 
 
 def test_degraded_precedence_highest_wins_and_rest_is_kept() -> None:

@@ -18,6 +18,9 @@ NODE_PLURAL: Final = "bootcnodes"
 MANAGED_LABEL: Final = "bootc.dev/managed"
 # BootcNode label naming its pool, so `kubectl get bn -l bootc.dev/pool=NAME` works.
 POOL_LABEL: Final = "bootc.dev/pool"
+# BootcNode label: the first 12 hex digits of spec.desiredImage's digest, written with
+# it, so `kubectl get bn` shows DESIRED and BOOTED in the same short form.
+DESIRED_DIGEST_LABEL: Final = "bootc.dev/desired-digest"
 # BootcNode annotations: the rollout's only memory, so a restarted controller resumes.
 IN_REBOOT_SLOT_ANNOTATION: Final = "bootc.dev/in-reboot-slot"
 WAS_CORDONED_ANNOTATION: Final = "bootc.dev/was-cordoned"
@@ -39,6 +42,33 @@ COND_IDLE: Final = "Idle"
 REASON_ALL_UPDATED: Final = "AllUpdated"
 REASON_ROLLOUT_IN_PROGRESS: Final = "RolloutInProgress"
 REASON_PAUSED: Final = "Paused"
+# Not yet known: membership has not processed the current generation, or the tag
+# has not been resolved yet.
+REASON_PENDING: Final = "Pending"
+# True, vacuously: the selector matches no node.
+REASON_NO_MATCHING_NODES: Final = "NoMatchingNodes"
+# maxUnavailable resolves to 0: nothing may reboot.
+REASON_ROLLOUT_BLOCKED: Final = "RolloutBlocked"
+# (UpToDate is also False with InvalidSpec, TagResolutionError or RolloutHalted:
+# the Degraded reason that stops the rollout.)
+
+# status.phase: one word for `kubectl get bnp`.
+PHASE_PENDING: Final = "Pending"
+PHASE_PROGRESSING: Final = "Progressing"
+PHASE_PAUSED: Final = "Paused"
+PHASE_BLOCKED: Final = "Blocked"
+PHASE_HALTED: Final = "Halted"
+PHASE_DEGRADED: Final = "Degraded"
+PHASE_UP_TO_DATE: Final = "UpToDate"
+PHASES: Final = (
+    PHASE_PENDING,
+    PHASE_PROGRESSING,
+    PHASE_PAUSED,
+    PHASE_BLOCKED,
+    PHASE_HALTED,
+    PHASE_DEGRADED,
+    PHASE_UP_TO_DATE,
+)
 
 # Pool Degraded reasons, lowest to highest precedence (the highest present wins).
 REASON_HEALTHY: Final = "Healthy"

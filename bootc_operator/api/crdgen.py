@@ -101,8 +101,9 @@ def _condition_column(cond: str, field: str, name: str) -> dict[str, Any]:
 _AGE = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
 
 POOL_COLUMNS: list[dict[str, Any]] = [
-    {"name": "Image", "type": "string", "jsonPath": ".spec.image.ref"},
-    {"name": "Target", "type": "string", "jsonPath": ".status.targetDigest", "priority": 1},
+    {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+    {"name": "Image", "type": "string", "jsonPath": ".status.imageShort"},
+    {"name": "Target", "type": "string", "jsonPath": ".status.targetShort", "priority": 1},
     {"name": "Nodes", "type": "integer", "jsonPath": ".status.nodeCount"},
     {"name": "Updated", "type": "integer", "jsonPath": ".status.updatedCount"},
     {"name": "Updating", "type": "integer", "jsonPath": ".status.updatingCount"},
@@ -112,13 +113,17 @@ POOL_COLUMNS: list[dict[str, Any]] = [
     _AGE,
 ]
 
+# Label keys contain dots; the server's JSONPath takes them escaped.
+_DESIRED_LABEL_PATH = ".metadata.labels." + c.DESIRED_DIGEST_LABEL.replace(".", "\\.")
+
 NODE_COLUMNS: list[dict[str, Any]] = [
     {"name": "Pool", "type": "string", "jsonPath": ".metadata.ownerReferences[0].name"},
-    {"name": "Desired", "type": "string", "jsonPath": ".spec.desiredImage"},
-    {"name": "Booted", "type": "string", "jsonPath": ".status.booted.imageDigest"},
+    {"name": "Desired", "type": "string", "jsonPath": _DESIRED_LABEL_PATH},
+    {"name": "Booted", "type": "string", "jsonPath": ".status.bootedShort"},
     _condition_column(c.COND_IDLE, "reason", "State"),
     _condition_column(c.COND_DEGRADED, "status", "Degraded"),
     {"name": "Want", "type": "string", "jsonPath": ".spec.desiredImageState", "priority": 1},
+    {"name": "Image", "type": "string", "jsonPath": ".spec.desiredImage", "priority": 1},
     _condition_column(c.COND_DEGRADED, "message", "Message") | {"priority": 1},
     _AGE,
 ]

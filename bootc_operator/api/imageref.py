@@ -71,7 +71,12 @@ def validate_digest(digest: str) -> str:
     if not match:
         raise InvalidImageRef(f'"{digest}" is not a digest like sha256:<64 hex digits>')
     length = _KNOWN_DIGESTS.get(match["alg"])
-    if length is not None and not re.fullmatch(rf"[a-f0-9]{{{length}}}", match["hex"]):
+    if length is None:
+        raise InvalidImageRef(
+            f'digest "{digest[:80]}" uses algorithm "{match["alg"]}"; only sha256 and sha512 '
+            "digests can be pulled"
+        )
+    if not re.fullmatch(rf"[a-f0-9]{{{length}}}", match["hex"]):
         raise InvalidImageRef(
             f'digest "{digest}" must have {length} lowercase hex digits after "{match["alg"]}:"'
         )
@@ -130,6 +135,25 @@ def digest_of(ref: str) -> str | None:
     if "@" not in ref:
         return None
     return validate_digest(ref.split("@", 1)[1])
+
+
+SHORT_DIGEST_LENGTH = 12
+
+
+def short_digest(digest: str | None) -> str:
+    """The first 12 hex digits of ``algorithm:hex`` (what printer columns show); "" for None."""
+    if not digest:
+        return ""
+    return digest.split(":", 1)[-1][:SHORT_DIGEST_LENGTH]
+
+
+def display_ref(ref: str) -> str:
+    """``ref`` as written, its digest (if any) cut to ``@sha256:<12 hex>`` for a column."""
+    if "@" not in ref:
+        return ref
+    name, digest = ref.split("@", 1)
+    algorithm = digest.split(":", 1)[0] if ":" in digest else ""
+    return f"{name}@{algorithm + ':' if algorithm else ''}{short_digest(digest)}"
 
 
 def repository_of(ref: str) -> str:

@@ -18,6 +18,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from pydantic.alias_generators import to_camel
 
+from bootc_operator.api import constants as c
+
 
 class WireModel(BaseModel):
     """Base: camelCase aliases, python names accepted too, unknown fields ignored."""
@@ -219,6 +221,16 @@ class BootcNodePoolSpec(WireModel):
     )
 
 
+class PoolPhase(StrEnum):
+    PENDING = c.PHASE_PENDING
+    PROGRESSING = c.PHASE_PROGRESSING
+    PAUSED = c.PHASE_PAUSED
+    BLOCKED = c.PHASE_BLOCKED
+    HALTED = c.PHASE_HALTED
+    DEGRADED = c.PHASE_DEGRADED
+    UP_TO_DATE = c.PHASE_UP_TO_DATE
+
+
 class BootcNodePoolStatus(WireModel):
     """The observed state of a pool, written by the controller."""
 
@@ -259,6 +271,17 @@ class BootcNodePoolStatus(WireModel):
         default=None,
         description='"UpToDate" and "Degraded".',
         json_schema_extra=_CONDITIONS_EXTRA,
+    )
+    phase: PoolPhase | None = Field(
+        default=None,
+        description="the rollout's phase in one word, from the two conditions (kubectl get).",
+    )
+    image_short: str | None = Field(
+        default=None,
+        description="spec.image.ref as written, a digest cut to 12 hex digits (kubectl get).",
+    )
+    target_short: str | None = Field(
+        default=None, description="the first 12 hex digits of targetDigest (kubectl get -o wide)."
     )
 
 
@@ -359,6 +382,11 @@ class BootcNodeStatus(WireModel):
         default=None, description="the deployment staged for next boot."
     )
     rollback: ImageInfo | None = Field(default=None, description="the rollback deployment.")
+    booted_short: str | None = Field(
+        default=None,
+        description="the first 12 hex digits of the booted image's digest as the pool targets "
+        "it (the digest of the reference bootc switched to, else imageDigest); kubectl get.",
+    )
     conditions: list[Condition] | None = Field(
         default=None, description='"Idle" and "Degraded".', json_schema_extra=_CONDITIONS_EXTRA
     )

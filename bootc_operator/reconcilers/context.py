@@ -28,6 +28,7 @@ from typing import Any
 from kubernetes_asyncio.client import ApiClient
 
 from bootc_operator.api import constants as c
+from bootc_operator.api.imageref import short_digest
 from bootc_operator.informers import Informer
 from bootc_operator.kube import (
     BOOTC_NODE_POOLS,
@@ -78,11 +79,19 @@ def member_body(pool: Obj, name: str, spec: Obj) -> Obj:
         "kind": c.NODE_KIND,
         "metadata": {
             "name": name,
-            "labels": {c.POOL_LABEL: pool["metadata"]["name"]},
+            "labels": {c.POOL_LABEL: pool["metadata"]["name"]}
+            | desired_digest_label(spec.get("desiredImage")),
             "ownerReferences": [owner_reference(pool)],
         },
         "spec": spec,
     }
+
+
+def desired_digest_label(desired_image: str | None) -> dict[str, str]:
+    """The ``bootc.dev/desired-digest`` label that goes with ``desiredImage`` (kubectl get)."""
+    if not desired_image or "@" not in desired_image:
+        return {}
+    return {c.DESIRED_DIGEST_LABEL: short_digest(desired_image.split("@", 1)[1])}
 
 
 def index_by_pool(bootc_node: Obj) -> list[str]:
@@ -116,6 +125,11 @@ class Context:
     _locks: dict[str, asyncio.Lock] = field(default_factory=dict)
     # pool -> (image ref, digest) last resolved from the registry by this process
     tag_targets: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # pool -> the generation membership last finished a pass for (status reads it:
+    # UpToDate is not True before membership has matched nodes to the spec)
+    membership_generation: dict[str, int] = field(default_factory=dict)
+    # pool -> why the API server refused membership's last write as invalid
+    membership_problems: dict[str, str] = field(default_factory=dict)
     # node name -> ((BootcNode rv, Node rv, targets), its NodeView); see view()
     _views: dict[str, tuple[tuple[str, str, frozenset[str]], NodeView]] = field(
         default_factory=dict

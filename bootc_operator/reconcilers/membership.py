@@ -36,6 +36,7 @@ from bootc_operator.kube import ApiError
 from bootc_operator.reconcilers.context import (
     Context,
     Obj,
+    desired_digest_label,
     member_body,
     node_ref,
     pool_of,
@@ -44,10 +45,23 @@ from bootc_operator.reconcilers.context import (
 from bootc_operator.reconcilers.fanout import each
 from bootc_operator.reconcilers.membership_plan import assign_nodes
 from bootc_operator.reconcilers.pullsecrets import SecretState
+from bootc_operator.reconcilers.slots import BOOTED, STAGED, release_annotations
 
 log = logging.getLogger("membership")
 
 SECRET_RETRY = 5.0  # seconds between looks at a pull secret that could not be read yet
+
+
+REJECTED_RETRY = 5.0  # first retry after the API server refused a write as invalid
+REJECTED_RETRY_MAX = 300.0
+
+
+class WriteRejected(Exception):
+    """The API server refused a member write as invalid (400/422): retrying as is won't help."""
+
+    def __init__(self, node: str, err: ApiError) -> None:
+        super().__init__(f"the API server rejected the BootcNode of {node}: {err.message}")
+        self.node = node
 
 
 class MembershipReconciler:
@@ -58,10 +72,15 @@ class MembershipReconciler:
         ctx: Context,
         cancel_drain: Callable[[str], None],
         secret_state: Callable[[Obj], SecretState | None] = lambda pool: None,
+        on_processed: Callable[[str], None] = lambda pool: None,
     ) -> None:
+        """``on_processed(pool)``: membership caught up with a new generation, or its
+        write problem changed; the status reconciler should look again."""
         self.ctx = ctx
         self._cancel_drain = cancel_drain
         self._secret_state = secret_state
+        self._on_processed = on_processed
+        self._rejections: dict[str, int] = {}  # pool -> invalid writes in a row
 
     def _wanted_secret(self, pool: Obj) -> tuple[Any, str | None] | None:
         ref = (pool.get("spec") or {}).get("pullSecretRef")
@@ -92,20 +111,63 @@ class MembershipReconciler:
             )
         check = ctx.check(pool)
         if not check.selector_ok:
+            self._processed(pool)  # nothing to match; status says InvalidSpec
             return None
         assignment = assign_nodes(ctx.all_pools(), ctx.all_nodes(), ctx.current_owners())
         members = set(assignment.members(pool_name))
         leaving = [b for b in ctx.bootc_nodes_of(pool_name) if b["metadata"]["name"] not in members]
-        await each(
-            leaving,
-            lambda bn: self.release(bn, still_managed=bn["metadata"]["name"] in assignment.owner),
-        )
         desired = check.desired_image
-        await each(sorted(members), lambda name: self._ensure_member(pool, name, desired))
+        try:
+            await each(
+                leaving,
+                lambda bn: self.release(
+                    bn, still_managed=bn["metadata"]["name"] in assignment.owner
+                ),
+            )
+            await each(sorted(members), lambda name: self._ensure_member(pool, name, desired))
+        except WriteRejected as err:
+            return self._rejected(pool, err)
+        self._rejections.pop(pool_name, None)
+        if ctx.membership_problems.pop(pool_name, None) is not None:
+            self._on_processed(pool_name)
+        if desired is not None or not members:
+            # Members exist with the target (or there are none to create): status may
+            # now count them against this generation.
+            self._processed(pool)
         state = self._secret_state(pool)
         return SECRET_RETRY if state is not None and state.pending else None
 
+    def _processed(self, pool: Obj) -> None:
+        name, generation = pool["metadata"]["name"], pool["metadata"].get("generation")
+        if generation is not None and self.ctx.membership_generation.get(name) != generation:
+            self.ctx.membership_generation[name] = generation
+            self._on_processed(name)
+
+    def _rejected(self, pool: Obj, err: WriteRejected) -> float:
+        """A write the API server refused as invalid: a condition and backoff, not a loop."""
+        name = pool["metadata"]["name"]
+        failures = self._rejections[name] = self._rejections.get(name, 0) + 1
+        delay = min(REJECTED_RETRY * 2.0 ** (failures - 1), REJECTED_RETRY_MAX)
+        if self.ctx.membership_problems.get(name) != str(err):
+            self.ctx.membership_problems[name] = str(err)
+            self._on_processed(name)  # status shows it
+        log.warning(
+            "%s; retrying in %.0fs",
+            err,
+            delay,
+            extra={"pool": name, "node": err.node, "attempt": failures},
+        )
+        return delay
+
     async def _ensure_member(self, pool: Obj, node_name: str, desired: str | None) -> None:
+        try:
+            await self._ensure_member_writes(pool, node_name, desired)
+        except ApiError as err:
+            if err.status not in (400, 422):
+                raise
+            raise WriteRejected(node_name, err) from err
+
+    async def _ensure_member_writes(self, pool: Obj, node_name: str, desired: str | None) -> None:
         ctx = self.ctx
         pool_name = pool["metadata"]["name"]
         bn = ctx.bootc_node(node_name)
@@ -117,7 +179,7 @@ class MembershipReconciler:
         if bn is None:
             if desired is None:
                 return
-            spec: dict[str, Any] = {"desiredImage": desired, "desiredImageState": "Staged"}
+            spec: dict[str, Any] = {"desiredImage": desired, "desiredImageState": STAGED}
             if wanted is not None and wanted[0]:
                 spec["pullSecretRef"], spec["pullSecretHash"] = wanted
             await ctx.create_bootc_node(member_body(pool, node_name, spec))
@@ -136,27 +198,30 @@ class MembershipReconciler:
             current = bn.get("spec") or {}
             if desired is not None and current.get("desiredImage") != desired:
                 # One request: a new image is never paired with Booted.
-                patch["spec"] = {"desiredImage": desired, "desiredImageState": "Staged"}
+                patch["spec"] = {"desiredImage": desired, "desiredImageState": STAGED}
                 annotations: dict[str, Any] = {c.DRAIN_BLOCKED_ANNOTATION: None}
-                patch["metadata"] = {"annotations": annotations}
+                patch["metadata"] = {
+                    "annotations": annotations,
+                    "labels": desired_digest_label(desired),
+                }
                 self._cancel_drain(node_name)
                 held = bn["metadata"].get("annotations") or {}
                 if (
                     c.IN_REBOOT_SLOT_ANNOTATION in held
-                    and current.get("desiredImageState") != "Booted"
+                    and current.get("desiredImageState") != BOOTED
                 ):
                     # The target moved before this holder was told to reboot: its drain
                     # is void, so give the slot back now (cordon restored first, so a
                     # failure never leaves a node cordoned without a slot).
                     if held.get(c.WAS_CORDONED_ANNOTATION) == "false":
                         await ctx.set_unschedulable(node_name, False)
-                    annotations.update(
-                        {
-                            c.IN_REBOOT_SLOT_ANNOTATION: None,
-                            c.WAS_CORDONED_ANNOTATION: None,
-                            c.REBOOT_REQUESTED_ANNOTATION: None,
-                        }
-                    )
+                    annotations.update(release_annotations())
+            label = desired_digest_label(current.get("desiredImage"))
+            if (
+                "metadata" not in patch
+                and not label.items() <= (bn["metadata"].get("labels") or {}).items()
+            ):
+                patch["metadata"] = {"labels": label}  # a BootcNode from before the label
             if (
                 wanted is not None
                 and (

@@ -1,10 +1,16 @@
-"""Pool status aggregation: counts, progress message and the two pool conditions.
+"""Pool status aggregation: counts, progress message, the two pool conditions, the phase.
 
-Pure functions: ``count_states`` tallies ``NodeView``s; ``progress_message``
-renders ``7/10 updated; 2 staging, 1 rebooting``; ``degraded_condition`` picks
-the highest-precedence problem (DESIGN §2: NodeDegraded < NodeConflict <
+Pure functions: ``count_states`` tallies ``NodeView``s (plus matched nodes that
+have no BootcNode yet, as pending); ``progress_message`` renders ``7/10
+updated; 2 staging, 1 rebooting``; ``degraded_condition`` picks the
+highest-precedence problem (DESIGN §2: NodeDegraded < NodeConflict <
 RolloutHalted < PullSecretError < InvalidSpec < TagResolutionError);
-``up_to_date_condition`` says AllUpdated / Paused / RolloutInProgress.
+``rollout_condition`` says what UpToDate is and why, and never claims more than
+is known: it is True only once membership has processed the pool's current
+generation and every matched node runs a known target; a pool that cannot
+progress says what blocks it (InvalidSpec, TagResolutionError, RolloutHalted,
+Paused, RolloutBlocked for maxUnavailable 0), not "in progress";
+``phase`` condenses both conditions into the one word ``kubectl get`` shows.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from bootc_operator.api import constants as c
+from bootc_operator.api.v1alpha1 import DesiredImageState
 from bootc_operator.reconcilers.nodestate import NodeState, NodeView
 
 
@@ -32,18 +39,22 @@ class Counts:
         return self.staging + self.staged + self.draining + self.rebooting
 
 
-def count_states(views: Iterable[NodeView]) -> Counts:
+def count_states(views: Iterable[NodeView], *, without_bootc_node: int = 0) -> Counts:
+    """Tally ``views``; ``without_bootc_node`` matched nodes not yet members count as pending."""
     tally = dict.fromkeys(
         ("total", "updated", "pending", "staging", "staged", "draining", "rebooting", "degraded"),
         0,
     )
+    tally["total"] = tally["pending"] = without_bootc_node
     for v in views:
         tally["total"] += 1
         if v.state is NodeState.DEGRADED:
             tally["degraded"] += 1
         elif v.state is NodeState.UP_TO_DATE:
             tally["updated"] += 1
-        elif v.state is NodeState.REBOOTING or (v.in_slot and v.desired_image_state == "Booted"):
+        elif v.state is NodeState.REBOOTING or (
+            v.in_slot and v.desired_image_state == DesiredImageState.BOOTED
+        ):
             tally["rebooting"] += 1
         elif v.state is NodeState.STAGED:
             tally["draining" if v.in_slot else "staged"] += 1
@@ -55,6 +66,8 @@ def count_states(views: Iterable[NodeView]) -> Counts:
 
 
 def progress_message(counts: Counts) -> str:
+    if not counts.total:
+        return "no nodes match spec.nodeSelector"
     text = f"{counts.updated}/{counts.total} updated"
     parts = [
         f"{n} {label}"
@@ -71,14 +84,72 @@ def progress_message(counts: Counts) -> str:
     return f"{text}; {', '.join(parts)}" if parts else text
 
 
-def up_to_date_condition(counts: Counts, *, paused: bool) -> tuple[bool, str, str]:
+@dataclass(frozen=True, slots=True)
+class RolloutFacts:
+    """What the status reconciler knows about a pool's rollout (inputs of ``rollout_condition``)."""
+
+    counts: Counts
+    generation: int | None = None
+    membership_done: bool = True  # membership processed this generation
+    invalid: str = ""  # InvalidSpec message
+    tag: str | None = None  # the tag ref, for tag pools
+    target_known: bool = True
+    tag_error: str = ""  # TagResolutionError message
+    halted: str = ""  # RolloutHalted message
+    paused: bool = False
+    max_unavailable: int | None = None  # resolved; None when unknown
+    selects_all: bool = False  # an empty nodeSelector
+
+
+def rollout_condition(facts: RolloutFacts) -> tuple[bool, str, str]:
     """(status, reason, message) of the pool's UpToDate condition."""
-    message = progress_message(counts)
-    if counts.updated == counts.total:
-        return True, c.REASON_ALL_UPDATED, message
-    if paused:
-        return False, c.REASON_PAUSED, f"rollout paused: {message}"
-    return False, c.REASON_ROLLOUT_IN_PROGRESS, message
+    f = facts
+    progress = progress_message(f.counts)
+    if f.selects_all:
+        progress += "; spec.nodeSelector is empty, so the pool selects every node"
+    if f.invalid:
+        return False, c.REASON_INVALID_SPEC, f"{f.invalid}; {progress}"
+    if not f.target_known:
+        if f.tag_error:
+            return False, c.REASON_TAG_RESOLUTION_ERROR, f"{f.tag_error}; {progress}"
+        return False, c.REASON_PENDING, f"waiting for tag {f.tag} to be resolved; {progress}"
+    if not f.membership_done:
+        what = f"generation {f.generation}" if f.generation is not None else "the spec"
+        return (
+            False,
+            c.REASON_PENDING,
+            f"nodes not yet matched against {what} of the spec; {progress}",
+        )
+    if f.counts.updated == f.counts.total:
+        reason = c.REASON_ALL_UPDATED if f.counts.total else c.REASON_NO_MATCHING_NODES
+        return True, reason, progress
+    if f.halted:
+        return False, c.REASON_ROLLOUT_HALTED, f"{f.halted}; {progress}"
+    if f.paused:
+        return False, c.REASON_PAUSED, f"rollout paused: {progress}"
+    if f.max_unavailable == 0:
+        return (
+            False,
+            c.REASON_ROLLOUT_BLOCKED,
+            f"maxUnavailable is 0, so no node may reboot; {progress}",
+        )
+    return False, c.REASON_ROLLOUT_IN_PROGRESS, progress
+
+
+def phase(up_reason: str, degraded: bool, degraded_reason: str) -> str:
+    """The one word of ``kubectl get bnp``'s PHASE column, from the two conditions."""
+    if degraded and degraded_reason == c.REASON_ROLLOUT_HALTED:
+        return c.PHASE_HALTED
+    if degraded:
+        return c.PHASE_DEGRADED
+    return {
+        c.REASON_ALL_UPDATED: c.PHASE_UP_TO_DATE,
+        c.REASON_NO_MATCHING_NODES: c.PHASE_UP_TO_DATE,
+        c.REASON_PENDING: c.PHASE_PENDING,
+        c.REASON_PAUSED: c.PHASE_PAUSED,
+        c.REASON_ROLLOUT_BLOCKED: c.PHASE_BLOCKED,
+        c.REASON_ROLLOUT_HALTED: c.PHASE_HALTED,
+    }.get(up_reason, c.PHASE_PROGRESSING)
 
 
 def degraded_condition(problems: Mapping[str, str]) -> tuple[bool, str, str]:

@@ -37,8 +37,15 @@ from bootc_operator.reconcilers.context import Context, Obj, node_ref, pool_ref
 from bootc_operator.reconcilers.drain import DrainManager
 from bootc_operator.reconcilers.fanout import each
 from bootc_operator.reconcilers.metrics import NODE_UPDATE_DURATION
-from bootc_operator.reconcilers.nodestate import NodeView, parse_time
-from bootc_operator.reconcilers.slots import next_reboot_deadline, plan_rollout
+from bootc_operator.reconcilers.nodestate import NodeState, NodeView, parse_time
+from bootc_operator.reconcilers.slots import (
+    BOOTED,
+    STAGED,
+    must_restore_staged,
+    next_reboot_deadline,
+    plan_rollout,
+    release_annotations,
+)
 
 log = logging.getLogger("rollout")
 
@@ -65,10 +72,16 @@ class RolloutReconciler:
         if pool is None or pool["metadata"].get("deletionTimestamp"):
             return None
         check = ctx.check(pool)
-        if not check.valid or not check.targets:
-            return None
         bns = {bn["metadata"]["name"]: bn for bn in ctx.bootc_nodes_of(pool_name)}
         views = {n: ctx.view(bn, check.targets) for n, bn in bns.items()}
+        # Before anything else, and whatever the spec: Booted on a node without a
+        # drained slot would let its daemon reboot it undrained.
+        restore = [n for n, v in views.items() if must_restore_staged(v)]
+        await each(restore, lambda n: self._restore_staged(pool, bns[n], views[n]))
+        if restore:
+            return None  # our own writes wake us again, from fresh caches
+        if not check.valid or not check.targets:
+            return None
         now = ctx.now()
         plan = plan_rollout(
             views.values(),
@@ -96,6 +109,23 @@ class RolloutReconciler:
             requeue = deadline if requeue is None else min(requeue, deadline)
         return requeue
 
+    async def _restore_staged(self, pool: Obj, bn: Obj, v: NodeView) -> None:
+        """Put a Booted that the rollout did not write back to Staged (slots.py)."""
+        await self.ctx.patch_bootc_node(bn, {"spec": {"desiredImageState": STAGED}})
+        pool_name = pool["metadata"]["name"]
+        if v.state is NodeState.UP_TO_DATE:
+            # Already runs its image (e.g. left so by an earlier operator): nothing to undo.
+            log.info("desiredImageState reset to Staged", extra={"pool": pool_name, "node": v.name})
+            return
+        missing = "a reboot slot" if not v.in_slot else "a finished drain"
+        msg = (
+            f"desiredImageState of {v.name} was set to Booted without {missing}; "
+            "restored Staged so the node is not rebooted undrained"
+        )
+        log.warning(msg, extra={"pool": pool_name, "node": v.name})
+        summary = "{n} nodes had desiredImageState Booted without a drained reboot slot; restored"
+        self._report(pool, v.name, "Warning", "UnsafeBootedRestored", msg, summary)
+
     async def _release(self, pool: Obj, bn: Obj, v: NodeView, *, cancelled: bool) -> None:
         ctx = self.ctx
         name = v.name
@@ -103,18 +133,11 @@ class RolloutReconciler:
         if not v.was_cordoned:
             await ctx.set_unschedulable(name, False)
         taken = slot_taken_at(bn)
-        await ctx.patch_bootc_node(
-            bn,
-            {
-                "metadata": {
-                    "annotations": {
-                        c.IN_REBOOT_SLOT_ANNOTATION: None,
-                        c.WAS_CORDONED_ANNOTATION: None,
-                        c.REBOOT_REQUESTED_ANNOTATION: None,
-                    }
-                }
-            },
-        )
+        patch: Obj = {"metadata": {"annotations": release_annotations()}}
+        if v.desired_image_state != STAGED:
+            # Booted is only for holders of a drained slot (slots.must_restore_staged).
+            patch["spec"] = {"desiredImageState": STAGED}
+        await ctx.patch_bootc_node(bn, patch)
         pool_name = pool["metadata"]["name"]
         if cancelled:
             msg = f"{name}: target changed before its reboot; drain cancelled, slot released"
@@ -198,7 +221,7 @@ class RolloutReconciler:
                     "metadata": {
                         "annotations": {c.REBOOT_REQUESTED_ANNOTATION: now_rfc3339(ctx.now())}
                     },
-                    "spec": {"desiredImageState": "Booted"},
+                    "spec": {"desiredImageState": BOOTED},
                 },
             )
             self.drains.forget(name)
@@ -222,12 +245,8 @@ class RolloutReconciler:
             bn,
             {
                 "metadata": {
-                    "annotations": {
-                        c.IN_REBOOT_SLOT_ANNOTATION: None,
-                        c.WAS_CORDONED_ANNOTATION: None,
-                        c.REBOOT_REQUESTED_ANNOTATION: None,
-                        c.DRAIN_BLOCKED_ANNOTATION: message[:1000],
-                    }
+                    "annotations": release_annotations()
+                    | {c.DRAIN_BLOCKED_ANNOTATION: message[:1000]}
                 }
             },
         )

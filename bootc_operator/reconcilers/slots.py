@@ -19,6 +19,11 @@ reconciler turns its answer into API writes. Rules (DESIGN §3):
   capacity), then by name.
 - A holder that is Staged with ``desiredImageState: Staged`` must be drained;
   after the drain the reconciler sets ``Booted``.
+- ``desiredImageState: Booted`` is only ever legitimate on a node holding a
+  *drained* slot (``bootc.dev/in-reboot-slot`` and ``bootc.dev/reboot-requested``).
+  Anywhere else (written by hand, or left by another operator) it is put back to
+  ``Staged`` (``restore``): the daemon would otherwise reboot an undrained node.
+  Releasing a slot writes ``Staged`` too, so the rule holds at rest.
 """
 
 from __future__ import annotations
@@ -27,7 +32,12 @@ import datetime as dt
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from bootc_operator.api import constants as c
+from bootc_operator.api.v1alpha1 import DesiredImageState
 from bootc_operator.reconcilers.nodestate import NodeState, NodeView
+
+BOOTED = DesiredImageState.BOOTED.value
+STAGED = DesiredImageState.STAGED.value
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +50,7 @@ class RolloutPlan:
     unhealthy: tuple[str, ...] = ()
     halted: bool = False
     waiting: tuple[str, ...] = field(default=())  # healthy Staged nodes left without a slot
+    restore: tuple[str, ...] = ()  # Booted without a drained slot: put back to Staged
 
 
 def reboot_clock(v: NodeView) -> dt.datetime | None:
@@ -57,7 +68,7 @@ def _timed_out(v: NodeView, now: dt.datetime, reboot_timeout: float | None) -> b
 def is_unhealthy_holder(v: NodeView, now: dt.datetime, reboot_timeout: float | None) -> bool:
     if v.state is NodeState.DEGRADED:
         return True
-    rebooting = v.state is NodeState.REBOOTING or v.desired_image_state == "Booted"
+    rebooting = v.state is NodeState.REBOOTING or v.desired_image_state == BOOTED
     if rebooting:
         return _timed_out(v, now, reboot_timeout)
     if not v.ready:
@@ -67,6 +78,25 @@ def is_unhealthy_holder(v: NodeView, now: dt.datetime, reboot_timeout: float | N
     return False
 
 
+def release_annotations() -> dict[str, None]:
+    """The merge-patch annotations that give a slot back (its whole memory)."""
+    return {
+        c.IN_REBOOT_SLOT_ANNOTATION: None,
+        c.WAS_CORDONED_ANNOTATION: None,
+        c.REBOOT_REQUESTED_ANNOTATION: None,
+    }
+
+
+def holds_drained_slot(v: NodeView) -> bool:
+    """The node was given a slot and drained, so it may be told to reboot."""
+    return v.in_slot and v.reboot_requested_at is not None
+
+
+def must_restore_staged(v: NodeView) -> bool:
+    """``desiredImageState: Booted`` that the rollout did not write (see module doc)."""
+    return v.desired_image_state == BOOTED and not holds_drained_slot(v)
+
+
 def should_release(v: NodeView) -> tuple[bool, bool]:
     """(release?, because the target moved?) for a slot holder."""
     if v.state is NodeState.DEGRADED or not v.ready:
@@ -74,7 +104,7 @@ def should_release(v: NodeView) -> tuple[bool, bool]:
     if v.state is NodeState.UP_TO_DATE and v.idle:
         return True, False
     target_moved = v.state in (NodeState.PENDING, NodeState.STAGING) or not v.spec_in_sync
-    if target_moved and v.desired_image_state == "Staged":
+    if target_moved and v.desired_image_state == STAGED:
         return True, True
     return False, False
 
@@ -85,7 +115,7 @@ def is_candidate(v: NodeView) -> bool:
         and v.state is NodeState.STAGED
         and v.spec_in_sync
         and v.ready
-        and v.desired_image_state == "Staged"
+        and v.desired_image_state == STAGED
     )
 
 
@@ -122,9 +152,10 @@ def plan_rollout(
     drain = [
         v.name
         for v in kept
-        if v.state is NodeState.STAGED and v.desired_image_state == "Staged" and v.spec_in_sync
+        if v.state is NodeState.STAGED and v.desired_image_state == STAGED and v.spec_in_sync
     ]
     return RolloutPlan(
+        restore=tuple(v.name for v in nodes if must_restore_staged(v)),
         release=tuple(release),
         cancel=tuple(cancel),
         take=tuple(take),

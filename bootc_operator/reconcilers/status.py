@@ -27,6 +27,7 @@ from bootc_operator.api.conditions import (
     get_condition,
     set_condition,
 )
+from bootc_operator.api.imageref import display_ref, short_digest
 from bootc_operator.kube import ApiError
 from bootc_operator.reconcilers import metrics as m
 from bootc_operator.reconcilers.context import Context, Obj, node_ref, pool_ref
@@ -34,18 +35,24 @@ from bootc_operator.reconcilers.drain import DrainManager
 from bootc_operator.reconcilers.membership_plan import assign_nodes, claims
 from bootc_operator.reconcilers.nodestate import NodeState
 from bootc_operator.reconcilers.poolstatus import (
+    RolloutFacts,
     count_states,
     degraded_condition,
     degraded_nodes_message,
-    up_to_date_condition,
+    phase,
+    rollout_condition,
 )
 from bootc_operator.reconcilers.pullsecrets import SecretState
+from bootc_operator.reconcilers.selectors import is_empty
 from bootc_operator.reconcilers.slots import next_reboot_deadline, plan_rollout
 
 log = logging.getLogger("status")
 
 STATUS_FIELDS = (
     "observedGeneration",
+    "phase",
+    "imageShort",
+    "targetShort",
     "targetDigest",
     "deployedDigest",
     "updateAvailable",
@@ -71,6 +78,7 @@ class StatusReconciler:
         self._extra_problems = extra_problems
         self._secret_state = secret_state
         self._degraded: dict[str, dict[str, str]] = {}  # pool -> node -> message
+        self._warned_selects_all: dict[str, int | None] = {}  # pool -> generation warned
 
     async def reconcile(self, pool_name: str) -> float | None:
         ctx = self.ctx
@@ -88,17 +96,18 @@ class StatusReconciler:
         previous = old_status.get("targetDigest")
         targets = check.targets or (frozenset({previous}) if previous else frozenset())
         views = [ctx.view(bn, targets) for bn in bns]
-        counts = count_states(views)
+        matched, conflict = self._matched_nodes(pool, check.selector_ok)
+        counts = count_states(views, without_bootc_node=len(matched - {v.name for v in views}))
         self._node_events(pool_name, views)
         problems: dict[str, str] = dict(self._extra_problems(pool))
         if check.problems:
             problems[c.REASON_INVALID_SPEC] = "; ".join(check.problems)
-        pools = ctx.all_pools()
-        # A conflict needs two pools claiming nodes; skip the O(nodes) assignment otherwise.
-        if sum(1 for p in pools if claims(p)) > 1:
-            assignment = assign_nodes(pools, ctx.all_nodes(), ctx.current_owners())
-            if conflict := assignment.conflict_message(pool_name):
-                problems[c.REASON_NODE_CONFLICT] = conflict
+        if conflict:
+            problems[c.REASON_NODE_CONFLICT] = conflict
+        if rejected := ctx.membership_problems.get(pool_name):
+            problems[c.REASON_INVALID_SPEC] = "; ".join(
+                p for p in (problems.get(c.REASON_INVALID_SPEC), rejected) if p
+            )
         if counts.degraded:
             problems[c.REASON_NODE_DEGRADED] = degraded_nodes_message(views)
         secret = self._secret_state(pool)
@@ -127,19 +136,32 @@ class StatusReconciler:
 
         generation = pool["metadata"].get("generation")
         target = check.target_digest
-        up, up_reason, up_message = up_to_date_condition(counts, paused=check.paused)
-        if target is None:
-            up, up_reason = False, c.REASON_ROLLOUT_IN_PROGRESS
-            up_message = (
-                f"waiting for tag {check.tag} to be resolved; {up_message}"
-                if check.tag and check.valid
-                else f"no usable target image; {up_message}"
-            )
+        # Membership has matched nodes against this generation: in this process, or
+        # (after a restart or failover) in the one that wrote status.observedGeneration.
+        membership_done = generation is not None and (
+            ctx.membership_generation.get(pool_name) == generation
+            or old_status.get("observedGeneration") == generation
+        )
+        facts = RolloutFacts(
+            counts=counts,
+            generation=generation,
+            membership_done=membership_done,
+            invalid=problems.get(c.REASON_INVALID_SPEC, ""),
+            tag=check.tag,
+            target_known=target is not None,
+            tag_error=problems.get(c.REASON_TAG_RESOLUTION_ERROR, ""),
+            halted=problems.get(c.REASON_ROLLOUT_HALTED, ""),
+            paused=check.paused,
+            max_unavailable=max_unavailable if check.valid and check.targets else None,
+            selects_all=check.selector_ok and is_empty(pool["spec"].get("nodeSelector")),
+        )
+        up, up_reason, up_message = rollout_condition(facts)
         blocked = [r.message(n) for n, r in self.drains.blocked().items() if r.pool == pool_name]
         m.DRAIN_BLOCKED.labels(pool_name).set(len(blocked))
         if blocked and not up:
             up_message += "; " + "; ".join(sorted(blocked)[:3])
         deg, deg_reason, deg_message = degraded_condition(problems)
+        self._selects_all_warning(pool, facts.selects_all)
 
         conditions = old_status.get("conditions")
         conditions = set_condition(
@@ -162,15 +184,23 @@ class StatusReconciler:
         # Only once the pool has nodes: an empty pool has deployed nothing.
         if target is not None and up and counts.total and counts.updated == counts.total:
             deployed = target
+        shown_target = target or old_status.get("targetDigest")
         new_status: dict[str, Any] = {
-            "observedGeneration": generation,
-            "targetDigest": target or old_status.get("targetDigest"),
+            # Claimed only once membership has seen this generation (kubectl wait
+            # compares it with metadata.generation).
+            "observedGeneration": generation
+            if membership_done
+            else old_status.get("observedGeneration"),
+            "targetDigest": shown_target,
             "deployedDigest": deployed,
             "updateAvailable": bool(target) and target != deployed,
             "nodeCount": counts.total,
             "updatedCount": counts.updated,
             "updatingCount": counts.updating,
             "degradedCount": counts.degraded,
+            "phase": phase(up_reason, deg, deg_reason),
+            "imageShort": display_ref(str((pool["spec"].get("image") or {}).get("ref") or "")),
+            "targetShort": short_digest(shown_target) or None,
         }
         self._gauges(pool_name, views, up, deg_reason if deg else None, max_unavailable)
         m.POOL_PAUSED.labels(pool_name).set(1 if check.paused else 0)
@@ -187,6 +217,38 @@ class StatusReconciler:
             raise
         self._condition_events(pool, old_status.get("conditions"), conditions)
         return requeue
+
+    def _matched_nodes(self, pool: Obj, selector_ok: bool) -> tuple[set[str], str]:
+        """Nodes the pool's selector gives it (conflicts resolved), and the conflict message."""
+        if not selector_ok:
+            return set(), ""
+        ctx = self.ctx
+        pool_name = pool["metadata"]["name"]
+        pools = ctx.all_pools()
+        # A conflict needs two pools claiming nodes; skip the incumbents otherwise.
+        if sum(1 for p in pools if claims(p)) > 1:
+            assignment = assign_nodes(pools, ctx.all_nodes(), ctx.current_owners())
+        else:
+            assignment = assign_nodes([pool], ctx.all_nodes(), {})
+        return set(assignment.members(pool_name)), assignment.conflict_message(pool_name)
+
+    def _selects_all_warning(self, pool: Obj, selects_all: bool) -> None:
+        """One Warning per generation of a pool whose empty selector takes every node."""
+        name, generation = pool["metadata"]["name"], pool["metadata"].get("generation")
+        if not selects_all:
+            self._warned_selects_all.pop(name, None)
+            return
+        if self._warned_selects_all.get(name) == generation:
+            return
+        self._warned_selects_all[name] = generation
+        self.ctx.recorder.emit(
+            pool_ref(pool),
+            "Warning",
+            "SelectsAllNodes",
+            "Status",
+            f"spec.nodeSelector of pool {name} is empty, so it selects every node "
+            "that no other pool owns; set matchLabels to limit it",
+        )
 
     def _node_events(self, pool_name: str, views: list[Any]) -> None:
         """A Warning on the node when it turns degraded, a Normal one when it recovers."""
