@@ -46,6 +46,7 @@ from bootc_operator.api.v1alpha1 import (
     LabelSelectorOperator,
     LabelSelectorRequirement,
     ObjectMeta,
+    PoolPhase,
     RebootPolicy,
     RolloutSpec,
     SecretReference,
@@ -215,6 +216,9 @@ def full_pool(name: str) -> BootcNodePool:
             updated_count=1,
             updating_count=1,
             degraded_count=0,
+            phase=PoolPhase.PROGRESSING,
+            image_short=f"{REPO}:latest",
+            target_short=DIGEST_B[7:19],
             conditions=[
                 Condition(
                     type=c.COND_UP_TO_DATE,
@@ -254,7 +258,9 @@ def full_node(name: str, owner: dict[str, Any] | None = None) -> BootcNode:
     return BootcNode(
         metadata=ObjectMeta(
             name=name,
-            labels={c.POOL_LABEL: owner["name"]} if owner else None,
+            labels={c.POOL_LABEL: owner["name"], c.DESIRED_DIGEST_LABEL: DIGEST_B[7:19]}
+            if owner
+            else None,
             owner_references=[owner] if owner else None,
         ),
         spec=BootcNodeSpec(
@@ -268,6 +274,7 @@ def full_node(name: str, owner: dict[str, Any] | None = None) -> BootcNode:
             booted=_image(DIGEST_A, "41.20260101.0", soft=False),
             staged=_image(DIGEST_B, "41.20260102.0", soft=True),
             rollback=_image(DIGEST_C, "41.20251201.0", soft=False),
+            booted_short=DIGEST_A[7:19],
             conditions=[
                 Condition(
                     type=c.COND_IDLE,
@@ -533,8 +540,9 @@ async def test_printer_columns_through_table_api(api: ApiClient, objects: Object
     expected_cells = {
         c.POOL_KIND: {
             "Name": pool["metadata"]["name"],
+            "Phase": "Progressing",
             "Image": f"{REPO}:latest",
-            "Target": DIGEST_B,
+            "Target": DIGEST_B[7:19],
             "Nodes": 3,
             "Updated": 1,
             "Updating": 1,
@@ -545,11 +553,12 @@ async def test_printer_columns_through_table_api(api: ApiClient, objects: Object
         c.NODE_KIND: {
             "Name": node["metadata"]["name"],
             "Pool": pool["metadata"]["name"],
-            "Desired": f"{REPO}@{DIGEST_B}",
-            "Booted": DIGEST_A,
+            "Desired": DIGEST_B[7:19],
+            "Booted": DIGEST_A[7:19],
             "State": "Staged",
             "Degraded": "False",
             "Want": "Booted",
+            "Image": f"{REPO}@{DIGEST_B}",
             "Message": "",
         },
     }
@@ -593,9 +602,14 @@ async def test_kubectl_get_prints_columns(control_plane: ControlPlane, objects: 
     assert pools_table[0] == _headers(c.POOL_KIND), res.stdout
     assert nodes_table[0] == _headers(c.NODE_KIND), res.stdout
     pool_row = next(r for r in pools_table if r[0] == f"bootcnodepool.node.bootc.dev/{pool_name}")
-    assert pool_row[1:7] == [f"{REPO}:latest", "3", "1", "1", "0", "False"], pool_row
+    assert pool_row[1:8] == ["Progressing", f"{REPO}:latest", "3", "1", "1", "0", "False"]
     node_row = next(r for r in nodes_table if r[0] == f"bootcnode.node.bootc.dev/{node_name}")
-    assert node_row[1:6] == [pool_name, f"{REPO}@{DIGEST_B}", DIGEST_A, "Staged", "False"]
+    # DESIRED and BOOTED in the same short form, comparable by eye
+    assert node_row[1:6] == [pool_name, DIGEST_B[7:19], DIGEST_A[7:19], "Staged", "False"]
+    # the columns after NAME fit a terminal beside a node name (a full digest ref alone
+    # was ~100 characters)
+    for row in (pool_row, node_row):
+        assert len(" ".join(row[1:])) < 80, res.stdout
 
     res = await asyncio.to_thread(control_plane.kubectl, "get", "bn", node_name, "-o", "wide")
     (table,) = _blocks(res.stdout)
