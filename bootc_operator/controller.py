@@ -4,8 +4,17 @@ Start-up: API clients (one for requests, one with an unbounded connection pool
 for watches, so open drains never starve requests) → shared informers (pools,
 BootcNodes, Nodes) → probe and metrics server → caches synced (``/readyz``
 turns ready) → leader election (if enabled) → as leader only: the Event
-recorder and N workers on each of the three rate-limited queues (membership,
-rollout, status), all keyed by pool name.
+recorder and N workers on each of the four rate-limited queues (membership,
+rollout, status, tags), all keyed by pool name, plus one worker that starts
+and stops the watches of the pull Secrets pools reference.
+
+Who wakes whom: informer event handlers only enqueue (``eventmap`` says which
+queues an event concerns). A reconciler that learned something the others
+need (a tag resolved, a drain finished) wakes the *other* reconcilers through
+``notify``, never its own queue: re-adding a key while it is being processed
+makes the workqueue run it again at once, which would defeat the delay the
+reconcile returned (a failing tag would hit the registry in a tight loop). A
+reconciler's own next run is always its return value.
 A standby keeps warm caches and does no writes. Losing the lease stops the
 process (exit code 1) so it restarts as a standby, like controller-runtime.
 
@@ -29,6 +38,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from bootc_operator.informers import (
+    Clock,
     EventHandler,
     RateLimitingQueue,
     SharedInformerFactory,
@@ -68,6 +78,10 @@ CONFLICT_REQUEUE = 0.2
 # pass classifies every node of the pool (O(nodes)); run on every BootcNode/Node
 # event it took two thirds of the controller's CPU during a 1,000-node rollout.
 STATUS_COALESCE = 1.0
+POOL_QUEUES = ("membership", "rollout", "status", "tags")
+# The one key of the pull-secret watch queue: the set of watched Secrets is one
+# piece of state, derived from every pool.
+SECRET_WATCHES = "pull-secret-watches"
 
 
 def instrumented(controller: str, reconcile: Reconcile) -> Reconcile:
@@ -108,8 +122,10 @@ class Controller:
         tag_resolution_interval: float = 300.0,
         registry: RegistryOptions | None = None,
         watch_api: Any = None,
+        clock: Clock | None = None,
     ) -> None:
-        """``api`` makes requests; ``watch_api`` (default ``api``) carries every watch."""
+        """``api`` makes requests; ``watch_api`` (default ``api``) carries every watch;
+        ``clock`` drives the workqueues' delays (tests pass a fake one)."""
         self.api = api
         self.watch_api = watch_api if watch_api is not None else api
         self.identity = identity
@@ -125,10 +141,10 @@ class Controller:
         self.ctx = Context(
             api, self.pools, self.bootc_nodes, self.nodes, self.recorder, self.watch_api
         )
-        self.queues = {
-            name: RateLimitingQueue[str](name)
-            for name in ("membership", "rollout", "status", "tags")
-        }
+        self.queues = {name: RateLimitingQueue[str](name, clock=clock) for name in POOL_QUEUES}
+        self.secret_watch_queue = RateLimitingQueue[str]("pullsecrets", clock=clock)
+        # A drain runs in its own task, started by rollout; when it finishes (or is
+        # blocked) rollout must look again, and status reports it.
         self.drains = DrainManager(
             self.ctx, on_change=lambda _node, pool: self.member_changed(pool, membership=False)
         )
@@ -146,7 +162,7 @@ class Controller:
             self._resolve_tag,
             interval=tag_resolution_interval,
             secret_state=self.secret_state,
-            on_target_changed=self.enqueue,
+            on_target_changed=lambda pool: self.notify(pool, source="tags"),
         )
         self.status = StatusReconciler(
             self.ctx,
@@ -159,8 +175,18 @@ class Controller:
     # ---------------------------------------------------------------- event mapping
 
     def enqueue(self, pool: str | None) -> None:
+        """An event concerns ``pool`` as a whole: every reconciler looks (handlers only)."""
         if pool:
             for queue in self.queues.values():
+                queue.add(pool)
+
+    def notify(self, pool: str, *, source: str) -> None:
+        """Reconciler ``source`` changed what the others see of ``pool``: wake them.
+
+        Never ``source``'s own queue: its next run is the delay it returns.
+        """
+        for name, queue in self.queues.items():
+            if name != source:
                 queue.add(pool)
 
     def member_changed(self, pool: str | None, *, membership: bool) -> None:
@@ -187,24 +213,32 @@ class Controller:
         return None if ref is None else self.secrets.state(ref)
 
     def _secret_changed(self, ref: tuple[str, str]) -> None:
+        """A watched pull Secret changed (or its watch synced): its pools look again."""
         for pool in self.pools.list():
             if ref_of(pool) == ref:
                 self.enqueue(pool["metadata"]["name"])
 
-    def _watch_secrets(self) -> None:
-        self.secrets.ensure({r for p in self.pools.list() if (r := ref_of(p)) is not None})
+    async def reconcile_secret_watches(self, _key: str = SECRET_WATCHES) -> None:
+        """Watch exactly the pull Secrets some pool references (one informer each)."""
+        await self.secrets.sync({r for p in self.pools.list() if (r := ref_of(p)) is not None})
 
     def _register_handlers(self) -> None:
         def pool_event(obj: Any) -> None:
-            self._watch_secrets()
+            self.secret_watch_queue.add(SECRET_WATCHES)
             self.enqueue(unwrap(obj)["metadata"]["name"])
 
         def pool_update(old: Any, new: Any) -> None:
-            self._watch_secrets()
-            if pool_changed(old, new):
-                self.enqueue(new["metadata"]["name"])
+            name = new["metadata"]["name"]
+            if ref_of(old) != ref_of(new):
+                self.secret_watch_queue.add(SECRET_WATCHES)
+            if pool_changed(_without_status(old), _without_status(new)):
+                self.enqueue(name)  # spec, deletion, finalizers or labels
+            elif pool_changed(old, new):
+                # status.targetDigest moved: written by tag resolution, which already
+                # knows; the others act on it (membership writes the new desiredImage).
+                self.notify(name, source="tags")
             else:  # only status moved (mostly our own writes)
-                self.queues["status"].add_after(new["metadata"]["name"], STATUS_COALESCE)
+                self.queues["status"].add_after(name, STATUS_COALESCE)
 
         self.pools.add_event_handler(
             EventHandler(on_add=pool_event, on_update=pool_update, on_delete=pool_event)
@@ -254,6 +288,7 @@ class Controller:
     async def run_workers(self) -> None:
         """Leader-only work: the recorder and the three reconcilers' workers."""
         self.recorder.start()
+        self.secret_watch_queue.add(SECRET_WATCHES)
         for pool in self.pools.list():
             self.enqueue(pool["metadata"]["name"])
         reconcilers = {
@@ -268,19 +303,32 @@ class Controller:
                     run_workers(self.queues[name], instrumented(name, reconcile), self.workers),
                     name=f"{name}-workers",
                 )
+            tg.create_task(
+                run_workers(
+                    self.secret_watch_queue,
+                    instrumented("pullsecrets", self.reconcile_secret_watches),
+                    1,
+                ),
+                name="pullsecrets-workers",
+            )
 
     async def shutdown(self, grace: float = 10.0) -> None:
         """Stop intake, let in-flight reconciles finish (bounded), stop drains and Events."""
-        for queue in self.queues.values():
+        queues = [*self.queues.values(), self.secret_watch_queue]
+        for queue in queues:
             queue.shut_down()
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(grace):
-                for queue in self.queues.values():
+                for queue in queues:
                     await queue.shut_down_with_drain()
         await self.drains.stop()
         await self.secrets.stop()
         await self.recorder.stop()
         await self.registry.close()
+
+
+def _without_status(pool: Any) -> dict[str, Any]:
+    return {"metadata": pool.get("metadata") or {}}
 
 
 async def run(args: argparse.Namespace) -> int:

@@ -12,6 +12,14 @@
 - failure: ``Degraded/TagResolutionError`` (via ``problems``) with the
   registry's message; the previous target is kept, nothing is rolled back;
   retried with capped exponential backoff (never later than the interval).
+  The backoff holds whoever enqueues the pool meanwhile (a spec edit that
+  leaves the ref alone, a status write): only a new ref or new pull-secret
+  content retries at once.
+
+``on_target_changed`` tells the *other* reconcilers that what they see of the
+pool changed (a new target, an error appearing, changing or clearing); it is
+not called for a failure that repeats the previous one, and it must never
+re-queue this reconciler (see the controller's module docstring).
 
 The registry call is injected (``resolve(ref, dockerconfigjson) -> digest``)
 so the decision logic is testable and the registry client stays separate.
@@ -62,6 +70,8 @@ class TagReconciler:
         self._on_target_changed = on_target_changed
         self.errors: dict[str, str] = {}
         self._failures: dict[str, int] = {}
+        # pool -> (ref, pull-secret hash, when the next attempt is due) after a failure
+        self._retry_at: dict[str, tuple[str, str | None, dt.datetime]] = {}
 
     def problems(self, pool: Obj) -> dict[str, str]:
         err = self.errors.get(pool["metadata"]["name"])
@@ -71,6 +81,7 @@ class TagReconciler:
         self.ctx.tag_targets.pop(pool_name, None)
         self.errors.pop(pool_name, None)
         self._failures.pop(pool_name, None)
+        self._retry_at.pop(pool_name, None)
 
     async def reconcile(self, pool_name: str) -> float | None:
         ctx = self.ctx
@@ -92,6 +103,11 @@ class TagReconciler:
         if secret is not None and secret.pending and not secret.problem:
             return 1.0  # the pull secret's informer has not synced yet
         creds = secret.dockerconfigjson if secret is not None else None
+        secret_hash = secret.hash if secret is not None else None
+        retry = self._retry_at.get(pool_name)
+        if retry is not None and retry[:2] == (ref, secret_hash) and now < retry[2]:
+            # Still backing off from a failure with the same ref and credentials.
+            return (retry[2] - now).total_seconds() + 0.1
         try:
             digest = await self._resolve(ref, creds)
         except Exception as err:  # the resolver's errors carry readable messages
@@ -101,12 +117,15 @@ class TagReconciler:
             first = self.errors.get(pool_name) != message
             self.errors[pool_name] = message
             delay = retry_delay(failures, self.interval)
+            retry_at = now + dt.timedelta(seconds=delay)
+            self._retry_at[pool_name] = (ref, secret_hash, retry_at)
+            await self._write(pool, None, retry_at)
             if first:
                 log.warning(message, extra={"pool": pool_name})
-            await self._write(pool, None, now + dt.timedelta(seconds=delay))
-            self._on_target_changed(pool_name)  # status shows the error
+                self._on_target_changed(pool_name)  # status shows the new error
             return delay
         self._failures.pop(pool_name, None)
+        self._retry_at.pop(pool_name, None)
         had_error = self.errors.pop(pool_name, None) is not None
         previous = last[1] if last is not None and last[0] == ref else None
         ctx.tag_targets[pool_name] = (ref, digest)
