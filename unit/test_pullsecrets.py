@@ -6,6 +6,8 @@ import base64
 import json
 from typing import Any
 
+import pytest
+
 from bootc_operator.reconcilers.pullsecrets import evaluate_secret, ref_of
 
 REF = ("bootc-operator", "pull")
@@ -45,3 +47,41 @@ def test_ref_of() -> None:
     assert ref_of({"spec": {"pullSecretRef": {"name": "a", "namespace": "b"}}}) == ("b", "a")
     assert ref_of({"spec": {}}) is None
     assert ref_of({"spec": {"pullSecretRef": {"name": "a"}}}) is None
+
+
+@pytest.mark.parametrize(
+    ("auths", "fragment"),
+    [
+        ({"r.example.com": {"auth": "%%%"}}, '"auth" value for "r.example.com" is not base64'),
+        (
+            {"r.example.com": {"auth": base64.b64encode(b"usernocolon").decode()}},
+            "no colon",
+        ),
+        ({"r.example.com": "dTpw"}, 'auths entry for "r.example.com" is not a JSON object'),
+        ({"r.example.com": {"auth": 42}}, '"auth" value for "r.example.com" is not a string'),
+        ({"r.example.com": {"username": ["u"], "password": "p"}}, "are not strings"),
+        ({"": {"auth": "dTpw"}}, "empty registry key"),
+        # one bad entry among good ones is still a bad secret
+        (
+            {"good.example.com": {"auth": "dTpw"}, "bad.example.com": {"auth": "%%%"}},
+            '"bad.example.com" is not base64',
+        ),
+    ],
+)
+def test_malformed_credentials_are_a_problem_whatever_the_ref(
+    auths: dict[str, Any], fragment: str
+) -> None:
+    """The same check as the tag resolver's parser: a digest ref is no excuse."""
+    state = evaluate_secret(REF, secret(json.dumps({"auths": auths}).encode()))
+    assert state.hash is None and state.dockerconfigjson is None
+    assert state.problem is not None
+    assert fragment in state.problem
+    assert state.problem.startswith("pull secret bootc-operator/pull: ")
+    for content in ("usernocolon", "dXNlcm5vY29sb24", "dTpw", "%%%"):
+        assert content not in state.problem
+
+
+def test_entries_without_credentials_are_fine() -> None:
+    # credential-helper leftovers: ignored by the parser, so not a problem either
+    raw = json.dumps({"auths": {"a.example.com": {}, "b.example.com": {"auth": "dTpw"}}})
+    assert evaluate_secret(REF, secret(raw.encode())).problem is None

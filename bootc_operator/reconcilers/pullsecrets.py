@@ -7,10 +7,21 @@ operator's namespace" (see manifests/rbac). Informers of refs no pool uses any
 more are stopped.
 
 ``evaluate_secret`` (pure) turns a Secret into a content hash, or a problem
-message naming the Secret; membership copies ``pullSecretRef`` and the hash
-to every BootcNode only while the Secret is usable, so nodes keep their last
-good credentials when it goes missing or turns malformed. Hashes cover the
-decoded ``.dockerconfigjson`` bytes; secret content is never logged.
+message naming the Secret and what is wrong with it. The whole
+``.dockerconfigjson`` is validated with the registry client's own parser
+(``parse_docker_config``: every ``auths`` entry, each ``auth`` base64 of
+``user:password``), whatever the pool's ref, so a secret the tag resolver
+would refuse is never handed to the nodes either. Membership copies
+``pullSecretRef`` and the hash to every BootcNode only while the Secret is
+usable, so nodes keep their last good credentials when it goes missing or
+turns malformed. Hashes cover the decoded ``.dockerconfigjson`` bytes; secret
+content is never logged nor quoted in a message.
+
+``SecretWatcher`` owns the per-Secret informers: ``sync(refs)`` (run by the
+controller's pull-secret reconcile, never by an event handler) starts and
+stops them; ``on_change(ref)`` fires on every event of a watched Secret and
+once its informer has synced, so pools waiting for a Secret that does not
+exist learn it at once.
 """
 
 from __future__ import annotations
@@ -18,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import contextlib
 import hashlib
 import json
 import logging
@@ -29,6 +41,7 @@ from kubernetes_asyncio.client import ApiClient
 
 from bootc_operator.informers import EventHandler, Informer
 from bootc_operator.kube import SECRETS
+from bootc_operator.registry import InvalidDockerConfig, parse_docker_config
 
 log = logging.getLogger("pullsecrets")
 
@@ -68,6 +81,10 @@ def evaluate_secret(ref: Ref, secret: Mapping[str, Any] | None) -> SecretState:
         return SecretState(problem=f'{where}: "{DOCKERCONFIGJSON}" is not valid base64 JSON')
     if not isinstance(doc, dict) or not isinstance(doc.get("auths"), dict):
         return SecretState(problem=f'{where}: "{DOCKERCONFIGJSON}" has no "auths" object')
+    try:
+        parse_docker_config(doc)
+    except InvalidDockerConfig as err:  # says what is wrong, never the credentials
+        return SecretState(problem=f'{where}: in "{DOCKERCONFIGJSON}", {err}')
     return SecretState(hash=hashlib.sha256(raw).hexdigest()[:32], dockerconfigjson=raw)
 
 
@@ -76,9 +93,13 @@ class SecretWatcher:
         self.api = api
         self._on_change = on_change
         self._informers: dict[Ref, Informer] = {}
-        self._stopping: set[asyncio.Task[None]] = set()
+        self._synced: dict[Ref, asyncio.Task[None]] = {}
 
-    def ensure(self, refs: set[Ref]) -> None:
+    @property
+    def watched(self) -> frozenset[Ref]:
+        return frozenset(self._informers)
+
+    async def sync(self, refs: set[Ref]) -> None:
         """Watch exactly ``refs``: start informers for new ones, stop the rest."""
         for ref in refs - self._informers.keys():
             inf = Informer(
@@ -87,12 +108,28 @@ class SecretWatcher:
             inf.add_event_handler(self._handler(ref))
             inf.start()
             self._informers[ref] = inf
+            self._synced[ref] = asyncio.create_task(
+                self._notify_synced(ref, inf), name=f"synced-secret-{ref[0]}-{ref[1]}"
+            )
             log.info("watching pull secret", extra={"secret": f"{ref[0]}/{ref[1]}"})
         for ref in self._informers.keys() - refs:
-            inf = self._informers.pop(ref)
-            task = asyncio.create_task(inf.stop(), name=f"stop-secret-{ref[0]}-{ref[1]}")
-            self._stopping.add(task)
-            task.add_done_callback(self._stopping.discard)
+            await self._stop(ref)
+            log.info("stopped watching pull secret", extra={"secret": f"{ref[0]}/{ref[1]}"})
+
+    async def _notify_synced(self, ref: Ref, inf: Informer) -> None:
+        # A Secret that does not exist produces no event: say "read" once synced.
+        await inf.wait_for_sync()
+        self._on_change(ref)
+
+    async def _stop(self, ref: Ref) -> None:
+        task = self._synced.pop(ref, None)
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        inf = self._informers.pop(ref, None)
+        if inf is not None:
+            await inf.stop()
 
     def _handler(self, ref: Ref) -> EventHandler:
         def changed(*_: Any) -> None:
@@ -115,8 +152,5 @@ class SecretWatcher:
         return evaluate_secret(ref, inf.get(f"{ref[0]}/{ref[1]}"))
 
     async def stop(self) -> None:
-        for inf in self._informers.values():
-            await inf.stop()
-        self._informers.clear()
-        for task in list(self._stopping):
-            await task
+        for ref in list(self._informers):
+            await self._stop(ref)
