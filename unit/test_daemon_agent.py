@@ -1,11 +1,14 @@
 """The daemon's async shell (``daemon.agent.Agent.reconcile``) with the API and the host
-replaced by recorders: the order of writes and commands, no-op writes, and when bootc
-status is (not) re-read. The real thing runs end to end in ``e2e/test_daemon.py``."""
+replaced by recorders: the order of writes and commands, no-op writes, when bootc
+status is (not) re-read, the reboot permit, applying a download-only deployment, and
+API failures (one log line each, capped backoff, nothing done on the host). The real
+thing runs end to end in ``e2e/test_daemon.py``."""
 
 from __future__ import annotations
 
 import asyncio
 import copy
+import logging
 from pathlib import Path
 from typing import Any, cast
 
@@ -17,22 +20,29 @@ from bootc_operator.daemon.agent import Agent, Config
 from bootc_operator.daemon.bootc_status import HostStatus
 from bootc_operator.daemon.decide import RetryPolicy
 from bootc_operator.daemon.hostcmd import HostCommandError, HostCommands
+from bootc_operator.kube import ApiError
 
 NODE = "node-1"
 REPO = "quay.io/example/os"
 A, B = (f"{REPO}@sha256:{x * 64}" for x in "ab")
 
 
-def entry(ref: str) -> dict[str, Any]:
-    return {"image": {"image": {"image": ref}, "imageDigest": ref.partition("@")[2]}}
+DRAINED = {c.IN_REBOOT_SLOT_ANNOTATION: "t", c.REBOOT_REQUESTED_ANNOTATION: "t"}
 
 
-def host_doc(booted: str, staged: str | None = None) -> HostStatus:
+def entry(ref: str, **flags: Any) -> dict[str, Any]:
+    return {"image": {"image": {"image": ref}, "imageDigest": ref.partition("@")[2]}, **flags}
+
+
+def host_doc(booted: str, staged: str | None = None, *, download_only: bool = False) -> HostStatus:
     return HostStatus.model_validate(
         {
             "apiVersion": "org.containers.bootc/v1",
             "kind": "BootcHost",
-            "status": {"booted": entry(booted), "staged": entry(staged) if staged else None},
+            "status": {
+                "booted": entry(booted),
+                "staged": entry(staged, downloadOnly=download_only) if staged else None,
+            },
         }
     )
 
@@ -61,6 +71,12 @@ class FakeHost:
     async def reboot(self) -> None:
         self.journal.append("reboot")
 
+    async def apply_downloaded(self) -> None:
+        self.journal.append("apply")
+        staged = self.doc.staged
+        if staged is not None and staged.image is not None:
+            self.doc = host_doc(A, staged.image.image.image)
+
     async def stop_switch(self, *, block: bool = True) -> None:
         self.journal.append("stop")
 
@@ -71,10 +87,21 @@ class Api:
     def __init__(self, journal: list[Any], obj: dict[str, Any]) -> None:
         self.journal = journal
         self.obj = obj
+        #: raised by the next patches instead of writing
+        self.error: Exception | None = None
+        #: status fields the "CRD" does not have (pruned, as by a structural schema)
+        self.unknown_fields: set[str] = set()
 
     async def patch(self, _api: Any, _res: Any, name: str, patch: Any, *_: Any, **kw: Any) -> Any:
         assert name == NODE and kw.get("subresource") == "status"
-        status = {k: v for k, v in patch["status"].items() if v is not None}
+        if self.error is not None:
+            self.journal.append("patch denied")
+            raise self.error
+        status = {
+            k: v
+            for k, v in patch["status"].items()
+            if v is not None and k not in self.unknown_fields
+        }
         idle: dict[str, Any] = next(
             (x for x in status["conditions"] if x["type"] == c.COND_IDLE), {}
         )
@@ -85,11 +112,22 @@ class Api:
         return copy.deepcopy(self.obj)
 
 
-def bootc_node(desired: str, state: str = "Staged", generation: int = 1) -> dict[str, Any]:
+def bootc_node(
+    desired: str,
+    state: str = "Staged",
+    generation: int = 1,
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
     return {
         "apiVersion": "node.bootc.dev/v1alpha1",
         "kind": "BootcNode",
-        "metadata": {"name": NODE, "uid": "u1", "generation": generation, "resourceVersion": "10"},
+        "metadata": {
+            "name": NODE,
+            "uid": "u1",
+            "generation": generation,
+            "resourceVersion": "10",
+            "annotations": annotations or {},
+        },
         "spec": {"desiredImage": desired, "desiredImageState": state},
     }
 
@@ -121,7 +159,8 @@ async def test_rebooting_is_written_before_the_reboot(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, journal: list[Any]
 ) -> None:
     host = FakeHost(journal, host_doc(A, B))
-    agent, _ = make_agent(tmp_path, monkeypatch, journal, bootc_node(B, "Booted"), host)
+    node = bootc_node(B, "Booted", annotations=DRAINED)
+    agent, _ = make_agent(tmp_path, monkeypatch, journal, node, host)
     assert await agent.reconcile(NODE) is None
     assert journal == ["status", ("patch", c.REASON_REBOOTING), "reboot"]
     # once requested, never again from this process
@@ -192,3 +231,160 @@ async def next_trigger(agent: Agent) -> None:
     """Wait until something enqueues the node (here: the end of the switch task)."""
     key = await agent.queue.get()
     agent.queue.done(key)
+
+
+# ------------------------------------------------------------------ issue 13
+
+
+def degraded_cond(api: Api) -> dict[str, Any]:
+    conditions = api.obj["status"]["conditions"]
+    return next(x for x in conditions if x["type"] == c.COND_DEGRADED)
+
+
+async def test_booted_without_the_slot_annotations_is_refused_until_they_come(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, journal: list[Any]
+) -> None:
+    host = FakeHost(journal, host_doc(A, B))
+    agent, api = make_agent(tmp_path, monkeypatch, journal, bootc_node(B, "Booted"), host)
+    await agent.reconcile(NODE)
+    assert journal == ["status", ("patch", c.REASON_STAGED)]
+    deg = degraded_cond(api)
+    assert (deg["status"], deg["reason"]) == ("True", c.REASON_REBOOT_NOT_ALLOWED)
+    assert "bootc.dev/in-reboot-slot and bootc.dev/reboot-requested" in deg["message"]
+    # the rollout's annotations arrive (metadata only: the generation does not move)
+    granted = copy.deepcopy(api.obj)
+    granted["metadata"]["annotations"] = dict(DRAINED)
+    granted["metadata"]["resourceVersion"] = "30"
+    agent.informer.apply("MODIFIED", granted)
+    await agent.reconcile(NODE)
+    assert journal[2:] == [("patch", c.REASON_REBOOTING), "reboot"]
+    deg = degraded_cond(api)
+    assert (deg["status"], deg["reason"]) == ("False", c.REASON_HEALTHY)
+
+
+async def test_a_download_only_deployment_is_applied_then_rebooted_into(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, journal: list[Any]
+) -> None:
+    host = FakeHost(journal, host_doc(A, B, download_only=True))
+    node = bootc_node(B, "Booted", annotations=DRAINED)
+    agent, api = make_agent(tmp_path, monkeypatch, journal, node, host)
+    await agent.reconcile(NODE)
+    assert journal == ["status", ("patch", c.REASON_STAGED), "apply"]
+    await asyncio.wait_for(next_trigger(agent), 10)  # applying marks the host status stale
+    await agent.reconcile(NODE)
+    assert journal[3:] == ["status", ("patch", c.REASON_REBOOTING), "reboot"]
+    assert degraded_cond(api)["status"] == "False"
+
+
+async def test_a_denied_status_write_is_one_line_with_capped_backoff(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    journal: list[Any],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    host = FakeHost(journal, host_doc(A, B))
+    node = bootc_node(B, "Booted", annotations=DRAINED)
+    agent, api = make_agent(tmp_path, monkeypatch, journal, node, host)
+    reason = (
+        f'bootcnodes.node.bootc.dev "{NODE}" is forbidden: ValidatingAdmissionPolicy '
+        "'bootc-operator-daemon-node-scope' denied request: bootc-operator daemon on node "
+        f"other may only change BootcNode other, not {NODE}"
+    )
+    api.error = ApiError(403, "Forbidden", reason)
+    caplog.set_level(logging.DEBUG, logger="daemon")
+    delays = []
+    for _ in range(8):
+        delays.append(await agent.reconcile(NODE))
+    # capped exponential backoff (10 s .. 300 s), and never a reboot without the status
+    assert delays == [10.0, 20.0, 40.0, 80.0, 160.0, 300.0, 300.0, 300.0]
+    assert "reboot" not in journal
+    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 8
+    for record in warnings:
+        assert record.exc_info is None and record.stack_info is None
+        assert "\n" not in record.getMessage()
+    assert warnings[0].getMessage() == (
+        f"not allowed to write BootcNode {NODE}: {reason}; retrying in 10s"
+    )
+    # allowed again: written, acted on, and the backoff starts over
+    api.error = None
+    assert await agent.reconcile(NODE) is None
+    assert journal[-2:] == [("patch", c.REASON_REBOOTING), "reboot"]
+    api.error = ApiError(500, "InternalError", "etcdserver: request timed out")
+    agent.host_changed()
+    agent.queue.get_nowait()
+    assert await agent.reconcile(NODE) is None  # nothing to write after the reboot request
+    other = bootc_node(B, "Booted", generation=2, annotations=DRAINED)
+    other["metadata"]["resourceVersion"] = "40"
+    agent.informer.apply("MODIFIED", other)
+    assert await agent.reconcile(NODE) == 10.0
+    assert caplog.records[-1].getMessage() == (
+        f"cannot write BootcNode {NODE}: the API server answered 500: "
+        "etcdserver: request timed out; retrying in 10s"
+    )
+
+
+async def test_a_status_field_the_server_drops_is_not_rewritten_forever(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    journal: list[Any],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    host = FakeHost(journal, host_doc(A))
+    agent, api = make_agent(tmp_path, monkeypatch, journal, bootc_node(A), host)
+    api.unknown_fields = {"bootedShort"}  # an older CRD: the schema prunes it
+    await agent.reconcile(NODE)
+    assert "bootedShort" not in api.obj["status"]
+    agent.informer.apply("MODIFIED", copy.deepcopy(api.obj))
+    agent.host_changed()
+    await agent.reconcile(NODE)
+    assert journal == ["status", ("patch", c.REASON_IDLE), "status"], "no second write"
+    assert any("status.bootedShort" in r.getMessage() for r in caplog.records)
+
+
+async def test_booted_short_is_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, journal: list[Any]
+) -> None:
+    host = FakeHost(journal, host_doc(A))
+    agent, api = make_agent(tmp_path, monkeypatch, journal, bootc_node(A), host)
+    await agent.reconcile(NODE)
+    assert api.obj["status"]["bootedShort"] == "a" * 12
+
+
+@pytest.mark.parametrize(
+    ("error", "text"),
+    [
+        (
+            ApiError(500, "InternalError", "etcdserver: leader changed"),
+            "cannot read pull secret ns/pull: the API server answered 500: "
+            "etcdserver: leader changed; retrying in 10s",
+        ),
+        (TimeoutError(), "cannot read pull secret ns/pull: request timed out; retrying in 10s"),
+    ],
+)
+async def test_a_failed_pull_secret_read_is_one_line_and_retried(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    journal: list[Any],
+    caplog: pytest.LogCaptureFixture,
+    error: Exception,
+    text: str,
+) -> None:
+    async def get_object(*_: Any, **__: Any) -> Any:
+        journal.append("get secret")
+        raise error
+
+    monkeypatch.setattr(agent_mod, "get_object", get_object)
+    host = FakeHost(journal, host_doc(A))
+    node = bootc_node(A)
+    node["spec"].update(pullSecretRef={"name": "pull", "namespace": "ns"}, pullSecretHash="h")
+    agent, api = make_agent(tmp_path, monkeypatch, journal, node, host)
+    assert await agent.reconcile(NODE) == 10.0
+    # the node's status is still written (the secret is not needed to report it)
+    assert journal == ["get secret", "status", ("patch", c.REASON_IDLE)]
+    assert degraded_cond(api)["status"] == "False"
+    (warning,) = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert warning.getMessage() == text and warning.exc_info is None
+    # retried on the next reconcile, with a longer delay
+    assert await agent.reconcile(NODE) == 20.0
+    assert journal.count("get secret") == 2

@@ -1,5 +1,10 @@
 """The daemon's state machine (``bootc_operator.daemon.decide``) as a table: every rule of
-DESIGN §3/§4 is one row of (desired, host status, in-flight work) → decision."""
+DESIGN §3/§4 is one row of (desired, host status, in-flight work) → decision.
+
+Rows added for issue 13: no reboot without the rollout's slot annotations
+(RebootNotAllowed), download-only staged deployments (applied before the reboot), a
+stale staged image once the target is the booted image again (re-staged), and pull
+secret problems on a node that has nothing to pull (noted, not Degraded)."""
 
 from __future__ import annotations
 
@@ -13,6 +18,8 @@ from bootc_operator.daemon.bootc_status import HostStatus
 from bootc_operator.daemon.decide import (
     HEALTHY,
     IDLE,
+    NOT_NEEDED_NOW,
+    REBOOT_PERMIT,
     Action,
     Attempt,
     Cond,
@@ -24,7 +31,9 @@ from bootc_operator.daemon.decide import (
     decide,
     degraded,
     desired_from_spec,
+    reboot_not_allowed,
     rebooting,
+    restaging,
     staged,
     staging,
 )
@@ -40,6 +49,11 @@ INDEX = f"{REPO}@{digest('f')}"  # a multi-arch index; bootc reports the amd64 d
 NOW = 1000.0
 RETRY = RetryPolicy(initial=10.0, cap=300.0)
 STAGED, BOOTED = DesiredImageState.STAGED, DesiredImageState.BOOTED
+SLOT = c.IN_REBOOT_SLOT_ANNOTATION
+REQUESTED = c.REBOOT_REQUESTED_ANNOTATION
+#: the BootcNode holds a drained reboot slot: both annotations present
+DRAINED = frozenset(REBOOT_PERMIT)
+SECRET = "pull secret ns/s: not found (keeping the previous file)"
 SWITCH_ERROR = f"bootc switch {B} failed (exit code 1): error: Switching: Pulling: unauthorized"
 
 
@@ -69,6 +83,8 @@ def host(
 
 ON_A = host(entry(A))
 A_STAGED_B = host(entry(A), entry(B))
+A_STAGED_B_DOWNLOAD_ONLY = host(entry(A), entry(B, downloadOnly=True))
+A_STAGED_A = host(entry(A), entry(A))
 INCOMPATIBLE_WHY = "local rpm-ostree modifications (incompatible: true)"
 NOT_BOOTC_WHY = "bootc reports no booted deployment (status.booted is null)"
 
@@ -201,8 +217,8 @@ ROWS: list[Row] = [
         Decision(staged(B), HEALTHY),
     ),
     (
-        "desired staged, Booted asked: Rebooting, then reboot",
-        Desired(B, BOOTED),
+        "desired staged, Booted asked, drained slot: Rebooting, then reboot",
+        Desired(B, BOOTED, DRAINED),
         A_STAGED_B,
         Work(),
         (),
@@ -210,7 +226,7 @@ ROWS: list[Row] = [
     ),
     (
         "reboot already requested: Rebooting, no second reboot",
-        Desired(B, BOOTED),
+        Desired(B, BOOTED, DRAINED),
         A_STAGED_B,
         Work(reboot_requested=B),
         (),
@@ -226,7 +242,7 @@ ROWS: list[Row] = [
     ),
     (
         "a successful switch is forgotten when rebooting",
-        Desired(B, BOOTED),
+        Desired(B, BOOTED, DRAINED),
         A_STAGED_B,
         Work(last=failed("switch", B, 2, 1, None)),
         (),
@@ -234,7 +250,7 @@ ROWS: list[Row] = [
     ),
     (
         "reboot command failed, backoff running: Staged + Degraded, wait",
-        Desired(B, BOOTED),
+        Desired(B, BOOTED, DRAINED),
         A_STAGED_B,
         Work(last=failed("reboot", B, 1, 4, "systemctl reboot failed (exit code 1): nope")),
         (),
@@ -246,7 +262,7 @@ ROWS: list[Row] = [
     ),
     (
         "reboot command failed, backoff over: Rebooting + reboot, still Degraded",
-        Desired(B, BOOTED),
+        Desired(B, BOOTED, DRAINED),
         A_STAGED_B,
         Work(last=failed("reboot", B, 1, 10, "systemctl reboot failed (exit code 1): nope")),
         (),
@@ -375,30 +391,227 @@ ROWS: list[Row] = [
         (),
         Decision(IDLE, deg(reason_of(NO_IMAGE, "not a container image"))),
     ),
-    # --- extra problems (pull secret)
+    # --- pull secret problems: Degraded only where the node has to pull
     (
         "pull secret problem: Degraded, staging goes on",
         Desired(B),
         ON_A,
         Work(),
-        ("pull secret ns/s: not found",),
-        Decision(staging(B), deg("pull secret ns/s: not found"), start_switch=B),
+        (SECRET,),
+        Decision(staging(B), deg(SECRET), start_switch=B),
     ),
     (
         "pull secret problem and stage error: both reported",
         Desired(B),
         ON_A,
         Work(last=failed("switch", B, 1, 1, SWITCH_ERROR)),
-        ("pull secret ns/s: not found",),
-        Decision(IDLE, deg(SWITCH_ERROR, "pull secret ns/s: not found"), requeue_after=9.0),
+        (SECRET,),
+        Decision(IDLE, deg(SWITCH_ERROR, SECRET), requeue_after=9.0),
     ),
     (
-        "pull secret problem on an up-to-date node",
+        "pull secret problem while the switch runs: Degraded",
+        Desired(B),
+        ON_A,
+        Work(switching=B),
+        (SECRET,),
+        Decision(staging(B), deg(SECRET)),
+    ),
+    (
+        "pull secret problem on an up-to-date node: noted in Idle, not Degraded",
         Desired(A),
         ON_A,
         Work(),
-        ("pull secret ns/s: not found",),
-        Decision(IDLE, deg("pull secret ns/s: not found")),
+        (SECRET,),
+        Decision(Cond(True, c.REASON_IDLE, f"{SECRET} ({NOT_NEEDED_NOW})"), HEALTHY),
+    ),
+    (
+        "pull secret problem on a node with its image staged: noted in Staged",
+        Desired(B),
+        A_STAGED_B,
+        Work(),
+        (SECRET,),
+        Decision(
+            Cond(False, c.REASON_STAGED, f"{B} is staged; {SECRET} ({NOT_NEEDED_NOW})"),
+            HEALTHY,
+        ),
+    ),
+    (
+        "pull secret problem when the staged image must be replaced: Degraded",
+        Desired(A),
+        A_STAGED_B,
+        Work(),
+        (SECRET,),
+        Decision(restaging(A, B), deg(SECRET), start_switch=A),
+    ),
+    # --- no reboot without a drained reboot slot (issue 13, item 0)
+    (
+        "Booted asked without the slot annotations: no reboot, RebootNotAllowed",
+        Desired(B, BOOTED),
+        A_STAGED_B,
+        Work(),
+        (),
+        Decision(staged(B), reboot_not_allowed(B, (SLOT, REQUESTED))),
+    ),
+    (
+        "Booted asked with a slot but not drained: no reboot",
+        Desired(B, BOOTED, frozenset({SLOT})),
+        A_STAGED_B,
+        Work(),
+        (),
+        Decision(staged(B), reboot_not_allowed(B, (REQUESTED,))),
+    ),
+    (
+        "Booted asked with reboot-requested but no slot: no reboot",
+        Desired(B, BOOTED, frozenset({REQUESTED})),
+        A_STAGED_B,
+        Work(),
+        (),
+        Decision(staged(B), reboot_not_allowed(B, (SLOT,))),
+    ),
+    (
+        "refused even when a failed reboot's backoff is over",
+        Desired(B, BOOTED),
+        A_STAGED_B,
+        Work(last=failed("reboot", B, 1, 100, "systemctl reboot failed (exit code 1): nope")),
+        (),
+        Decision(staged(B), reboot_not_allowed(B, (SLOT, REQUESTED)), forget_attempt=True),
+    ),
+    (
+        "Booted without annotations, not staged yet: staging is harmless, goes on",
+        Desired(B, BOOTED),
+        ON_A,
+        Work(),
+        (),
+        Decision(staging(B), HEALTHY, start_switch=B),
+    ),
+    (
+        "Booted without annotations on an up-to-date node: Idle, nothing refused",
+        Desired(A, BOOTED),
+        ON_A,
+        Work(),
+        (),
+        Decision(IDLE, HEALTHY),
+    ),
+    # --- download-only staged deployments (issue 13)
+    (
+        "download-only staged, Staged asked: Staged, nothing applied yet",
+        Desired(B),
+        A_STAGED_B_DOWNLOAD_ONLY,
+        Work(),
+        (),
+        Decision(staged(B, download_only=True), HEALTHY),
+    ),
+    (
+        "download-only staged, Booted asked, drained: apply it first, no reboot yet",
+        Desired(B, BOOTED, DRAINED),
+        A_STAGED_B_DOWNLOAD_ONLY,
+        Work(),
+        (),
+        Decision(
+            Cond(False, c.REASON_STAGED, f"applying the download-only {B} before rebooting"),
+            HEALTHY,
+            apply_staged=True,
+        ),
+    ),
+    (
+        "download-only staged, Booted asked, not drained: refused, nothing applied",
+        Desired(B, BOOTED),
+        A_STAGED_B_DOWNLOAD_ONLY,
+        Work(),
+        (),
+        Decision(staged(B, download_only=True), reboot_not_allowed(B, (SLOT, REQUESTED))),
+    ),
+    (
+        "applied: reboot, the apply record forgotten",
+        Desired(B, BOOTED, DRAINED),
+        A_STAGED_B,
+        Work(last=failed("apply", B, 1, 1, None)),
+        (),
+        Decision(rebooting(B), HEALTHY, reboot=True, forget_attempt=True),
+    ),
+    (
+        "apply failed, backoff running: Staged + Degraded, wait",
+        Desired(B, BOOTED, DRAINED),
+        A_STAGED_B_DOWNLOAD_ONLY,
+        Work(last=failed("apply", B, 1, 4, "bootc upgrade --from-downloaded failed")),
+        (),
+        Decision(
+            staged(B, download_only=True),
+            deg("bootc upgrade --from-downloaded failed"),
+            requeue_after=6.0,
+        ),
+    ),
+    (
+        "apply exited 0 but still download-only: Degraded, retried after the backoff",
+        Desired(B, BOOTED, DRAINED),
+        A_STAGED_B_DOWNLOAD_ONLY,
+        Work(last=failed("apply", B, 1, 10, None)),
+        (),
+        Decision(
+            Cond(False, c.REASON_STAGED, f"applying the download-only {B} before rebooting"),
+            deg(
+                "bootc upgrade --from-downloaded exited 0 but bootc status still shows "
+                f"{B} staged download-only"
+            ),
+            apply_staged=True,
+        ),
+    ),
+    # --- a stale staged image once the target is the booted one again (issue 13)
+    (
+        "booted is desired, another image staged: stage the booted image again",
+        Desired(A),
+        A_STAGED_B,
+        Work(),
+        (),
+        Decision(restaging(A, B), HEALTHY, start_switch=A),
+    ),
+    (
+        "stale staged image, Booted asked: still only re-staged, never a reboot",
+        Desired(A, BOOTED, DRAINED),
+        A_STAGED_B,
+        Work(),
+        (),
+        Decision(restaging(A, B), HEALTHY, start_switch=A),
+    ),
+    (
+        "the re-stage switch runs: Staging",
+        Desired(A),
+        A_STAGED_B,
+        Work(switching=A),
+        (),
+        Decision(staging(A), HEALTHY),
+    ),
+    (
+        "stale staged image replaced by the booted one: Idle, switch record forgotten",
+        Desired(A),
+        A_STAGED_A,
+        Work(last=failed("switch", A, 1, 1, None)),
+        (),
+        Decision(IDLE, HEALTHY, forget_attempt=True),
+    ),
+    (
+        "re-stage failed, backoff running: Idle + Degraded (the stale image is a hazard)",
+        Desired(A),
+        A_STAGED_B,
+        Work(last=failed("switch", A, 1, 3, SWITCH_ERROR)),
+        (),
+        Decision(IDLE, deg(SWITCH_ERROR), requeue_after=7.0),
+    ),
+    (
+        "a stale download-only staged image is left alone (bootc never boots it)",
+        Desired(A),
+        A_STAGED_B_DOWNLOAD_ONLY,
+        Work(),
+        (),
+        Decision(IDLE, HEALTHY),
+    ),
+    (
+        "no desired image with something staged: Idle, nothing switched",
+        None,
+        A_STAGED_B,
+        Work(),
+        (),
+        Decision(IDLE, HEALTHY),
     ),
 ]
 
@@ -415,7 +628,7 @@ def test_decision_table(
     problems: tuple[str, ...],
     expected: Decision,
 ) -> None:
-    assert decide(desired, view, work, now=NOW, retry=RETRY, problems=problems) == expected
+    assert decide(desired, view, work, now=NOW, retry=RETRY, pull_problems=problems) == expected
 
 
 def test_conditions_of_each_state() -> None:
@@ -423,6 +636,13 @@ def test_conditions_of_each_state() -> None:
     assert (staging(B).status, staging(B).reason) == (False, c.REASON_STAGING)
     assert (staged(B).status, staged(B).reason) == (False, c.REASON_STAGED)
     assert (rebooting(B).status, rebooting(B).reason) == (False, c.REASON_REBOOTING)
+    refused = reboot_not_allowed(B, (SLOT, REQUESTED))
+    assert (refused.status, refused.reason) == (True, "RebootNotAllowed")
+    assert refused.message == (
+        f"not rebooting into {B}: desiredImageState is Booted but the BootcNode lacks the "
+        "annotations bootc.dev/in-reboot-slot and bootc.dev/reboot-requested, so the node "
+        "was not given a reboot slot and drained, and an undrained node is never rebooted"
+    )
     assert (HEALTHY.status, HEALTHY.reason) == (False, c.REASON_HEALTHY)
     assert deg("x", "y") == Cond(True, c.REASON_ERROR, "x; y")
     assert degraded(None, "") == HEALTHY
@@ -443,6 +663,42 @@ def test_never_a_switch_or_reboot_on_an_unmanageable_host() -> None:
 )
 def test_retry_delay_is_capped_exponential(failures: int, delay: float) -> None:
     assert RETRY.delay(failures) == delay
+
+
+def test_no_reboot_or_apply_without_both_annotations() -> None:
+    """Whatever the host and the work under way: no reboot, no apply of a download-only
+    deployment, unless the BootcNode carries both reboot-permit annotations."""
+    views = (ON_A, A_STAGED_B, A_STAGED_B_DOWNLOAD_ONLY, A_STAGED_A)
+    works = (
+        Work(),
+        Work(last=failed("reboot", B, 3, 999, "nope")),
+        Work(last=failed("apply", B, 3, 999, None)),
+        Work(last=failed("switch", B, 1, 1, None)),
+        Work(switching=C),
+    )
+    for permits in (frozenset(), frozenset({SLOT}), frozenset({REQUESTED})):
+        for view in views:
+            for work in works:
+                d = decide(Desired(B, BOOTED, permits), view, work, now=NOW, retry=RETRY)
+                assert not d.reboot and not d.apply_staged, (permits, view, work)
+    assert decide(Desired(B, BOOTED, DRAINED), A_STAGED_B, Work(), now=NOW, retry=RETRY).reboot
+
+
+@pytest.mark.parametrize(
+    ("spec", "annotations", "expected"),
+    [
+        ({"desiredImage": A, "desiredImageState": "Booted"}, {SLOT: "t", REQUESTED: "t"}, DRAINED),
+        ({"desiredImage": A, "desiredImageState": "Booted"}, {SLOT: "t"}, frozenset({SLOT})),
+        ({"desiredImage": A, "desiredImageState": "Booted"}, {"other": "x"}, frozenset()),
+        ({"desiredImage": A, "desiredImageState": "Booted"}, None, frozenset()),
+    ],
+)
+def test_desired_reads_the_reboot_permit_annotations(
+    spec: dict[str, Any], annotations: dict[str, str] | None, expected: frozenset[str]
+) -> None:
+    desired = desired_from_spec(spec, annotations)
+    assert desired is not None and desired.permits == expected
+    assert desired.missing_permits == tuple(a for a in REBOOT_PERMIT if a not in expected)
 
 
 @pytest.mark.parametrize(

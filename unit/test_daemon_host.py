@@ -23,7 +23,7 @@ from bootc_operator.daemon.hostcmd import (
     error_text,
 )
 from bootc_operator.daemon.hostwatch import HostWatch, watch_target
-from hack.fakebootc import Host, make_host
+from hack.fakebootc import Host, add_catalog_image, make_host
 from hack.fakebootc.state import lock_is_held
 from hack.testenv.waiting import wait_for
 
@@ -139,6 +139,39 @@ async def test_reboot_is_requested(host: Host) -> None:
     await commands().reboot()
     request = host.reboot_request
     assert request is not None and request["kind"] == "reboot"
+
+
+async def test_apply_downloaded_unlocks_a_download_only_deployment(tmp_path: Path) -> None:
+    tagged = f"{REPO}:stable"
+    catalog = tmp_path / "catalog.json"
+    add_catalog_image(catalog, tagged, "sha256:" + "1" * 64)
+    h = make_host(tmp_path / "tagged", booted=tagged, catalogs=[catalog])
+    add_catalog_image(catalog, tagged, "sha256:" + "2" * 64)  # the tag moved
+    assert h.upgrade(download_only=True).returncode == 0
+    cmds = HostCommands(
+        [str(h.bin_dir / "nsenter"), "--target", "1", "--"], command_timeout=30, stage_timeout=60
+    )
+    staged = (await cmds.status()).staged
+    assert staged is not None and staged.download_only
+    await cmds.apply_downloaded()
+    staged = (await cmds.status()).staged
+    assert staged is not None and not staged.download_only
+    assert [c["argv"] for c in h.calls("bootc") if c["argv"][0] == "upgrade"][-1] == [
+        "upgrade",
+        "--from-downloaded",
+    ]
+    assert h.reboot_request is None, "without --apply: the daemon reboots by itself"
+
+
+async def test_apply_downloaded_without_a_staged_deployment_fails_clearly(host: Host) -> None:
+    before = failures("apply")
+    with pytest.raises(HostCommandError) as exc:
+        await commands().apply_downloaded()
+    assert str(exc.value) == (
+        "bootc upgrade --from-downloaded failed (exit code 1): "
+        "error: Upgrading: No staged deployment found"
+    )
+    assert failures("apply") == before + 1
 
 
 async def test_a_missing_tool_is_a_clear_error(host: Host) -> None:

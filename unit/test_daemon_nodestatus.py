@@ -11,7 +11,7 @@ from bootc_operator.api import constants as c
 from bootc_operator.api.v1alpha1 import BootcNodeStatus, ImageInfo
 from bootc_operator.daemon.bootc_status import DeploymentImages
 from bootc_operator.daemon.decide import HEALTHY, IDLE, Decision, degraded, staged, staging
-from bootc_operator.daemon.nodestatus import build_status, same_status, status_patch
+from bootc_operator.daemon.nodestatus import booted_short, build_status, same_status, status_patch
 
 T0 = dt.datetime(2026, 1, 1, 10, 0, 0, tzinfo=dt.UTC)
 T1 = T0 + dt.timedelta(minutes=5)
@@ -136,3 +136,37 @@ def test_patch_clears_what_disappeared() -> None:
     assert "staged" not in applied
     assert "version" not in applied["booted"]
     assert same_status(applied, new)
+
+
+# ------------------------------------------------------------------ bootedShort (issue 13)
+
+INDEX = "quay.io/example/os@sha256:" + "f" * 12 + "0" * 52
+
+
+def test_booted_short_of_a_digest_pinned_ref_is_that_digest() -> None:
+    assert booted_short(info(A)) == "a" * 12
+    # a multi-arch index: the ref names the index, imageDigest the per-arch manifest
+    multi = ImageInfo(image=INDEX, image_digest="sha256:" + "e" * 64, architecture="amd64")
+    assert booted_short(multi) == "f" * 12
+
+
+def test_booted_short_of_a_tag_ref_is_the_image_digest() -> None:
+    tagged = ImageInfo(image="quay.io/example/os:stable", image_digest="sha256:" + "C0" * 32)
+    assert booted_short(tagged) == "c0" * 6
+    oci = ImageInfo(image="oci:/var/mnt/img", image_digest="sha256:" + "d" * 64)
+    assert booted_short(oci) == "d" * 12
+    assert booted_short(None) is None
+
+
+def test_booted_short_is_written_kept_and_cleared() -> None:
+    status = build_status(None, Decision(IDLE, HEALTHY), ON_A, 1, T0)
+    assert status["bootedShort"] == "a" * 12
+    server = merge_patch({}, status_patch(status)["status"])
+    assert BootcNodeStatus.model_validate(server).booted_short == "a" * 12
+    # bootc status unreadable: kept as it was, like booted/staged/rollback
+    kept = build_status(server, Decision(None, degraded("bootc status failed")), None, 1, T1)
+    assert kept["bootedShort"] == "a" * 12
+    # nothing booted (not a bootc host): removed by the merge patch
+    nothing = DeploymentImages(booted=None, staged=None, rollback=None)
+    cleared = build_status(server, Decision(IDLE, HEALTHY), nothing, 1, T1)
+    assert "bootedShort" not in merge_patch(server, status_patch(cleared)["status"])

@@ -312,6 +312,91 @@ def test_reboot_with_nothing_staged_changes_nothing(host: Host) -> None:
     assert host.state().boots == 2
 
 
+# ---------------------------------------------------------------- download-only (bootc upgrade)
+
+
+@pytest.fixture
+def tagged(tmp_path: Path) -> Host:
+    """A host booted from ``REPO:stable`` (D1); the tag has since moved to D2."""
+    h = make_host(tmp_path / "tagged", booted=f"{REPO}@{D1}", version="1.0")
+    h.add_image(f"{REPO}:stable", D1)
+    assert h.switch(f"{REPO}:stable").returncode == 0
+    h.reboot()
+    h.add_image(f"{REPO}:stable", D2, version="2.0")
+    return h
+
+
+def download_only(host: Host) -> bool:
+    return bool(status(host)["status"]["staged"]["downloadOnly"])
+
+
+def test_upgrade_download_only_stages_without_queueing_for_boot(tagged: Host) -> None:
+    done = tagged.upgrade(download_only=True)
+    assert done.returncode == 0, done.stderr
+    assert slots(tagged)[:2] == (D1, D2)
+    assert download_only(tagged)
+    # a reboot does not boot it: bootc discards a download-only deployment
+    tagged.reboot()
+    assert slots(tagged)[:2] == (D1, None)
+
+
+def test_upgrade_from_downloaded_lets_it_boot(tagged: Host) -> None:
+    assert tagged.upgrade(download_only=True).returncode == 0
+    done = tagged.upgrade(from_downloaded=True)
+    assert (done.returncode, done.stdout) == (
+        0,
+        "Staged deployment will now be applied on reboot\n",
+    )
+    assert not download_only(tagged)
+    assert tagged.reboot_request is None, "without --apply nothing reboots"
+    again = tagged.upgrade(from_downloaded=True)
+    assert again.stdout == "Staged deployment is already set to apply on reboot\n"
+    tagged.reboot()
+    assert slots(tagged)[:2] == (D2, None)
+
+
+def test_upgrade_from_downloaded_apply_reboots(tagged: Host) -> None:
+    assert tagged.upgrade(download_only=True).returncode == 0
+    assert tagged.upgrade(from_downloaded=True, apply=True).returncode == 0
+    request = tagged.reboot_request
+    assert request is not None and request["kind"] == "reboot"
+
+
+def test_upgrade_download_only_relocks_and_plain_upgrade_unlocks(tagged: Host) -> None:
+    assert tagged.upgrade().returncode == 0
+    assert not download_only(tagged)
+    done = tagged.upgrade(download_only=True)
+    assert done.stdout == "Image downloaded, but will not be applied on reboot\n"
+    assert download_only(tagged)
+    done = tagged.upgrade()
+    assert done.stdout == "Staged deployment will now be applied on reboot\n"
+    assert not download_only(tagged)
+    assert tagged.upgrade().stdout == "Staged update present, not changed\n"
+
+
+def test_switch_to_a_download_only_image_changes_nothing(tagged: Host) -> None:
+    """The spec already names it: bootc says "unchanged", so only --from-downloaded
+    (not a re-stage by switch) makes it bootable."""
+    assert tagged.upgrade(download_only=True).returncode == 0
+    done = tagged.switch(f"{REPO}:stable")
+    assert (done.returncode, done.stdout) == (0, "Image specification is unchanged.\n")
+    assert download_only(tagged)
+
+
+def test_upgrade_download_only_flag_conflicts_and_errors(tagged: Host, host: Host) -> None:
+    for flags in (("--download-only", "--apply"), ("--download-only", "--check")):
+        done = tagged.bootc("upgrade", *flags)
+        assert done.returncode == 2 and "cannot be used with" in done.stderr, flags
+    done = tagged.bootc("upgrade", "--from-downloaded", "--download-only")
+    assert done.returncode == 2 and "cannot be used with" in done.stderr
+    done = host.upgrade(from_downloaded=True)
+    assert (done.returncode, done.stderr) == (
+        1,
+        "error: Upgrading: No staged deployment found\n",
+    )
+    assert status(host)["status"]["booted"]["downloadOnly"] is False
+
+
 def test_rollback_queues_and_reverts(host: Host) -> None:
     assert host.switch(f"{REPO}@{D2}").returncode == 0
     host.reboot()

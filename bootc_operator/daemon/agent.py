@@ -9,10 +9,23 @@ Shaped like client-go's sample-controller with a single key, the node's name:
   runs, and the end of a switch mark the host status stale and enqueue the key;
 - one worker (``run_workers``) runs ``Agent.reconcile``, so reconciles never overlap:
   sync the pull secret → re-read ``bootc status`` when stale (never while our switch
-  runs: bootc holds the sysroot lock) → ``decide`` (pure) → patch
-  ``BootcNode.status`` when its content changed → act: cancel / start the switch,
-  or reboot (the Rebooting status is written first). The reconcile returns the
+  runs: bootc holds the sysroot lock) → ``decide`` (pure; it also gets the
+  BootcNode's reboot-permit annotations) → patch ``BootcNode.status`` when its
+  content changed → act: cancel / start the switch, apply a download-only
+  deployment (``bootc upgrade --from-downloaded``, then status is re-read), or
+  reboot (the Rebooting status is written first). The reconcile returns the
   backoff delay of a failed command as its requeue time.
+
+A failed API request (the status patch, the pull secret's GET) is one log line
+naming the BootcNode / Secret and the API server's reason — "not allowed to write
+BootcNode B: ..." for a 403, e.g. a token bound to another node — and the key is
+retried after the capped backoff (``--backoff-initial`` .. ``--backoff-max``), never a
+traceback per retry. Nothing is done on the host while the status cannot be written
+(the Rebooting status must be on the server before a reboot).
+
+Version skew: a status field the server drops (an older BootcNode CRD without
+``status.bootedShort``, whose schema prunes it) is noticed in the answer to the patch,
+logged once and no longer sent, so it cannot cause a write on every reconcile.
 
 The switch runs as a task the agent owns (``_switch_task``), so a reconcile never
 waits for a stage: it ends by recording an ``Attempt``, marking status stale and
@@ -49,6 +62,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 from kubernetes_asyncio.client import ApiClient
 
 from bootc_operator.daemon import metrics as m
@@ -65,7 +79,7 @@ from bootc_operator.daemon.decide import (
 )
 from bootc_operator.daemon.hostcmd import HostCommandError, HostCommands
 from bootc_operator.daemon.hostwatch import HostWatch
-from bootc_operator.daemon.nodestatus import build_status, same_status, status_patch
+from bootc_operator.daemon.nodestatus import Status, build_status, same_status, status_patch
 from bootc_operator.daemon.pullsecret import (
     PullSecretError,
     auth_path,
@@ -146,6 +160,11 @@ class Agent:
         self._secret_want: SecretWant | None = None
         self._secret_problem: str | None = None
         self._seen_spec: tuple[Any, Any] | None = None
+        # API requests: consecutive failures (for the retry backoff), status fields the
+        # server does not keep (an older CRD)
+        self._api_failures = 0
+        self._api_failed = False
+        self._pruned: set[str] = set()
         # lifecycle
         self._workers: asyncio.Task[None] | None = None
         self._poller: asyncio.Task[None] | None = None
@@ -169,6 +188,36 @@ class Agent:
     # ------------------------------------------------------------ reconcile
 
     async def reconcile(self, key: str) -> float | None:
+        self._api_failed = False
+        requeue = await self._reconcile(key)
+        if not self._api_failed:
+            self._api_failures = 0
+            return requeue
+        retry = self.config.retry.delay(self._api_failures)
+        return retry if requeue is None else min(requeue, retry)
+
+    def _api_error(self, what: str, exc: Exception) -> None:
+        """Log one line for a failed API request; the reconcile is retried after the backoff."""
+        self._api_failed = True
+        self._api_failures += 1
+        delay = self.config.retry.delay(self._api_failures)
+        if isinstance(exc, ApiError):
+            reason = exc.message or exc.reason or f"HTTP {exc.status}"
+            if exc.status == 403:
+                text = f"not allowed to {what}: {reason}"
+            else:
+                text = f"cannot {what}: the API server answered {exc.status}: {reason}"
+        else:
+            detail = str(exc) or ("request timed out" if isinstance(exc, TimeoutError) else "")
+            text = f"cannot {what}: {detail or type(exc).__name__}"
+        log.warning(
+            "%s; retrying in %gs",
+            text,
+            delay,
+            extra={**self._ctx, "attempt": self._api_failures},
+        )
+
+    async def _reconcile(self, key: str) -> float | None:
         obj = self._overlay.read(key, self.informer.get(key))
         if obj is None:
             if self._switch_task is not None:
@@ -181,7 +230,7 @@ class Agent:
             self._seen_spec = (meta.get("uid"), generation)
             self._host_stale = True  # decide a new spec from fresh host status
         spec = obj.get("spec") or {}
-        desired = desired_from_spec(spec)
+        desired = desired_from_spec(spec, meta.get("annotations"))
         secret_problem = await self._sync_pull_secret(spec)
         if self._switch_task is None and self._host_stale:
             await self._refresh_host()
@@ -191,7 +240,7 @@ class Agent:
             self._work(),
             now=self.clock(),
             retry=self.config.retry,
-            problems=[secret_problem] if secret_problem else [],
+            pull_problems=[secret_problem] if secret_problem else [],
         )
         if decision.forget_attempt:
             self._last = None
@@ -231,6 +280,8 @@ class Agent:
             else None
         )
         new = build_status(current, decision, images, generation, dt.datetime.now(dt.UTC))
+        for pruned in self._pruned:
+            new.pop(pruned, None)
         if same_status(current, new):
             return True
         try:
@@ -240,7 +291,12 @@ class Agent:
         except ApiError as exc:
             if exc.not_found:
                 return False
-            raise
+            self._api_error(f"write BootcNode {key}", exc)
+            return False
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            self._api_error(f"write BootcNode {key}", exc)
+            return False
+        self._note_pruned(new, written)
         self._overlay.wrote(key, written)
         idle, deg = decision.idle, decision.degraded
         log.info(
@@ -253,6 +309,18 @@ class Agent:
             },
         )
         return True
+
+    def _note_pruned(self, sent: Status, written: Obj) -> None:
+        kept = written.get("status") or {}
+        for name, value in sent.items():
+            if value is not None and name not in kept and name not in self._pruned:
+                self._pruned.add(name)
+                log.warning(
+                    "the API server does not keep status.%s of BootcNodes (an older "
+                    "BootcNode CRD?); no longer writing it",
+                    name,
+                    extra=self._ctx,
+                )
 
     async def _act(self, key: str, decision: Decision, desired: Desired | None) -> float | None:
         if decision.cancel_switch:
@@ -269,6 +337,8 @@ class Agent:
             self.queue.add(key)  # deferred until this reconcile is done: decide again
         if decision.start_switch is not None:
             self._start_switch(decision.start_switch)
+        if decision.apply_staged and desired is not None:
+            await self._apply_staged(desired.image)
         if decision.reboot and desired is not None:
             await self._reboot(desired.image)
         return decision.requeue_after
@@ -317,19 +387,32 @@ class Agent:
         if self._switch_task is task:
             self._switch_task, self._switch_image = None, None
 
-    # ------------------------------------------------------------ reboot
+    # ------------------------------------------------------------ apply, reboot
+
+    def _attempts(self, action: str, image: str) -> int:
+        last = self._last
+        same = last is not None and last.action == action and last.image == image
+        return last.attempts + 1 if same and last is not None else 1
+
+    async def _apply_staged(self, image: str) -> None:
+        """``bootc upgrade --from-downloaded``: the download-only ``image`` boots next."""
+        log.info("applying the download-only staged image", extra={**self._ctx, "image": image})
+        attempts = self._attempts("apply", image)
+        error: str | None = None
+        try:
+            await self.host.apply_downloaded()
+        except HostCommandError as exc:
+            error = str(exc)
+            log.warning("applying failed: %s", error, extra={**self._ctx, "image": image})
+        self._last = Attempt("apply", image, attempts, self.clock(), error)
+        self.host_changed()  # judge it from a fresh bootc status
 
     async def _reboot(self, image: str) -> None:
         log.info("rebooting into the staged image", extra={**self._ctx, "image": image})
         try:
             await self.host.reboot()
         except HostCommandError as exc:
-            last = self._last
-            attempts = (
-                last.attempts + 1
-                if last is not None and last.action == "reboot" and last.image == image
-                else 1
-            )
+            attempts = self._attempts("reboot", image)
             log.warning("reboot failed: %s", exc, extra={**self._ctx, "image": image})
             self._last = Attempt("reboot", image, attempts, self.clock(), str(exc))
             self.queue.add(self.node)
@@ -377,10 +460,15 @@ class Agent:
                 raise PullSecretError("pullSecretRef needs both name and namespace")
             secret = await get_object(self.api, SECRETS, name, namespace)
             changed = write_auth_file(self.config.host_root, docker_config(secret))
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            self._secret_known = False  # transient: try again on the retry
+            self._api_error(f"read pull secret {namespace}/{name}", exc)
+            return self._secret_problem
         except ApiError as exc:
             if exc.status not in (403, 404):
                 self._secret_known = False  # transient: try again on the retry
-                raise
+                self._api_error(f"read pull secret {namespace}/{name}", exc)
+                return self._secret_problem
             problem = f"pull secret {namespace}/{name}: " + (
                 "not found" if exc.not_found else f"cannot read it: {exc.message or exc.reason}"
             )

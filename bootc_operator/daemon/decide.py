@@ -1,12 +1,13 @@
 """The node agent's state machine, as one pure function (DESIGN §3/§4).
 
 ``decide(desired, host, work, now=..., retry=...)`` looks at what the BootcNode asks for
-(``Desired``), what ``bootc status`` last said (``HostView``) and what the daemon itself
-has under way or just tried (``Work``), and returns a ``Decision``: the ``Idle`` and
-``Degraded`` conditions to report and the one next step to take (cancel the running
-switch, start a switch, reboot, or wait ``requeue_after`` seconds). It never performs
-I/O, never reads a clock and never raises for odd input: ``agent`` is the thin async
-shell that gathers the inputs, writes the status and runs the commands.
+(``Desired``: spec plus the rollout's reboot-permit annotations), what ``bootc status``
+last said (``HostView``) and what the daemon itself has under way or just tried
+(``Work``), and returns a ``Decision``: the ``Idle`` and ``Degraded`` conditions to
+report and the one next step to take (cancel the running switch, start a switch, apply
+a download-only deployment, reboot, or wait ``requeue_after`` seconds). It never
+performs I/O, never reads a clock and never raises for odd input: ``agent`` is the thin
+async shell that gathers the inputs, writes the status and runs the commands.
 
 Rules, in order (the first that applies wins):
 
@@ -18,12 +19,31 @@ Rules, in order (the first that applies wins):
 3. bootc cannot manage the host (``booted: null``, ``incompatible: true``, booted
    deployment without an image) → ``Idle=True``, ``Degraded=True`` saying exactly
    why; never a switch.
-4. No desired image, or the booted deployment runs it → ``Idle=True/Idle``.
+4. No desired image, or the booted deployment runs it → ``Idle=True/Idle``; unless
+   another image is still staged (the target went back to the booted image): the
+   next reboot, whoever causes it, would boot that stale image, so it is replaced by
+   switching to the desired (= booted) image again (``Idle=False/Staging``, failures
+   and backoff as in rule 6). bootc has no "unstage": ``bootc switch <booted image>``
+   stages the booted image again in place of the other one, which is harmless at any
+   moment; ``bootc rollback`` also drops a staged deployment but queues the rollback
+   deployment for the next boot and needs one to exist, and undoing that takes a
+   second rollback, with the old rollback image queued in between. A *download-only*
+   staged deployment is left alone: bootc never boots one (a reboot discards it).
 5. The desired image is staged:
    ``desiredImageState: Staged`` → ``Idle=False/Staged``;
-   ``Booted`` → ``Idle=False/Rebooting`` and reboot (the shell writes that status
-   *before* it runs ``systemctl reboot``), once per process and image; a failed
-   reboot command is retried after the backoff (``Staged`` + ``Degraded`` meanwhile).
+   ``Booted`` → only on a node the rollout gave a reboot slot and drained, i.e. whose
+   BootcNode carries both ``bootc.dev/in-reboot-slot`` and
+   ``bootc.dev/reboot-requested``. Without them: no reboot, ``Idle=False/Staged``,
+   ``Degraded=True/RebootNotAllowed`` naming the missing annotations (defence in
+   depth: neither the controller nor the daemon alone can reboot an undrained node).
+   With them: a *download-only* staged deployment (``downloadOnly: true``, from
+   ``bootc upgrade --download-only``; bootc would not boot it) is first applied with
+   ``bootc upgrade --from-downloaded`` (no ``--apply``: the daemon reboots itself, after
+   writing Rebooting) and status re-read; then ``Idle=False/Rebooting`` and reboot
+   (the shell writes that status *before* it runs ``systemctl reboot``), once per
+   process and image. A failed apply or reboot command is retried after the backoff
+   (``Staged`` + ``Degraded`` meanwhile); an apply that exits 0 but leaves the
+   deployment download-only counts as failed.
 6. Otherwise stage it (``Idle=False/Staging``, start a switch), unless the last switch
    of this very image failed less than the backoff ago: then ``Idle=True/Idle`` +
    ``Degraded=True/Error`` with bootc's error text until the retry is due. A switch
@@ -32,21 +52,27 @@ Rules, in order (the first that applies wins):
    ``Degraded`` keeps the last error (no flapping) until the image is staged.
 
 In every rule a running switch of any *other* image is cancelled (one switch at a
-time; a newer desiredImage wins). Extra ``problems`` (an unusable pull secret) are
-appended to ``Degraded``'s message and make it True without changing the action.
+time; a newer desired image wins). ``pull_problems`` (an unusable pull secret) make
+``Degraded`` True only where the node has to pull (rules 1, 4's re-stage, 6) or is
+Degraded anyway (2, 3); a node that runs or has staged its desired image needs no
+credentials, so there the problem is only noted in the ``Idle`` message.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from bootc_operator.api import constants as c
 from bootc_operator.api.v1alpha1 import DesiredImageState
 from bootc_operator.daemon.bootc_status import HostStatus, image_matches
 
-Action = Literal["switch", "reboot"]
+Action = Literal["switch", "apply", "reboot"]
+
+#: The rollout's annotations that together say "this node holds a reboot slot and was
+#: drained": only then may ``desiredImageState: Booted`` make the daemon reboot.
+REBOOT_PERMIT: Final = (c.IN_REBOOT_SLOT_ANNOTATION, c.REBOOT_REQUESTED_ANNOTATION)
 
 
 @dataclass(frozen=True)
@@ -60,14 +86,24 @@ class Cond:
 
 @dataclass(frozen=True)
 class Desired:
-    """What BootcNode.spec asks for."""
+    """What the BootcNode asks for: spec, and which reboot-permit annotations it carries."""
 
     image: str
     state: DesiredImageState = DesiredImageState.STAGED
+    #: the annotations of ``REBOOT_PERMIT`` present on the BootcNode (none by default:
+    #: a reboot must be permitted explicitly)
+    permits: frozenset[str] = frozenset()
+
+    @property
+    def missing_permits(self) -> tuple[str, ...]:
+        return tuple(a for a in REBOOT_PERMIT if a not in self.permits)
 
 
-def desired_from_spec(spec: Mapping[str, Any] | None) -> Desired | None:
-    """``Desired`` from a BootcNode's ``spec`` (wire dict); None without a desired image.
+def desired_from_spec(
+    spec: Mapping[str, Any] | None, annotations: Mapping[str, Any] | None = None
+) -> Desired | None:
+    """``Desired`` from a BootcNode's ``spec`` and ``metadata.annotations`` (wire dicts);
+    None without a desired image.
 
     An unknown ``desiredImageState`` reads as ``Staged``: never reboot on a guess.
     """
@@ -79,7 +115,8 @@ def desired_from_spec(spec: Mapping[str, Any] | None) -> Desired | None:
         state = DesiredImageState(str(spec.get("desiredImageState")))
     except ValueError:
         state = DesiredImageState.STAGED
-    return Desired(image, state)
+    present = frozenset(a for a in REBOOT_PERMIT if a in (annotations or {}))
+    return Desired(image, state, present)
 
 
 @dataclass(frozen=True)
@@ -94,7 +131,7 @@ class HostView:
 
 @dataclass(frozen=True)
 class Attempt:
-    """The last finished switch or reboot command for ``image``.
+    """The last finished switch, apply or reboot command for ``image``.
 
     ``error`` is the command's failure text; None when it exited 0 (whether it had
     the intended effect is judged from status, not from the exit code).
@@ -138,6 +175,8 @@ class Decision:
     degraded: Cond
     cancel_switch: bool = False
     start_switch: str | None = None
+    #: ``bootc upgrade --from-downloaded``: let the staged download-only deployment boot
+    apply_staged: bool = False
     reboot: bool = False
     #: the ``Work.last`` record is obsolete (succeeded, or about another image)
     forget_attempt: bool = False
@@ -146,13 +185,29 @@ class Decision:
 
 IDLE = Cond(True, c.REASON_IDLE)
 HEALTHY = Cond(False, c.REASON_HEALTHY)
+#: appended to a pull-secret problem where the node needs no credentials right now
+NOT_NEEDED_NOW = "not needed now: nothing to pull"
 
 
 def staging(image: str) -> Cond:
     return Cond(False, c.REASON_STAGING, f"staging {image}")
 
 
-def staged(image: str) -> Cond:
+def restaging(image: str, stale: str) -> Cond:
+    return Cond(
+        False,
+        c.REASON_STAGING,
+        f"staging the booted image {image} again to replace the stale staged {stale}",
+    )
+
+
+def staged(image: str, *, download_only: bool = False) -> Cond:
+    if download_only:
+        return Cond(
+            False,
+            c.REASON_STAGED,
+            f"{image} is staged download-only (it is applied right before the reboot)",
+        )
     return Cond(False, c.REASON_STAGED, f"{image} is staged")
 
 
@@ -166,16 +221,122 @@ def degraded(*problems: str | None) -> Cond:
     return Cond(True, c.REASON_ERROR, "; ".join(found)) if found else HEALTHY
 
 
+def reboot_not_allowed(image: str, missing: Sequence[str]) -> Cond:
+    """``Degraded=True/RebootNotAllowed``: Booted asked on a node without a drained slot."""
+    return Cond(
+        True,
+        c.REASON_REBOOT_NOT_ALLOWED,
+        f"not rebooting into {image}: desiredImageState is Booted but the BootcNode lacks "
+        f"the annotation{'s' if len(missing) > 1 else ''} {' and '.join(missing)}, so the "
+        "node was not given a reboot slot and drained, and an undrained node is never "
+        "rebooted",
+    )
+
+
+def with_note(cond: Cond, notes: Sequence[str]) -> Cond:
+    """``cond`` with pull problems the node does not need to solve now added to its message."""
+    if not notes:
+        return cond
+    note = "; ".join(f"{n} ({NOT_NEEDED_NOW})" for n in notes)
+    return Cond(cond.status, cond.reason, f"{cond.message}; {note}" if cond.message else note)
+
+
 def attempt_problem(attempt: Attempt, staged_image: str | None) -> str:
-    """The Degraded text for a switch or reboot that did not get the host where it should."""
+    """The Degraded text for a command that did not get the host where it should."""
     if attempt.error is not None:
         return attempt.error
     if attempt.action == "reboot":
         return f"systemctl reboot into {attempt.image} had no effect"
+    if attempt.action == "apply":
+        return (
+            "bootc upgrade --from-downloaded exited 0 but bootc status still shows "
+            f"{attempt.image} staged download-only"
+        )
     now_staged = staged_image or "nothing"
     return (
         f"bootc switch {attempt.image} exited 0 but bootc status does not show it staged "
         f"(staged: {now_staged})"
+    )
+
+
+def _stage(
+    image: str,
+    last: Attempt | None,
+    forget: bool,
+    staged_image: str | None,
+    *,
+    idle: Cond,
+    now: float,
+    retry: RetryPolicy,
+    other_switch: bool,
+    extra: tuple[str, ...],
+) -> Decision:
+    """Start (or retry after the backoff) a switch to ``image``; ``idle`` while it runs."""
+    failed = last if last is not None and last.action == "switch" else None
+    forget = forget or (last is not None and last.action != "switch")
+    if failed is not None:
+        problem = attempt_problem(failed, staged_image)
+        retry_at = failed.finished_at + retry.delay(failed.attempts)
+        if now < retry_at:
+            return Decision(
+                IDLE,
+                degraded(problem, *extra),
+                cancel_switch=other_switch,
+                requeue_after=retry_at - now,
+            )
+        return Decision(
+            idle,
+            degraded(problem, *extra),
+            cancel_switch=other_switch,
+            start_switch=image,
+        )
+    return Decision(
+        idle,
+        degraded(*extra),
+        cancel_switch=other_switch,
+        start_switch=image,
+        forget_attempt=forget,
+    )
+
+
+def _command_after_backoff(
+    action: Action,
+    failed: Attempt | None,
+    staged_image: str | None,
+    *,
+    forget: bool,
+    now: float,
+    retry: RetryPolicy,
+    other_switch: bool,
+    ready: Cond,
+    waiting: Cond,
+) -> Decision:
+    """Run ``action`` (apply or reboot), or wait out the backoff of its ``failed`` attempt."""
+    apply_staged, reboot = action == "apply", action == "reboot"
+    if failed is None:
+        return Decision(
+            ready,
+            HEALTHY,
+            cancel_switch=other_switch,
+            apply_staged=apply_staged,
+            reboot=reboot,
+            forget_attempt=forget,
+        )
+    problem = attempt_problem(failed, staged_image)
+    retry_at = failed.finished_at + retry.delay(failed.attempts)
+    if now < retry_at:
+        return Decision(
+            waiting,
+            degraded(problem),
+            cancel_switch=other_switch,
+            requeue_after=retry_at - now,
+        )
+    return Decision(
+        ready,
+        degraded(problem),
+        cancel_switch=other_switch,
+        apply_staged=apply_staged,
+        reboot=reboot,
     )
 
 
@@ -186,10 +347,10 @@ def decide(
     *,
     now: float,
     retry: RetryPolicy,
-    problems: Sequence[str] = (),
+    pull_problems: Sequence[str] = (),
 ) -> Decision:
     """The next step for this node; see the module docstring for the rules."""
-    extra = tuple(p for p in problems if p)
+    extra = tuple(p for p in pull_problems if p)
     last = work.last
     if desired is not None and last is not None and last.image != desired.image:
         last = None  # an attempt at another image says nothing about this one
@@ -224,76 +385,92 @@ def decide(
         )
 
     images = host.status.images()
-    # 4. nothing to do
+    staged_entry = host.status.staged
+    staged_image = images.staged.image if images.staged else None
+    download_only = staged_entry is not None and staged_entry.download_only
+
+    # 4. nothing to do, unless a stale image is staged
     if desired is None or image_matches(images.booted, desired.image):
-        return Decision(
-            IDLE,
-            degraded(*extra),
-            cancel_switch=work.switching is not None,
-            forget_attempt=work.last is not None,
+        stale = (
+            desired is not None
+            and staged_image is not None
+            and not download_only
+            and not image_matches(images.staged, desired.image)
+        )
+        if desired is None or not stale or staged_image is None:
+            return Decision(
+                with_note(IDLE, extra),
+                HEALTHY,
+                cancel_switch=work.switching is not None,
+                forget_attempt=work.last is not None,
+            )
+        return _stage(
+            desired.image,
+            last,
+            forget,
+            staged_image,
+            idle=restaging(desired.image, staged_image),
+            now=now,
+            retry=retry,
+            other_switch=other_switch,
+            extra=extra,
         )
 
-    staged_image = images.staged.image if images.staged else None
     # 5. the desired image is staged
     if image_matches(images.staged, desired.image):
+        waiting = with_note(staged(desired.image, download_only=download_only), extra)
         if desired.state != DesiredImageState.BOOTED:
             return Decision(
-                staged(desired.image),
-                degraded(*extra),
+                waiting,
+                HEALTHY,
                 cancel_switch=other_switch,
                 forget_attempt=work.last is not None,
             )
         if work.reboot_requested == desired.image:
-            return Decision(rebooting(desired.image), degraded(*extra), cancel_switch=other_switch)
-        failed = last if last is not None and last.action == "reboot" else None
-        forget = forget or (last is not None and last.action == "switch")
-        if failed is not None:
-            problem = attempt_problem(failed, staged_image)
-            retry_at = failed.finished_at + retry.delay(failed.attempts)
-            if now < retry_at:
-                return Decision(
-                    staged(desired.image),
-                    degraded(problem, *extra),
-                    cancel_switch=other_switch,
-                    requeue_after=retry_at - now,
-                )
+            return Decision(rebooting(desired.image), HEALTHY, cancel_switch=other_switch)
+        missing = desired.missing_permits
+        if missing:
             return Decision(
-                rebooting(desired.image),
-                degraded(problem, *extra),
+                waiting,
+                reboot_not_allowed(desired.image, missing),
                 cancel_switch=other_switch,
-                reboot=True,
+                forget_attempt=work.last is not None,
             )
-        return Decision(
-            rebooting(desired.image),
-            degraded(*extra),
-            cancel_switch=other_switch,
-            reboot=True,
-            forget_attempt=forget,
+        action: Action = "apply" if download_only else "reboot"
+        failed = last if last is not None and last.action == action else None
+        # a finished switch did its job; an apply that worked left no download-only
+        # deployment behind: either record is obsolete now
+        forget = forget or (last is not None and failed is None)
+        ready = (
+            Cond(
+                False,
+                c.REASON_STAGED,
+                f"applying the download-only {desired.image} before rebooting",
+            )
+            if download_only
+            else rebooting(desired.image)
+        )
+        return _command_after_backoff(
+            action,
+            failed,
+            staged_image,
+            forget=forget,
+            now=now,
+            retry=retry,
+            other_switch=other_switch,
+            ready=ready,
+            waiting=waiting,
         )
 
     # 6. stage the desired image
-    failed = last if last is not None and last.action == "switch" else None
-    forget = forget or (last is not None and last.action == "reboot")
-    if failed is not None:
-        problem = attempt_problem(failed, staged_image)
-        retry_at = failed.finished_at + retry.delay(failed.attempts)
-        if now < retry_at:
-            return Decision(
-                IDLE,
-                degraded(problem, *extra),
-                cancel_switch=other_switch,
-                requeue_after=retry_at - now,
-            )
-        return Decision(
-            staging(desired.image),
-            degraded(problem, *extra),
-            cancel_switch=other_switch,
-            start_switch=desired.image,
-        )
-    return Decision(
-        staging(desired.image),
-        degraded(*extra),
-        cancel_switch=other_switch,
-        start_switch=desired.image,
-        forget_attempt=forget,
+    return _stage(
+        desired.image,
+        last,
+        forget,
+        staged_image,
+        idle=staging(desired.image),
+        now=now,
+        retry=retry,
+        other_switch=other_switch,
+        extra=extra,
     )

@@ -23,6 +23,10 @@ text meant for the ``Degraded`` condition.
   queues the stop job, for a shutdown that must be quick.
 - ``stop_switch()``: ``systemctl stop`` the unit (exit 5, "not loaded", is fine),
   then ``systemctl reset-failed`` it (a failed unit would block the next start).
+- ``apply_downloaded()``: ``bootc upgrade --from-downloaded`` (no ``--apply``): the
+  staged download-only deployment is unlocked, so the next boot boots it. No pull,
+  just bootc's finalization lock under the sysroot lock: run directly, with the
+  command timeout. Whether it worked is read from status (``downloadOnly``).
 - ``reboot()``: ``systemctl reboot``.
 """
 
@@ -44,6 +48,7 @@ from bootc_operator.daemon.bootc_status import BootcStatusError, HostStatus, par
 
 SWITCH_UNIT: Final = "bootc-operator-switch.service"
 STATUS_ARGS: Final = ("bootc", "status", "--format=json", "--format-version=1")
+APPLY_DOWNLOADED_ARGS: Final = ("bootc", "upgrade", "--from-downloaded")
 UNIT_NOT_LOADED: Final = 5
 ERROR_TEXT_LIMIT: Final = 4000
 OUTPUT_LIMIT: Final = 16 * 1024 * 1024
@@ -231,6 +236,22 @@ class HostCommands:
         # Cancelled again meanwhile: stop waiting; the caller re-raises anyway.
         with contextlib.suppress(asyncio.CancelledError):
             await self.stop_switch(block=not self.shutting_down)
+
+    async def apply_downloaded(self) -> None:
+        """Let the staged download-only deployment boot; ``HostCommandError`` on failure."""
+        what = " ".join(APPLY_DOWNLOADED_ARGS)
+        try:
+            result = await self.run("apply", APPLY_DOWNLOADED_ARGS, self.command_timeout)
+        except CommandTimeout:
+            raise CommandTimeout(
+                f"{what} did not finish within {self.command_timeout:g}s"
+            ) from None
+        if result.returncode != 0:
+            m.COMMAND_FAILURES.labels("apply").inc()
+            raise HostCommandError(
+                f"{what} failed (exit code {result.returncode}): "
+                f"{error_text(result.stderr, result.stdout.decode('utf-8', 'replace'))}"
+            )
 
     async def reboot(self) -> None:
         result = await self.run("reboot", ["systemctl", "reboot"], self.command_timeout)

@@ -1,7 +1,8 @@
 """The node agent's Prometheus metrics (served on ``--metrics-bind-address`` /metrics).
 
 - ``bootc_operator_daemon_bootc_command_duration_seconds{command}``: every host command
-  the daemon runs (``status``, ``switch``, ``stop``, ``reboot``), timed out or not;
+  the daemon runs (``status``, ``switch``, ``stop``, ``apply`` = ``bootc upgrade
+  --from-downloaded``, ``reboot``), timed out or not;
 - ``bootc_operator_daemon_bootc_command_failures_total{command}``: non-zero exits,
   timeouts, commands that could not be started and ``status`` output that is unusable;
 - ``bootc_operator_daemon_last_status_refresh_timestamp_seconds``: when ``bootc status``
@@ -15,7 +16,7 @@ from typing import Final
 
 from prometheus_client import Counter, Gauge, Histogram
 
-COMMANDS: Final = ("status", "switch", "stop", "reboot")
+COMMANDS: Final = ("status", "switch", "stop", "apply", "reboot")
 
 COMMAND_DURATION: Final = Histogram(
     "bootc_operator_daemon_bootc_command_duration_seconds",

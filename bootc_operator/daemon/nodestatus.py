@@ -8,7 +8,14 @@ Pure functions over wire dicts (camelCase, as the API server stores them):
   ``api.conditions.set_condition`` (``lastTransitionTime`` moves only when a
   condition's status changes; other condition types are kept as they are);
   ``booted``/``staged``/``rollback`` come from bootc status, or are kept as they
-  were when bootc status could not be read (``images=None``).
+  were when bootc status could not be read (``images=None``), and so does
+  ``bootedShort``.
+- ``booted_short(info)``: ``status.bootedShort``, for ``kubectl get``: the first 12
+  hex digits of the booted image's digest *as the pool targets it*: the digest of
+  the reference bootc was switched to when that is digest-pinned (``repo@sha256:…``,
+  what the daemon switches to; for a multi-arch index that is the index digest,
+  while ``imageDigest`` is the per-architecture one), else ``imageDigest``. None
+  when nothing is booted.
 - ``same_status(a, b)``: True when two statuses say the same thing. Timestamps of
   conditions are ignored, and so is absent vs ``null`` and condition order, so a
   no-op never costs a write.
@@ -21,8 +28,9 @@ Pure functions over wire dicts (camelCase, as the API server stores them):
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from bootc_operator.api import constants as c
 from bootc_operator.api.conditions import set_condition
@@ -32,6 +40,22 @@ from bootc_operator.daemon.decide import Decision
 
 Status = dict[str, Any]
 SLOTS = ("booted", "staged", "rollback")
+BOOTED_SHORT: Final = "bootedShort"
+SHORT_HEX: Final = 12
+_DIGEST = re.compile(r"[a-z0-9]+(?:[.+_-][a-z0-9]+)*:([0-9a-fA-F]{32,})")
+
+
+def _short_hex(digest: str | None) -> str | None:
+    match = _DIGEST.fullmatch(digest or "")
+    return match.group(1)[:SHORT_HEX].lower() if match else None
+
+
+def booted_short(info: ImageInfo | None) -> str | None:
+    """``status.bootedShort`` for the booted deployment ``info`` (module docstring)."""
+    if info is None:
+        return None
+    _, sep, pinned = info.image.rpartition("@")
+    return (_short_hex(pinned) if sep else None) or _short_hex(info.image_digest)
 
 
 def image_wire(info: ImageInfo | None) -> dict[str, Any] | None:
@@ -71,14 +95,15 @@ def build_status(
     )
     status: Status = {"observedGeneration": generation}
     if images is None:
-        for slot in SLOTS:
-            status[slot] = current.get(slot)
+        for key in (*SLOTS, BOOTED_SHORT):
+            status[key] = current.get(key)
     else:
         status.update(
             booted=image_wire(images.booted),
             staged=image_wire(images.staged),
             rollback=image_wire(images.rollback),
         )
+        status[BOOTED_SHORT] = booted_short(images.booted)
     status["conditions"] = conditions
     return status
 
@@ -109,4 +134,4 @@ def same_status(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> boo
 
 def status_patch(status: Mapping[str, Any]) -> dict[str, Any]:
     """The merge patch that makes the server's status exactly ``status``."""
-    return {"status": {**dict.fromkeys(SLOTS), **status}}
+    return {"status": {**dict.fromkeys((*SLOTS, BOOTED_SHORT)), **status}}

@@ -24,8 +24,18 @@ daemon can tell the difference:
   true``, ``spec.bootOrder: rollback``) and drops a staged deployment; a second
   rollback reverts the queued one. The simulated reboot then boots the old rollback.
   (Real bootc does not turn the rollback into ``staged``.)
-- ``upgrade [--check] [--apply]``: re-pulls the spec image; ``No update available.`` /
-  ``Staged update present, not changed.`` or stages the new digest.
+- ``upgrade [--check] [--apply] [--download-only] [--from-downloaded]``: re-pulls the
+  spec image; ``No update available.`` / ``Staged update present, not changed`` or
+  stages the new digest. ``--download-only`` stages it *download-only*
+  (``downloadOnly: true`` in status; ostree's finalization lock): a reboot discards
+  it instead of booting it. Re-run on an unchanged staged digest, ``--download-only``
+  locks the staged deployment and a plain ``upgrade`` unlocks it.
+  ``--from-downloaded`` unlocks the staged deployment without pulling (``Staged
+  deployment will now be applied on reboot``, or ``... is already set to apply on
+  reboot``; ``error: No staged deployment found`` without one), then reboots with
+  ``--apply``. Flag conflicts as bootc's clap rules: ``--download-only`` with
+  ``--check``/``--apply``, ``--from-downloaded`` with ``--check``/``--download-only``
+  (exit 2). A ``switch`` never stages download-only.
 
 A ``container`` environment variable makes bootc believe it runs in a container:
 ``status`` reports ``booted: null`` and changes fail. Faults (``state.Faults``):
@@ -185,7 +195,13 @@ def cmd_status(paths: Paths, args: argparse.Namespace) -> int:
 
 
 def _stage(
-    paths: Paths, image: str, transport: str, *, quiet: bool, from_upgrade: bool = False
+    paths: Paths,
+    image: str,
+    transport: str,
+    *,
+    quiet: bool,
+    from_upgrade: bool = False,
+    download_only: bool = False,
 ) -> Deployment | None:
     """Pull and stage ``image`` (sysroot lock held by the caller). None: nothing changed."""
     from hack.fakebootc.registry import PullError  # noqa: PLC0415 - keep `status` imports light
@@ -208,7 +224,10 @@ def _stage(
         raise BootcError(f"{context}: Pulling: transport {transport!r} is not simulated")
     if from_upgrade:
         if state.staged is not None and state.staged.digest == meta.digest:
-            print("Staged update present, not changed.")
+            if state.staged.download_only != download_only:
+                _set_download_only(paths, download_only)
+            else:
+                print("Staged update present, not changed")
             return None
         if state.booted is not None and state.booted.digest == meta.digest:
             print("No update available.")
@@ -227,6 +246,7 @@ def _stage(
             meta.timestamp,
             s.config.soft_reboot_capable if srb is None else srb,
         )
+        dep.download_only = download_only
         s.staged = dep
         s.rollback_queued = False
         holder.append(dep)
@@ -240,6 +260,30 @@ def _stage(
         print(f"  Digest: {staged.digest}")
     _touch_changed(paths, state, staged)
     return staged
+
+
+def _set_download_only(paths: Paths, locked: bool) -> None:
+    """Lock or unlock the staged deployment's finalization (bootc's download-only mode)."""
+
+    def change(s: State) -> None:
+        if s.staged is not None:
+            s.staged.download_only = locked
+
+    update_state(paths, change)
+    print(
+        "Image downloaded, but will not be applied on reboot"
+        if locked
+        else "Staged deployment will now be applied on reboot"
+    )
+
+
+def _conflict(first: str, second: str) -> NoReturn:
+    print(
+        f"error: the argument '{first}' cannot be used with '{second}'\n\n"
+        "For more information, try '--help'.",
+        file=sys.stderr,
+    )
+    raise SystemExit(2)
 
 
 def _apply(paths: Paths, staged: Deployment | None, soft_reboot: str | None, by: str) -> None:
@@ -273,6 +317,10 @@ def cmd_switch(paths: Paths, args: argparse.Namespace) -> int:
 
 
 def cmd_upgrade(paths: Paths, args: argparse.Namespace) -> int:
+    if args.download_only and (args.check or args.apply):
+        _conflict("--download-only", "--check" if args.check else "--apply")
+    if args.from_downloaded and (args.check or args.download_only):
+        _conflict("--from-downloaded", "--check" if args.check else "--download-only")
     _require_host("Upgrading")
     with flocked(paths.sysroot_lock, waiting_message=LOCK_WAITING):
         state = load_state(paths)
@@ -285,6 +333,16 @@ def cmd_upgrade(paths: Paths, args: argparse.Namespace) -> int:
                     "via bootc. You can run `rpm-ostree reset` to undo the modifications."
                 )
             raise BootcError("Upgrading: No image source specified")
+        if args.from_downloaded:
+            if state.staged is None:
+                raise BootcError("Upgrading: No staged deployment found")
+            if state.staged.download_only:
+                _set_download_only(paths, False)
+            else:
+                print("Staged deployment is already set to apply on reboot")
+            if args.apply:
+                _apply(paths, state.staged, args.soft_reboot, "bootc upgrade --from-downloaded")
+            return 0
         if args.check:
             from hack.fakebootc.registry import PullError  # noqa: PLC0415
             from hack.fakebootc.resolve import resolve_image  # noqa: PLC0415
@@ -303,7 +361,12 @@ def cmd_upgrade(paths: Paths, args: argparse.Namespace) -> int:
                 print(f"  Digest: {meta.digest}")
             return 0
         staged = _stage(
-            paths, spec["image"], spec["transport"], quiet=args.quiet, from_upgrade=True
+            paths,
+            spec["image"],
+            spec["transport"],
+            quiet=args.quiet,
+            from_upgrade=True,
+            download_only=args.download_only,
         )
         if args.apply and staged is not None:
             _apply(paths, staged, args.soft_reboot, "bootc upgrade --apply")
@@ -371,6 +434,8 @@ def build_parser() -> argparse.ArgumentParser:
     upgrade.add_argument("--check", action="store_true")
     upgrade.add_argument("--soft-reboot", choices=("required", "auto"))
     upgrade.add_argument("--quiet", action="store_true")
+    upgrade.add_argument("--download-only", action="store_true")
+    upgrade.add_argument("--from-downloaded", action="store_true")
     upgrade.set_defaults(func=cmd_upgrade)
 
     rollback = sub.add_parser("rollback", help="Change the bootloader entry ordering")

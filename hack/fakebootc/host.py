@@ -15,7 +15,10 @@ staged deployment becomes booted and the previous booted one the rollback (the o
 rollback is pruned), the reboot request is cleared and ``/run`` is emptied as a
 tmpfs is on a real boot (so ``/run/reboot-required`` and ``/run/ostree/auth.json``
 disappear; the daemon must rewrite the pull secret after a reboot). A reboot
-with nothing staged or queued changes no deployment.
+with nothing staged or queued changes no deployment. A *download-only* staged
+deployment (``bootc upgrade --download-only``, not unlocked by ``--from-downloaded``)
+is not booted: like real bootc (ostree's finalization lock), the reboot discards it
+and the host comes back on the same booted deployment.
 """
 
 from __future__ import annotations
@@ -180,6 +183,26 @@ class Host:
 
     def rollback(self, *, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
         return self.bootc("rollback", timeout=timeout)
+
+    def upgrade(
+        self,
+        *,
+        download_only: bool = False,
+        from_downloaded: bool = False,
+        apply: bool = False,
+        timeout: float = 60.0,
+    ) -> subprocess.CompletedProcess[str]:
+        """``bootc upgrade [--download-only | --from-downloaded] [--apply]``."""
+        flags = [
+            flag
+            for flag, on in (
+                ("--download-only", download_only),
+                ("--from-downloaded", from_downloaded),
+                ("--apply", apply),
+            )
+            if on
+        ]
+        return self.bootc("upgrade", *flags, timeout=timeout)
 
     def reboot(self, *, lock_timeout: float = 30.0) -> State:
         """Perform a simulated reboot (see the module docstring)."""
@@ -410,7 +433,7 @@ def simulate_reboot(paths: Paths, *, lock_timeout: float = 30.0) -> State:
     def change(state: State) -> None:
         if state.rollback_queued and state.rollback is not None:
             state.booted, state.rollback = state.rollback, state.booted
-        elif state.staged is not None:
+        elif state.staged is not None and not state.staged.download_only:
             state.booted, state.rollback = state.staged, state.booted
         state.staged = None
         state.rollback_queued = False

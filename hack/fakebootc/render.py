@@ -65,7 +65,7 @@ def _entry(dep: Deployment, *, backend: str, slot: str, incompatible: bool) -> d
     entry: dict[str, Any] = {
         "cachedUpdate": None,
         "composefs": None,
-        "downloadOnly": False,
+        "downloadOnly": dep.download_only,
         "image": image,
         "incompatible": incompatible,
         "ostree": None,

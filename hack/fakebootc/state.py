@@ -134,6 +134,9 @@ class Deployment:
     pinned: bool = False
     soft_reboot_capable: bool = False
     incompatible: bool = False
+    #: staged with ``bootc upgrade --download-only`` (ostree's finalization lock): a
+    #: reboot discards it instead of booting it, until ``--from-downloaded`` unlocks it
+    download_only: bool = False
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Deployment:
@@ -150,6 +153,7 @@ class Deployment:
             pinned=bool(data.get("pinned", False)),
             soft_reboot_capable=bool(data.get("soft_reboot_capable", False)),
             incompatible=bool(data.get("incompatible", False)),
+            download_only=bool(data.get("download_only", False)),
         )
 
 
