@@ -94,17 +94,28 @@ def desired_digest_label(desired_image: str | None) -> dict[str, str]:
     return {c.DESIRED_DIGEST_LABEL: short_digest(desired_image.split("@", 1)[1])}
 
 
+def _uid(obj: Obj | None) -> str:
+    return str(((obj or {}).get("metadata") or {}).get("uid") or "")
+
+
 def index_by_pool(bootc_node: Obj) -> list[str]:
     owner = pool_of(bootc_node)
     return [owner] if owner else []
 
 
 def pool_ref(pool: Obj) -> ObjectRef:
+    """The pool an Event is about, with its uid (``kubectl describe`` selects by uid)."""
     return ObjectRef.of(pool, c.API_VERSION, c.POOL_KIND)
 
 
 def node_ref(name: str, uid: str = "") -> ObjectRef:
+    """Node ``name`` for an Event; prefer :meth:`Context.node_ref`, which knows the uid."""
     return ObjectRef(api_version="v1", kind="Node", name=name, uid=uid)
+
+
+def bootc_node_ref(name: str, uid: str = "") -> ObjectRef:
+    """BootcNode ``name`` for an Event; prefer :meth:`Context.bootc_node_ref`."""
+    return ObjectRef(api_version=c.API_VERSION, kind=c.NODE_KIND, name=name, uid=uid)
 
 
 @dataclass
@@ -170,6 +181,20 @@ class Context:
 
     def node(self, name: str) -> Obj | None:
         return self.node_overlay.read(name, self.nodes.get(name))
+
+    # kubectl describe lists the Events whose object reference carries the
+    # described object's uid (``kubectl describe node`` also those with uid = the
+    # node's name, kubelet's habit): an Event without it is seen only in
+    # ``kubectl get events``. The uid comes from the cache; an object already
+    # gone gets an Event without one.
+
+    def node_ref(self, name: str) -> ObjectRef:
+        """Node ``name`` for an Event, with its uid when the Node is cached."""
+        return node_ref(name, _uid(self.node(name)))
+
+    def bootc_node_ref(self, name: str) -> ObjectRef:
+        """BootcNode ``name`` for an Event, with its uid when it is cached."""
+        return bootc_node_ref(name, _uid(self.bootc_node(name)))
 
     def bootc_nodes_of(self, pool: str) -> list[Obj]:
         """The pool's BootcNodes by name, as this process last wrote or saw them."""

@@ -38,7 +38,7 @@ from typing import Final
 
 from bootc_operator.informers import Backoff, EventHandler, Informer
 from bootc_operator.kube import PODS, ApiError
-from bootc_operator.reconcilers.context import Context, Obj, node_ref
+from bootc_operator.reconcilers.context import Context, Obj
 from bootc_operator.reconcilers.drainplan import MIRROR_ANNOTATION, blocking_message, drain_state
 from bootc_operator.reconcilers.metrics import DRAIN_DURATION
 
@@ -214,7 +214,9 @@ class DrainManager:
                 res.reported_blocked = True
                 message = res.message(node)
                 log.warning(message, extra={"node": node, "pool": res.pool})
-                self.ctx.recorder.emit(node_ref(node), "Warning", "DrainBlocked", "Drain", message)
+                self.ctx.recorder.emit(
+                    self.ctx.node_ref(node), "Warning", "DrainBlocked", "Drain", message
+                )
                 self._on_change(node, res.pool)
             delay = backoff.next() if refused else 30.0
             if not refused:

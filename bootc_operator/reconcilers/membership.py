@@ -38,7 +38,6 @@ from bootc_operator.reconcilers.context import (
     Obj,
     desired_digest_label,
     member_body,
-    node_ref,
     pool_of,
     pool_ref,
 )
@@ -255,7 +254,7 @@ class MembershipReconciler:
         await ctx.delete_bootc_node(bn)
         log.info("node left pool", extra={"pool": pool_name, "node": name})
         ctx.recorder.emit(
-            node_ref(name), "Normal", "NodeLeft", "Membership", f"{name} left pool {pool_name}"
+            ctx.node_ref(name), "Normal", "NodeLeft", "Membership", f"{name} left pool {pool_name}"
         )
 
     async def _finalize(self, pool: Obj) -> None:

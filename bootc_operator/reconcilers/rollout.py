@@ -33,7 +33,7 @@ import logging
 
 from bootc_operator.api import constants as c
 from bootc_operator.api.conditions import now_rfc3339
-from bootc_operator.reconcilers.context import Context, Obj, node_ref, pool_ref
+from bootc_operator.reconcilers.context import Context, Obj, pool_ref
 from bootc_operator.reconcilers.drain import DrainManager
 from bootc_operator.reconcilers.fanout import each
 from bootc_operator.reconcilers.metrics import NODE_UPDATE_DURATION
@@ -178,7 +178,7 @@ class RolloutReconciler:
             summary=summary,
         )
         if node_reason is not None:
-            recorder.emit(node_ref(name), type_, node_reason or reason, "Rollout", note)
+            recorder.emit(self.ctx.node_ref(name), type_, node_reason or reason, "Rollout", note)
 
     async def _take(self, pool: Obj, bn: Obj, now: dt.datetime) -> None:
         ctx = self.ctx

@@ -30,7 +30,7 @@ from bootc_operator.api.conditions import (
 from bootc_operator.api.imageref import display_ref, short_digest
 from bootc_operator.kube import ApiError
 from bootc_operator.reconcilers import metrics as m
-from bootc_operator.reconcilers.context import Context, Obj, node_ref, pool_ref
+from bootc_operator.reconcilers.context import Context, Obj, pool_ref
 from bootc_operator.reconcilers.drain import DrainManager
 from bootc_operator.reconcilers.membership_plan import assign_nodes, claims
 from bootc_operator.reconcilers.nodestate import NodeState
@@ -251,23 +251,26 @@ class StatusReconciler:
         )
 
     def _node_events(self, pool_name: str, views: list[Any]) -> None:
-        """A Warning on the node when it turns degraded, a Normal one when it recovers."""
+        """A Warning on the node and its BootcNode (whose status the daemon reported it
+        in) when it turns degraded, a Normal one when it recovers."""
         now = {v.name: v.degraded_message for v in views if v.state is NodeState.DEGRADED}
         before = self._degraded.get(pool_name, {})
         for name, message in now.items():
             if name not in before:
-                self.ctx.recorder.emit(
-                    node_ref(name),
-                    "Warning",
-                    "NodeDegraded",
-                    "Status",
-                    f"{name} is degraded: {message or 'no message'}",
-                )
+                for ref in (self.ctx.node_ref(name), self.ctx.bootc_node_ref(name)):
+                    self.ctx.recorder.emit(
+                        ref,
+                        "Warning",
+                        "NodeDegraded",
+                        "Status",
+                        f"{name} is degraded: {message or 'no message'}",
+                    )
         for name in before.keys() - now.keys():
             if any(v.name == name for v in views):
-                self.ctx.recorder.emit(
-                    node_ref(name), "Normal", "NodeRecovered", "Status", f"{name} is healthy again"
-                )
+                for ref in (self.ctx.node_ref(name), self.ctx.bootc_node_ref(name)):
+                    self.ctx.recorder.emit(
+                        ref, "Normal", "NodeRecovered", "Status", f"{name} is healthy again"
+                    )
         self._degraded[pool_name] = now
 
     def _gauges(
