@@ -6,7 +6,7 @@ informer through ``Informer.replace``/``apply`` as the reflector would feed
 them, and a pool status write is echoed back as the watch event the API server
 would send, so the controller's own reactions to its writes are part of the
 loop under test. The registry is a resolver that always fails (or succeeds when
-told to). Real API server and registry: e2e/test_tag_retry_load.py.
+told to). Real API server and registry: e2e/test_tags_and_pull_secrets.py.
 """
 
 from __future__ import annotations
