@@ -7,16 +7,18 @@ turns ready) → leader election (if enabled) → as leader only: the Event
 recorder and N workers on each of the four rate-limited queues (membership,
 rollout, status, tags), all keyed by pool name, plus one worker that starts
 and stops the watches of the pull Secrets pools reference.
+A standby keeps warm caches and does no writes. Losing the lease stops the
+process (exit code 1) so it restarts as a standby, like controller-runtime.
 
 Who wakes whom: informer event handlers only enqueue (``eventmap`` says which
 queues an event concerns). A reconciler that learned something the others
-need (a tag resolved, a drain finished) wakes the *other* reconcilers through
+need (a tag resolved or failed) wakes the *other* reconcilers through
 ``notify``, never its own queue: re-adding a key while it is being processed
 makes the workqueue run it again at once, which would defeat the delay the
-reconcile returned (a failing tag would hit the registry in a tight loop). A
-reconciler's own next run is always its return value.
-A standby keeps warm caches and does no writes. Losing the lease stops the
-process (exit code 1) so it restarts as a standby, like controller-runtime.
+reconcile returned (a failing tag hit the registry in a tight loop). A
+reconciler's own next run is its return value. Drains are background tasks,
+event sources like the informers: a drain that finishes or gets blocked wakes
+rollout and status once.
 
 Shutdown (SIGTERM/SIGINT): queues drain (in-flight reconciles finish), drain
 tasks are cancelled (their state lives in annotations), Events are flushed,
@@ -286,7 +288,7 @@ class Controller:
         return True if self.factory.has_synced else "caches not synced"
 
     async def run_workers(self) -> None:
-        """Leader-only work: the recorder and the three reconcilers' workers."""
+        """Leader-only work: the recorder, the reconcilers' workers, the Secret watches."""
         self.recorder.start()
         self.secret_watch_queue.add(SECRET_WATCHES)
         for pool in self.pools.list():
