@@ -92,9 +92,13 @@ class Daemons:
         backoff_initial: str = "1s",
         backoff_max: str = "2s",
         extra: tuple[str, ...] = (),
+        kubeconfig: Path | None = None,
     ) -> Daemon:
+        """Start a daemon for ``node`` on ``host`` (``kubeconfig``: other credentials)."""
         metrics_port, probe_port = free_port(), free_port()
-        argv, env = host.daemon_command(node, self.kubeconfig, metrics_port, probe_port)
+        argv, env = host.daemon_command(
+            node, kubeconfig or self.kubeconfig, metrics_port, probe_port
+        )
         argv += [
             "--poll-interval",
             poll_interval,
@@ -158,6 +162,23 @@ async def get_bootc_node(api: ApiClient, name: str) -> dict[str, Any]:
 async def set_spec(api: ApiClient, name: str, **spec: Any) -> dict[str, Any]:
     """Merge-patch ``spec`` (``None`` values remove fields)."""
     return await patch_object(api, BOOTC_NODES, name, {"spec": spec})
+
+
+async def reboot_node(api: ApiClient, name: str, *, drained: bool = True) -> dict[str, Any]:
+    """``desiredImageState: Booted``, with the rollout's slot and reboot-requested
+    annotations in the same request as the rollout writes them (``drained``), or by
+    hand without them."""
+    patch: dict[str, Any] = {"spec": {"desiredImageState": "Booted"}}
+    if drained:
+        now = "2026-01-01T00:00:00Z"
+        patch["metadata"] = {
+            "annotations": {
+                c.IN_REBOOT_SLOT_ANNOTATION: now,
+                c.WAS_CORDONED_ANNOTATION: "false",
+                c.REBOOT_REQUESTED_ANNOTATION: now,
+            }
+        }
+    return await patch_object(api, BOOTC_NODES, name, patch)
 
 
 async def delete_bootc_node(api: ApiClient, name: str) -> None:

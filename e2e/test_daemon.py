@@ -18,12 +18,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes_asyncio.client import ApiClient
 
 from bootc_operator.api import constants as c
-from bootc_operator.kube import SECRETS, ApiError, create_object, patch_object
-from bootc_operator.kube.rest import delete_object
+from bootc_operator.kube import BOOTC_NODES, SECRETS, ApiError, create_object, patch_object
+from bootc_operator.kube.resources import Resource
+from bootc_operator.kube.rest import delete_object, request_json
 from e2e.daemonenv import (
+    REPO,
     SWITCH_UNIT,
     Daemons,
     NodeLog,
@@ -36,6 +39,7 @@ from e2e.daemonenv import (
     idle_reason,
     image,
     is_degraded,
+    reboot_node,
     set_spec,
     settled,
     slot_image,
@@ -47,6 +51,12 @@ from hack.testenv import ControlPlane
 
 D1, D2, D3 = image(1), image(2), image(3)
 WAIT = 60.0
+SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", namespaced=True, kind="ServiceAccount")
+RBAC = "rbac.authorization.k8s.io"
+CLUSTER_ROLES = Resource(RBAC, "v1", "clusterroles", namespaced=False, kind="ClusterRole")
+CLUSTER_ROLE_BINDINGS = Resource(
+    RBAC, "v1", "clusterrolebindings", namespaced=False, kind="ClusterRoleBinding"
+)
 
 
 @pytest.fixture
@@ -168,7 +178,7 @@ async def test_stage_reboot_and_come_back_on_the_new_image(
         )
         assert host.reboot_request is None, "staging must not reboot"
 
-        await set_spec(api, node, desiredImageState="Booted")
+        await reboot_node(api, node)  # as the rollout does, once the node is drained
         await wait_bn(
             api,
             node,
@@ -420,18 +430,34 @@ async def test_pull_secret_written_rewritten_and_removed(
         await wait_for(lambda: auth_file(host) == (second, 0o600), WAIT, "auth.json rewritten")
         assert not list(host.auth_file.parent.glob(".auth.json.*")), "no temporary files left"
 
-        # an unusable secret: Degraded, and the last good file stays
+        # an unusable secret on an up-to-date node: noted, not Degraded (nothing to
+        # pull), and the last good file stays
         await set_spec(
             api,
             node,
             pullSecretRef={"name": "missing", "namespace": "default"},
             pullSecretHash="h3",
         )
-        obj = await wait_bn(api, node, lambda o: settled(o) and is_degraded(o), "Degraded")
-        assert "pull secret default/missing: not found (keeping the previous file)" in (
-            degraded_message(obj)
+        problem = "pull secret default/missing: not found (keeping the previous file)"
+        obj = await wait_bn(
+            api,
+            node,
+            lambda o: settled(o) and problem in condition(o, c.COND_IDLE).get("message", ""),
+            "the pull secret problem noted in Idle",
         )
+        assert condition(obj, c.COND_IDLE)["status"] == "True"
+        assert (
+            condition(obj, c.COND_IDLE)["message"] == f"{problem} (not needed now: nothing to pull)"
+        )
+        assert not is_degraded(obj)
         assert auth_file(host) == (second, 0o600)
+        # ... but Degraded as soon as the node has to pull with it
+        host.set_fault("switch-fail", message="Switching: Pulling: unauthorized")
+        await set_spec(api, node, desiredImage=D2)
+        obj = await wait_bn(api, node, lambda o: settled(o) and is_degraded(o), "Degraded")
+        assert problem in degraded_message(obj)
+        host.clear_faults()
+        await set_spec(api, node, desiredImage=D1)
 
         await set_spec(api, node, pullSecretRef=None, pullSecretHash=None)
         await wait_for(lambda: auth_file(host) is None, WAIT, "auth.json removed")
@@ -520,3 +546,274 @@ async def test_deleted_bootcnode_cancels_the_switch(
     await delete_bootc_node(api, node)
     await wait_for(lambda: host.active_units() == [], WAIT, "the switch unit stopped")
     assert daemon.alive()
+
+
+# ------------------------------------------------------------------ bootedShort (issue 13)
+
+
+async def test_booted_short_is_the_digest_the_pool_targets(
+    api: ApiClient, daemons: Daemons, node: str, tmp_path: Path
+) -> None:
+    """``status.bootedShort`` (the BOOTED column): for a multi-arch index the index
+    digest the node was switched to, not the per-architecture ``imageDigest``; for a
+    tag the ``imageDigest``."""
+    index, amd64 = "sha256:" + "ab12cd34ef56" + "0" * 52, "sha256:" + "9" * 64
+    pinned = f"{REPO}@{index}"
+    host = new_host(tmp_path)
+    host.add_image(pinned, index, manifests={"amd64": {"digest": amd64}})
+    assert (await asyncio.to_thread(host.switch, pinned)).returncode == 0
+    host.reboot()
+    await create_bootc_node(api, node, pinned)
+    daemon = daemons.start(node, host)
+    obj = await wait_bn(api, node, is_idle, "Idle on the index")
+    assert obj["status"]["booted"]["imageDigest"] == amd64
+    assert obj["status"]["bootedShort"] == "ab12cd34ef56"
+
+    # booted from a tag: the per-arch digest bootc reports
+    tag = f"{REPO}:stable"
+    host.add_image(tag, "sha256:" + "5e" * 32)
+    assert (await asyncio.to_thread(host.switch, tag)).returncode == 0
+    assert await daemon.stop() == 0
+    host.reboot()
+    await set_spec(api, node, desiredImage=f"{REPO}@sha256:{'5e' * 32}")
+    daemons.start(node, host)
+    obj = await wait_bn(
+        api, node, lambda o: is_idle(o) and slot_image(o, "booted") == tag, "Idle on the tag"
+    )
+    assert obj["status"]["bootedShort"] == "5e" * 6
+
+
+# ------------------------------------------------------------------ reboot permit (issue 13)
+
+
+async def test_booted_without_a_drained_slot_never_reboots(
+    api: ApiClient, daemons: Daemons, node: str, tmp_path: Path
+) -> None:
+    """Defence in depth: a hand-written ``desiredImageState: Booted`` on a Staged node
+    whose BootcNode does not show a reboot slot and a drain is refused, and said so."""
+    host = new_host(tmp_path)
+    await create_bootc_node(api, node, D2)
+    daemons.start(node, host)
+    await wait_bn(
+        api, node, lambda o: settled(o) and idle_reason(o) == c.REASON_STAGED, "D2 staged"
+    )
+
+    await set_spec(api, node, desiredImageState="Booted")
+    obj = await wait_bn(
+        api,
+        node,
+        lambda o: settled(o) and condition(o, c.COND_DEGRADED).get("reason") == "RebootNotAllowed",
+        "the refusal reported",
+    )
+    deg = condition(obj, c.COND_DEGRADED)
+    assert deg["status"] == "True"
+    assert f"not rebooting into {D2}" in deg["message"]
+    assert "bootc.dev/in-reboot-slot and bootc.dev/reboot-requested" in deg["message"]
+    assert "an undrained node is never rebooted" in deg["message"]
+    assert idle_reason(obj) == c.REASON_STAGED
+    assert host.reboot_request is None
+    assert not [call for call in host.calls("systemctl") if call["argv"][:1] == ["reboot"]]
+
+    # one annotation is not enough: the slot without the drain's reboot request
+    await api_patch_annotations(api, node, {c.IN_REBOOT_SLOT_ANNOTATION: "2026-01-01T00:00:00Z"})
+    obj = await wait_bn(
+        api,
+        node,
+        lambda o: "lacks the annotation bootc.dev/reboot-requested," in degraded_message(o),
+        "still refused with only the slot annotation",
+    )
+    assert host.reboot_request is None
+
+    # the rollout's way: slot and reboot-requested annotations with Booted → reboot
+    await reboot_node(api, node)
+    obj = await wait_bn(
+        api,
+        node,
+        lambda o: idle_reason(o) == c.REASON_REBOOTING and not is_degraded(o),
+        "Rebooting, the refusal cleared",
+    )
+    assert condition(obj, c.COND_DEGRADED)["reason"] == c.REASON_HEALTHY
+    request = await wait_for(lambda: host.reboot_request, WAIT, "a reboot request on the host")
+    assert request is not None and request["kind"] == "reboot"
+
+
+async def api_patch_annotations(api: ApiClient, name: str, annotations: dict[str, str]) -> None:
+    await patch_object(api, BOOTC_NODES, name, {"metadata": {"annotations": annotations}})
+
+
+# ------------------------------------------------------------------ download-only (issue 13)
+
+
+async def test_a_download_only_deployment_is_applied_before_the_reboot(
+    api: ApiClient, daemons: Daemons, node: str, tmp_path: Path
+) -> None:
+    """An admin ran ``bootc upgrade --download-only`` (the host follows a tag that moved
+    to D2): the staged deployment is D2 but bootc would not boot it. The daemon applies
+    it with ``bootc upgrade --from-downloaded`` before rebooting, so the reboot lands on
+    D2 instead of booting D1 again."""
+    tag = f"{REPO}:stable"
+    host = new_host(tmp_path)
+    host.add_image(tag, digest(1))
+    assert (await asyncio.to_thread(host.switch, tag)).returncode == 0
+    host.reboot()  # booted from the tag now (D1)
+    host.add_image(tag, digest(2))  # the tag moves
+    done = await asyncio.to_thread(host.upgrade, download_only=True)
+    assert done.returncode == 0, done.stderr
+    assert host.status()["status"]["staged"]["downloadOnly"] is True
+
+    await create_bootc_node(api, node, D2)
+    daemon = daemons.start(node, host)
+    obj = await wait_bn(
+        api, node, lambda o: settled(o) and idle_reason(o) == c.REASON_STAGED, "D2 Staged"
+    )
+    assert "download-only" in condition(obj, c.COND_IDLE)["message"]
+    assert host.switch_calls() == [["switch", tag]], "the daemon did not re-stage anything"
+
+    await reboot_node(api, node)
+    request = await wait_for(lambda: host.reboot_request, WAIT, "a reboot request on the host")
+    assert request is not None
+    upgrades = [call["argv"] for call in host.calls("bootc") if call["argv"][:1] == ["upgrade"]]
+    assert upgrades == [["upgrade", "--download-only"], ["upgrade", "--from-downloaded"]]
+
+    assert await daemon.stop() == 0
+    host.reboot()
+    daemons.start(node, host)
+    obj = await wait_bn(
+        api,
+        node,
+        lambda o: is_idle(o) and (o["status"].get("booted") or {}).get("imageDigest") == digest(2),
+        "Idle on D2 after the reboot",
+    )
+
+
+# ------------------------------------------------------------------ stale staged (issue 13)
+
+
+async def test_a_stale_staged_image_is_replaced_when_the_target_returns_to_the_booted_one(
+    api: ApiClient, daemons: Daemons, node: str, tmp_path: Path
+) -> None:
+    """D2 was staged, then the target went back to the booted D1: the next reboot, for
+    whatever reason, must not boot D2."""
+    host = new_host(tmp_path)
+    await create_bootc_node(api, node, D2)
+    daemon = daemons.start(node, host)
+    await wait_bn(api, node, lambda o: settled(o) and slot_image(o, "staged") == D2, "D2 staged")
+
+    await set_spec(api, node, desiredImage=D1)
+    obj = await wait_bn(
+        api,
+        node,
+        lambda o: is_idle(o) and slot_image(o, "staged") != D2,
+        "Idle with the stale D2 no longer staged",
+    )
+    assert slot_image(obj, "booted") == D1
+    assert host.switch_calls() == [["switch", D2], ["switch", D1]]
+
+    # an unrelated reboot (a power cut, an admin) boots D1, not the stale D2
+    assert await daemon.stop() == 0
+    host.reboot()
+    daemons.start(node, host)
+    obj = await wait_bn(api, node, is_idle, "Idle after the reboot")
+    assert slot_image(obj, "booted") == D1
+    booted = host.state().booted
+    assert booted is not None and booted.digest == digest(1)
+
+
+# ------------------------------------------------------------------ API failures (issue 13)
+
+
+async def test_a_daemon_denied_its_status_writes_logs_one_line_per_retry(
+    api: ApiClient, control_plane: ControlPlane, daemons: Daemons, node: str, tmp_path: Path
+) -> None:
+    """Credentials that may read BootcNodes but not write this node's status (as a token
+    bound to another node): one readable line per retry, with backoff, no traceback, and
+    nothing done on the host (the status must be written before any action)."""
+    host = new_host(tmp_path)
+    await create_bootc_node(api, node, D2)
+    other = unique_name("other")
+    async with limited_credentials(
+        api, control_plane.kubeconfig, tmp_path, may_write=other
+    ) as kubeconfig:
+        daemon = daemons.start(node, host, kubeconfig=kubeconfig)
+        denied = f"not allowed to write BootcNode {node}: "
+        await wait_for(
+            lambda: daemon.log(10_000).count(denied) >= 3, WAIT, "three denied retries logged"
+        )
+        text = daemon.log(10_000)
+        assert "Traceback" not in text
+        lines = [line for line in text.splitlines() if denied in line]
+        assert all("forbidden" in line and "bootcnodes/status" in line for line in lines), lines
+        assert daemon.alive()
+    assert host.switch_calls() == [] and host.reboot_request is None
+    assert (await bn(api, node)).get("status") is None
+
+
+@contextlib.asynccontextmanager
+async def limited_credentials(
+    api: ApiClient, admin_kubeconfig: Path, tmp_path: Path, *, may_write: str
+) -> AsyncIterator[Path]:
+    """A kubeconfig for a new ServiceAccount that may read BootcNodes but patch only
+    BootcNode ``may_write``'s status (RBAC ``resourceNames``)."""
+    name = unique_name("daemon-sa")
+    sa = await create_object(
+        api,
+        SERVICE_ACCOUNTS,
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}},
+        "default",
+    )
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": name},
+        "rules": [
+            {
+                "apiGroups": [c.GROUP],
+                "resources": [c.NODE_PLURAL],
+                "verbs": ["get", "list", "watch"],
+            },
+            {
+                "apiGroups": [c.GROUP],
+                "resources": [f"{c.NODE_PLURAL}/status"],
+                "verbs": ["patch"],
+                "resourceNames": [may_write],
+            },
+        ],
+    }
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": "default"}],
+    }
+    await create_object(api, CLUSTER_ROLES, role)
+    await create_object(api, CLUSTER_ROLE_BINDINGS, binding)
+    try:
+        review = await request_json(
+            api,
+            "POST",
+            f"/api/v1/namespaces/default/serviceaccounts/{name}/token",
+            body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
+        )
+        yield token_kubeconfig(
+            admin_kubeconfig, review["status"]["token"], tmp_path / f"{name}.kubeconfig"
+        )
+    finally:
+        for resource, obj_name, ns in (
+            (CLUSTER_ROLE_BINDINGS, name, None),
+            (CLUSTER_ROLES, name, None),
+            (SERVICE_ACCOUNTS, sa["metadata"]["name"], "default"),
+        ):
+            with contextlib.suppress(ApiError):
+                await delete_object(api, resource, obj_name, ns)
+
+
+def token_kubeconfig(admin_kubeconfig: Path, token: str, path: Path) -> Path:
+    """``admin_kubeconfig``'s cluster, authenticating with ``token``; written to ``path``."""
+    doc = yaml.safe_load(admin_kubeconfig.read_text())
+    doc["users"] = [{"name": "token", "user": {"token": token}}]
+    for ctx in doc["contexts"]:
+        ctx["context"]["user"] = "token"
+    path.write_text(yaml.safe_dump(doc))
+    path.chmod(0o600)
+    return path
