@@ -148,5 +148,9 @@ async def test_a_full_queue_drops_and_counts_and_warnings_go_first(api: ApiClien
     await rec.stop()
     events = await events_of(api, name)
     assert sorted(e["note"] for e in events) == ["event 0", "event 1", "warning 0"]
-    first = min(events, key=lambda e: e["eventTime"])
+    # Sent first, though emitted last (eventTime says when it was emitted). One etcd
+    # hands out increasing resourceVersions, so they give the order of creation.
+    first = min(events, key=lambda e: int(e["metadata"]["resourceVersion"]))
     assert first["note"] == "warning 0", "the queued Warning was sent before the Normals"
+    last = max(events, key=lambda e: e["eventTime"])
+    assert last["note"] == "warning 0", "each Event is stamped when it was emitted"

@@ -205,8 +205,8 @@ CONTROLLER_NEEDS: list[Check] = [
     chk("watch", "pods"),
     chk("list", "pods", ns="kube-system"),
     chk("create", "pods", sub="eviction", ns="some-app"),
-    chk("create", "events", group="events.k8s.io", ns="default"),
-    chk("patch", "events", group="events.k8s.io", ns="default"),
+    chk("create", "events", ns="default"),
+    chk("patch", "events", ns="default"),
     chk("create", "leases", group="coordination.k8s.io", ns=NS),
     chk("get", "leases", group="coordination.k8s.io", ns=NS, name=LEASE),
     chk("update", "leases", group="coordination.k8s.io", ns=NS, name=LEASE),
@@ -235,10 +235,10 @@ CONTROLLER_DENIED: list[Check] = [
     chk("update", "bootcnodes", group=B),
     chk("patch", "bootcnodes", group=B, sub="status"),
     chk("deletecollection", "bootcnodes", group=B),
-    # Events only in "default", only events.k8s.io.
-    chk("create", "events", group="events.k8s.io", ns="kube-system"),
-    chk("create", "events", ns="default"),
-    chk("delete", "events", group="events.k8s.io", ns="default"),
+    # Events only in "default", only core v1 (see runtime/events.py).
+    chk("create", "events", ns="kube-system"),
+    chk("create", "events", group="events.k8s.io", ns="default"),
+    chk("delete", "events", ns="default"),
     # Leases: only its own, only in its namespace.
     chk("update", "leases", group="coordination.k8s.io", ns="kube-system", name="kube-scheduler"),
     chk("update", "leases", group="coordination.k8s.io", ns=NS, name="someone-else"),
@@ -280,6 +280,7 @@ DAEMON_DENIED: list[Check] = [
     chk("create", "pods", sub="exec", ns="some-app"),
     chk("create", "pods", sub="eviction", ns="some-app"),
     chk("create", "events", group="events.k8s.io", ns="default"),
+    chk("create", "events", ns="default"),
     chk("get", "leases", group="coordination.k8s.io", ns=NS, name=LEASE),
     chk("create", "serviceaccounts", sub="token", ns=NS),
     chk("impersonate", "users"),
@@ -387,7 +388,7 @@ def test_no_rule_beyond_the_expected_ones_in_any_namespace(cluster: Cluster) -> 
     daemon = _expected(DAEMON_CLUSTER)
     expected = {
         (CONTROLLER, "kube-system"): controller,
-        (CONTROLLER, "default"): controller | _expected("events.k8s.io events create,patch"),
+        (CONTROLLER, "default"): controller | _expected("core events create,patch"),
         (CONTROLLER, NS): controller
         | _expected(
             f"""

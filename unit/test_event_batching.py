@@ -1,10 +1,12 @@
-"""``batch_note``: how a batch of per-member Events becomes one note."""
+"""``batch_note``: how a batch of per-member Events becomes one note; Event names."""
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 
-from bootc_operator.runtime.events import NOTE_MAX, batch_note
+from bootc_operator.runtime.events import NOTE_MAX, EventRecorder, ObjectRef, _Pending, batch_note
 
 
 def test_a_single_member_keeps_its_own_note() -> None:
@@ -45,3 +47,15 @@ def test_any_limit_is_respected_and_counts_add_up(limit: int) -> None:
 
 def test_a_long_single_note_is_cut_to_the_limit() -> None:
     assert len(batch_note("{n} x", ["a"], ["y" * 5000])) == NOTE_MAX
+
+
+def test_event_names_sort_by_emit_time() -> None:
+    """kubectl describe keeps name order among Events of the same second."""
+    ref = ObjectRef("v1", "Node", "node-1")
+    t0 = dt.datetime(2026, 11, 23, 14, 0, 0, 999_999, tzinfo=dt.UTC)
+    times = [t0 + dt.timedelta(microseconds=us) for us in (0, 1, 2, 10, 999_999, 10**8)]
+    names = [EventRecorder._name(_Pending(ref, "Normal", "R", "A", "n", t)) for t in times]
+    assert names == sorted(names) and len(set(names)) == len(names)
+    assert names[0] == f"node-1.{int(t0.timestamp()) * 10**9 + 999_999_000:x}"
+    # a retry after a name clash takes the next nanosecond, still before the next µs
+    assert names[0] < EventRecorder._name(_Pending(ref, "Normal", "R", "A", "n", t0), 1) < names[1]

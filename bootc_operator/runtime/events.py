@@ -1,4 +1,4 @@
-"""Kubernetes Events (events.k8s.io/v1) for pools and nodes, without blocking reconciles.
+"""Kubernetes Events for pools, nodes and BootcNodes, without blocking reconciles.
 
 Interface::
 
@@ -22,6 +22,22 @@ update the first Event's ``series`` instead of creating new objects, like
 client-go's events broadcaster. Events of cluster-scoped objects live in the
 ``default`` namespace (where kubectl describe finds them).
 
+What kubectl shows decides how Events are written. ``kubectl describe`` finds
+an object's Events by the uid in their object reference (callers pass refs
+with uids), sorts them by the core ``lastTimestamp`` alone and prints
+``(xN over T)`` from ``series``; ``kubectl get events --sort-by=.lastTimestamp``
+sorts by it too. An Event without ``lastTimestamp`` (events.k8s.io/v1's
+``deprecatedLastTimestamp``) is listed in the order of its name. The
+events.k8s.io/v1 API refuses those fields on create and makes them immutable
+on update, so Events are written through the core v1 API, as kubelet's
+recorder does: the same stored objects (``kubectl get events.events.k8s.io``
+shows them with ``regarding``, ``note`` and ``deprecatedFirstTimestamp`` /
+``deprecatedLastTimestamp`` / ``deprecatedCount``), with both the new fields
+(``eventTime``, ``series``, reporting controller and instance, ``action``)
+and the old ones (``firstTimestamp``, ``lastTimestamp``, ``count``) filled.
+Each Event is stamped with the time it was emitted, not sent: Warnings jump
+the queue, and the timestamps still order what happened.
+
 ``emit_batched`` is for news about one of many members told on the whole (a
 pool hearing of each node's slot): every such emit for the same (object,
 type, reason) within ``batch_window`` of the first becomes one Event — the
@@ -36,17 +52,19 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import datetime as dt
 import functools
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
 from kubernetes_asyncio.client import ApiClient
 from prometheus_client import Counter
 
-from bootc_operator.kube import EVENTS, ApiError, create_object, patch_object
+from bootc_operator.kube import ApiError, Resource, create_object, patch_object
 from bootc_operator.runtime.leaderelection import micro_time
 
 log = logging.getLogger("events")
@@ -61,6 +79,21 @@ EVENTS_DROPPED: Final = Counter(
 )
 
 NOTE_MAX: Final = 1024
+
+# Written through core v1 (see the module docstring); read either way.
+CORE_EVENTS: Final = Resource("", "v1", "events", namespaced=True, kind="Event")
+
+
+_EPOCH: Final = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+def _utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def _timestamp(t: dt.datetime) -> str:
+    """A ``metav1.Time`` (whole seconds), as ``firstTimestamp`` / ``lastTimestamp`` take."""
+    return t.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def batch_note(summary: str, subjects: list[str], notes: list[str], limit: int = NOTE_MAX) -> str:
@@ -119,6 +152,7 @@ class _Pending:
     reason: str
     action: str
     note: str
+    at: dt.datetime  # when it was emitted (a batch: its first member)
 
 
 @dataclass(slots=True)
@@ -126,6 +160,9 @@ class _Batch:
     summary: str
     subjects: list[str]
     notes: list[str]
+    # One time for the whole batch, its first member's: kubectl describe shows the
+    # age of eventTime and sorts by lastTimestamp, so both must be the same.
+    at: dt.datetime
     timer: asyncio.TimerHandle | None = None
 
 
@@ -143,8 +180,10 @@ class EventRecorder:
         series_window: float = 360.0,
         batch_window: float = 2.0,
         senders: int = 4,
+        now: Callable[[], dt.datetime] = _utc_now,
     ) -> None:
         self.api = api
+        self.now = now
         self.controller = controller
         self.instance = instance or f"bootc-operator-{uuid.uuid4().hex[:8]}"
         self.series_window = series_window
@@ -184,7 +223,7 @@ class EventRecorder:
     def emit(self, ref: ObjectRef, type_: str, reason: str, action: str, note: str) -> None:
         if type_ not in ("Normal", "Warning"):
             raise ValueError(f"event type must be Normal or Warning, not {type_!r}")
-        self._enqueue(_Pending(ref, type_, reason, action, note[:NOTE_MAX]))
+        self._enqueue(_Pending(ref, type_, reason, action, note[:NOTE_MAX], self.now()))
 
     def emit_batched(
         self,
@@ -203,7 +242,7 @@ class EventRecorder:
         key = (ref, type_, reason, action)
         batch = self._batches.get(key)
         if batch is None:
-            batch = self._batches[key] = _Batch(summary, [], [])
+            batch = self._batches[key] = _Batch(summary, [], [], self.now())
             with contextlib.suppress(RuntimeError):  # no running loop: flushed by stop()
                 loop = asyncio.get_running_loop()
                 batch.timer = loop.call_later(self.batch_window, self._flush_batch, key)
@@ -218,11 +257,8 @@ class EventRecorder:
         if batch.timer is not None:
             batch.timer.cancel()
         ref, type_, reason, action = key
-        self._enqueue(
-            _Pending(
-                ref, type_, reason, action, batch_note(batch.summary, batch.subjects, batch.notes)
-            )
-        )
+        note = batch_note(batch.summary, batch.subjects, batch.notes)
+        self._enqueue(_Pending(ref, type_, reason, action, note, batch.at))
 
     def _enqueue(self, item: _Pending) -> None:
         queue = self._queues[item.type]
@@ -283,6 +319,36 @@ class EventRecorder:
                 err,
             )
 
+    @staticmethod
+    def _name(item: _Pending, bump: int = 0) -> str:
+        """``<object>.<emit time in hex nanoseconds>``, as client-go names Events.
+
+        kubectl describe sorts by ``lastTimestamp``, whole seconds, and keeps the
+        list order (names) among Events of the same second: names that sort by
+        time keep those in order too (16 hex digits from 2006 to 2554).
+        """
+        micros = (item.at - _EPOCH) // dt.timedelta(microseconds=1)
+        return f"{item.ref.name}.{micros * 1000 + bump:x}"
+
+    def _body(self, item: _Pending, name: str) -> dict[str, Any]:
+        """A core v1 Event with the events.k8s.io/v1 fields and the deprecated ones."""
+        return {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": name, "namespace": item.ref.namespace or "default"},
+            "involvedObject": item.ref.to_wire(),
+            "type": item.type,
+            "reason": item.reason,
+            "message": item.note,
+            "action": item.action,
+            "eventTime": micro_time(item.at),
+            "firstTimestamp": _timestamp(item.at),
+            "lastTimestamp": _timestamp(item.at),
+            "count": 1,
+            "reportingComponent": self.controller,
+            "reportingInstance": self.instance,
+        }
+
     async def _send(self, item: _Pending) -> None:
         EVENTS_TOTAL.labels(item.type, item.reason).inc()
         key = (item.ref.uid or item.ref.name, item.type, item.reason, item.note)
@@ -291,35 +357,32 @@ class EventRecorder:
         if known is not None and now_mono - known[3] < self.series_window:
             namespace, name, count, first = known
             count += 1
+            # series for the new readers, count and lastTimestamp for kubectl
+            # describe's order (and older readers); series.count is the number
+            # of occurrences, as client-go's broadcaster counts it (2 at the
+            # first repeat).
+            patch = {
+                "count": count,
+                "lastTimestamp": _timestamp(item.at),
+                "series": {"count": count, "lastObservedTime": micro_time(item.at)},
+            }
             try:
-                await patch_object(
-                    self.api,
-                    EVENTS,
-                    name,
-                    {"series": {"count": count, "lastObservedTime": micro_time()}},
-                    namespace,
-                )
+                await patch_object(self.api, CORE_EVENTS, name, patch, namespace)
                 self._series[key] = (namespace, name, count, first)
                 return
             except ApiError as err:
                 if not err.not_found:
                     raise
         namespace = item.ref.namespace or "default"
-        name = f"{item.ref.name}.{uuid.uuid4().hex[:16]}"
-        body = {
-            "apiVersion": "events.k8s.io/v1",
-            "kind": "Event",
-            "metadata": {"name": name, "namespace": namespace},
-            "eventTime": micro_time(),
-            "reportingController": self.controller,
-            "reportingInstance": self.instance,
-            "action": item.action,
-            "reason": item.reason,
-            "note": item.note,
-            "type": item.type,
-            "regarding": item.ref.to_wire(),
-        }
-        await create_object(self.api, EVENTS, body, namespace)
+        for bump in range(3):
+            name = self._name(item, bump)
+            try:
+                await create_object(self.api, CORE_EVENTS, self._body(item, name), namespace)
+                break
+            except ApiError as err:
+                # 409: another Event of this object emitted in the same microsecond
+                if not err.conflict or bump == 2:
+                    raise
         self._series[key] = (namespace, name, 1, now_mono)
         if len(self._series) > 10_000:
             cutoff = now_mono - self.series_window
