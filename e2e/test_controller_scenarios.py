@@ -351,6 +351,8 @@ async def test_overlapping_pools_conflict_only_on_the_loser(api: ApiClient, flee
     ("spec_patch", "fragment"),
     [
         ({"image": {"ref": "myos:latest"}}, "short name"),
+        # a digest the BootcNode CRD (and bootc) would refuse: caught on the pool
+        ({"image": {"ref": "quay.io/x/os@md5:" + "0" * 32}}, "only sha256 and sha512"),
         ({"nodeSelector": {"matchLabels": {"bad key!": "x"}}}, "nodeSelector"),
         ({"nodeSelector": {"matchExpressions": [{"key": "a", "operator": "In"}]}}, "at least one"),
     ],
@@ -370,6 +372,17 @@ async def test_invalid_spec_is_reported(
             return deg.get("reason") == "InvalidSpec" and fragment in deg.get("message", "")
 
         await wait_for(invalid, 30, f"InvalidSpec mentioning {fragment!r}")
+        pool = await get_pool(api, group)
+        # not "in progress": UpToDate names what blocks it, counts the matched nodes
+        up = condition(pool, "UpToDate")
+        assert (up["status"], up["reason"]) == ("False", "InvalidSpec"), up
+        assert fragment in up["message"]
+        selector_ok = "nodeSelector" not in spec_patch
+        assert pool["status"]["nodeCount"] == (1 if selector_ok else 0)
+        assert pool["status"]["phase"] == "Degraded"
+        # nothing was created that the API server would refuse
+        bns, _ = await list_objects(api, BOOTC_NODES, label_selector=f"{c.POOL_LABEL}={group}")
+        assert not bns
     await delete_quietly(api, BOOTC_NODE_POOLS, group)
 
 
