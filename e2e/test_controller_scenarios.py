@@ -310,6 +310,16 @@ async def test_previously_cordoned_node_stays_cordoned(api: ApiClient, fleet: Fl
         await wait_for(lambda: up_to_date_on(api, group, 2, 2), 120, "pool on image 2")
     assert (await node(api, nodes[1]))["spec"].get("unschedulable") is True
     assert not (await node(api, nodes[0]))["spec"].get("unschedulable")
+    # the Events say what really happened to each (we cordoned only the first)
+    notes = {}
+    for name in nodes:
+        items, _ = await list_objects(
+            api, EVENTS_V1, namespace="default", field_selector=f"regarding.name={name}"
+        )
+        notes[name] = {e["reason"]: e.get("note", "") for e in items}
+    assert "cordoned; draining" in notes[nodes[0]]["Cordoned"], notes
+    assert "Cordoned" not in notes[nodes[1]], notes
+    assert "already cordoned by someone else" in notes[nodes[1]]["AlreadyCordoned"], notes
     await delete_quietly(api, BOOTC_NODE_POOLS, group)
 
 

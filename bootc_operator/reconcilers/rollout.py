@@ -198,10 +198,17 @@ class RolloutReconciler:
         )
         await ctx.set_unschedulable(name, True)
         pool_name = pool["metadata"]["name"]
-        log.info("reboot slot taken; cordoned", extra={"pool": pool_name, "node": name})
-        msg = f"{name} took a reboot slot in pool {pool_name}; cordoned, draining"
+        if was_cordoned:
+            # Someone else cordoned it: we did not, and we will leave it cordoned.
+            what = "was already cordoned by someone else (it stays cordoned afterwards)"
+            node_reason = "AlreadyCordoned"
+        else:
+            what = "cordoned"
+            node_reason = "Cordoned"
+        log.info(f"reboot slot taken; {what}", extra={"pool": pool_name, "node": name})
+        msg = f"{name} took a reboot slot in pool {pool_name}; {what}; draining"
         summary = "{n} nodes took a reboot slot"
-        self._report(pool, name, "Normal", "SlotTaken", msg, summary, node_reason="Cordoned")
+        self._report(pool, name, "Normal", "SlotTaken", msg, summary, node_reason=node_reason)
 
     async def _drive_drain(
         self, pool: Obj, name: str, drain_timeout: float | None, now: dt.datetime
