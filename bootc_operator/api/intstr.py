@@ -9,6 +9,7 @@ no node may be taken down (the rollout reports it is blocked).
 
 from __future__ import annotations
 
+import json
 import re
 
 _PERCENT = re.compile(r"^(\d+)%$")
@@ -25,13 +26,17 @@ def resolve_max_unavailable(value: int | str | None, total: int) -> int:
     if value is None:
         value = 1
     if isinstance(value, bool):
-        raise InvalidIntOrPercent(f"maxUnavailable {value!r} is not an integer or percentage")
+        raise InvalidIntOrPercent(
+            f"maxUnavailable {json.dumps(value)} is not an integer or percentage"
+        )
     if isinstance(value, int):
         if value < 0:
             raise InvalidIntOrPercent(f"maxUnavailable {value} must not be negative")
         return min(value, total)
     if not isinstance(value, str):
-        raise InvalidIntOrPercent(f"maxUnavailable {value!r} is not an integer or percentage")
+        raise InvalidIntOrPercent(
+            f"maxUnavailable {json.dumps(value)} is not an integer or percentage"
+        )
     match = _PERCENT.match(value.strip())
     if not match:
         if value.strip().lstrip("-").isdigit():

@@ -11,6 +11,7 @@ when the image is usable, the repository and the target digest:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -88,7 +89,9 @@ def check_pool(pool: Mapping[str, Any], resolved: Mapping[str, str] | None = Non
         if value is None or value == 0:
             return None
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            problems.append(f"spec.rollout.{name} must be a non-negative integer, not {value!r}")
+            problems.append(
+                f"spec.rollout.{name} must be a non-negative integer, not {json.dumps(value)}"
+            )
             return None
         return float(value)
 
