@@ -1,5 +1,6 @@
 """Process plumbing shared by the controller (and partly the daemon).
 
-``leaderelection`` (Lease-based leader election), ``events`` (events.k8s.io/v1
-recorder with de-duplication), ``httpserver`` (/healthz, /readyz, /metrics).
+``leaderelection`` (Lease-based leader election), ``events`` (Event recorder
+with de-duplication, written for kubectl describe), ``httpserver`` (/healthz,
+/readyz, /metrics).
 """
