@@ -205,6 +205,8 @@ class Agent:
             reason = exc.message or exc.reason or f"HTTP {exc.status}"
             if exc.status == 403:
                 text = f"not allowed to {what}: {reason}"
+            elif not exc.status:  # not an HTTP answer (e.g. a body that is not JSON)
+                text = f"cannot {what}: {reason}"
             else:
                 text = f"cannot {what}: the API server answered {exc.status}: {reason}"
         else:
@@ -293,7 +295,7 @@ class Agent:
                 return False
             self._api_error(f"write BootcNode {key}", exc)
             return False
-        except (aiohttp.ClientError, TimeoutError) as exc:
+        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
             self._api_error(f"write BootcNode {key}", exc)
             return False
         self._note_pruned(new, written)
@@ -460,7 +462,7 @@ class Agent:
                 raise PullSecretError("pullSecretRef needs both name and namespace")
             secret = await get_object(self.api, SECRETS, name, namespace)
             changed = write_auth_file(self.config.host_root, docker_config(secret))
-        except (aiohttp.ClientError, TimeoutError) as exc:
+        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
             self._secret_known = False  # transient: try again on the retry
             self._api_error(f"read pull secret {namespace}/{name}", exc)
             return self._secret_problem
