@@ -304,6 +304,8 @@ class StatusReconciler:
                 continue
             if before is None and cond["type"] == c.COND_DEGRADED and cond["status"] == "False":
                 continue  # a new pool starting healthy is not news
+            if cond["reason"] == c.REASON_PENDING:
+                continue  # a spec not yet acted on is not news; what follows is
             warning = cond["type"] == c.COND_DEGRADED and cond["status"] == "True"
             reason = {
                 (c.COND_UP_TO_DATE, c.REASON_ALL_UPDATED): "RolloutComplete",
