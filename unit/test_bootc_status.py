@@ -618,6 +618,29 @@ def test_fake_host_output_round_trip(host: Host) -> None:
     )
 
 
+def test_download_only_is_read_from_the_staged_entry(host: Host) -> None:
+    """``downloadOnly`` lives on the deployment entry (``status.staged.downloadOnly``);
+    the fake host's ``bootc upgrade --download-only`` sets it, ``--from-downloaded``
+    clears it."""
+    real = parse_status(json.dumps(host_doc(entry(REPO, D_BOOTED), entry(REPO, D_STAGED))))
+    assert real.staged is not None and not real.staged.download_only
+    locked = entry(REPO, D_STAGED, downloadOnly=True)
+    parsed = parse_status(json.dumps(host_doc(entry(REPO, D_BOOTED), locked)))
+    assert parsed.staged is not None and parsed.staged.download_only
+
+    v1 = ("--format=json", "--format-version=1")
+    host.add_image(f"{REPO}:stable", D_BOOTED)
+    assert host.switch(f"{REPO}:stable").returncode == 0
+    host.reboot()
+    host.add_image(f"{REPO}:stable", D_STAGED)
+    assert host.upgrade(download_only=True).returncode == 0
+    staged = parse_status(_status_text(host, *v1)).staged
+    assert staged is not None and staged.download_only and staged.image_digest == D_STAGED
+    assert host.upgrade(from_downloaded=True).returncode == 0
+    staged = parse_status(_status_text(host, *v1)).staged
+    assert staged is not None and not staged.download_only
+
+
 def test_fake_host_faults_parse_as_the_daemon_must_see_them(host: Host) -> None:
     v1 = ("--format=json", "--format-version=1")
     host.set_fault("incompatible")
