@@ -3,7 +3,7 @@
 Two session registries (e2e/conftest.py): ``registry`` (open, plain HTTP) and
 ``private_registry`` (htpasswd over TLS with a generated CA); tests that stop a
 registry get their own from ``make_registry``. Images are pushed with the
-project's own client (``bootc_operator.registry.push``), each test under its own
+project's own client (``hack.testenv.push``), each test under its own
 repository.
 """
 
@@ -32,9 +32,9 @@ from bootc_operator.registry import (
     RegistryUnreachable,
     resolve_digest,
 )
-from bootc_operator.registry.push import Image, make_image, make_index, push_image, push_index
 from e2e.helpers import unique_name
 from hack.fakebootc import Host, make_host
+from hack.testenv.push import Image, make_image, make_index, push_image, push_index
 from hack.testenv.registry import Registry, dockerconfigjson
 
 BOOTED = "quay.io/example/os@sha256:" + "0" * 64

@@ -30,7 +30,6 @@ from bootc_operator.kube.rest import (
     request_json,
 )
 from bootc_operator.registry import RegistryClient
-from bootc_operator.registry.push import make_image, push_image
 from e2e.controllerenv import (
     add_nodes,
     condition,
@@ -46,6 +45,7 @@ from e2e.hostsenv import HostedNodes
 from hack.testenv import ControlPlane
 from hack.testenv.fleet import Fleet
 from hack.testenv.pools import pool_body
+from hack.testenv.push import make_image, push_image
 from hack.testenv.registry import Registry
 
 

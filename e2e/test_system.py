@@ -44,7 +44,6 @@ from bootc_operator.kube.rest import (
     patch_object,
 )
 from bootc_operator.registry import RegistryClient
-from bootc_operator.registry.push import make_image, push_image
 from e2e.controllerenv import condition
 from e2e.helpers import unique_name, wait_for
 from e2e.simenv import NAMESPACE, PoolRun, booted_image, digest_of, push, reboots_since
@@ -54,6 +53,7 @@ from hack.simlib.workload import NAME as WORKLOAD_NAME
 from hack.simlib.workload import NAMESPACE as WORKLOAD_NAMESPACE
 from hack.testenv import api_client
 from hack.testenv.monitor import PDBS
+from hack.testenv.push import make_image, push_image
 from hack.testenv.registry import Registry
 
 pytestmark = pytest.mark.slow

@@ -36,7 +36,6 @@ from bootc_operator.kube.rest import (
     request_json,
 )
 from bootc_operator.registry import RegistryClient
-from bootc_operator.registry.push import make_image, make_index, push_image, push_index
 from e2e.controllerenv import (
     condition,
     create_pool,
@@ -51,6 +50,7 @@ from e2e.hostsenv import HostedNodes
 from hack.testenv import ControlPlane
 from hack.testenv.fleet import Fleet
 from hack.testenv.pools import pool_body
+from hack.testenv.push import make_image, make_index, push_image, push_index
 from hack.testenv.registry import Registry
 
 NS = "bootc-operator"

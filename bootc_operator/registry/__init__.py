@@ -10,7 +10,6 @@ from a pull secret's dockerconfigjson. Modules:
 - ``challenge``: ``WWW-Authenticate`` parsing;
 - ``manifest``: media types, digests, ``Resolved``;
 - ``errors``: one exception class per failure kind, messages free of secrets;
-- ``push``: building and pushing tiny images (tests and the simulation).
 
     async with RegistryClient(RegistryOptions(ca_file="/etc/pki/ca.pem")) as client:
         resolved = await client.resolve("quay.io/org/os:stable", dockerconfigjson=secret)

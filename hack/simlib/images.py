@@ -1,7 +1,7 @@
 """OS images of the simulation: push a new, distinct image and learn its digest.
 
 With a registry (the normal case) ``push_image`` builds a tiny OCI image with
-``bootc_operator.registry.push`` (one layer whose content names the image and a
+``hack.testenv.push`` (one layer whose content names the image and a
 nonce, so every push is distinct, and the tag as its version label) and uploads
 it to the simulation's registry; the simulated hosts then pull it from there like
 bootc does (``hack.fakebootc.resolve``: a loopback registry is the authority).
@@ -23,10 +23,10 @@ from pathlib import Path
 
 from bootc_operator.api.imageref import InvalidImageRef, parse_image_ref
 from bootc_operator.registry import RegistryClient, RegistryOptions
-from bootc_operator.registry.push import make_image
-from bootc_operator.registry.push import push_image as push_to_registry
 from hack.fakebootc import add_catalog_image
 from hack.simlib.common import SimInfo
+from hack.testenv.push import make_image
+from hack.testenv.push import push_image as push_to_registry
 
 CATALOG_REGISTRY = "registry.sim.invalid"
 

@@ -17,8 +17,8 @@ authentication work exactly as for resolving):
   skipped when ``HEAD`` finds the blob), then ``PUT /v2/<repo>/manifests/<tag>``;
   each returns the manifest digest.
 
-Not used by the operator itself; it lives beside the client so pushing
-exercises the same transport and authentication code.
+Not used by the operator itself (so not shipped in its package): it drives the
+registry client, so pushing exercises the same transport and authentication code.
 """
 
 from __future__ import annotations
@@ -151,7 +151,7 @@ def make_image(
         "created": created,
         "config": {"Labels": all_labels},
         "rootfs": {"type": "layers", "diff_ids": [diff_id]},
-        "history": [{"created": created, "created_by": "bootc_operator.registry.push"}],
+        "history": [{"created": created, "created_by": "hack.testenv.push"}],
     }
     if variant:
         config_doc["variant"] = variant
