@@ -53,7 +53,7 @@ from bootc_operator.informers import (
 )
 from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, NODES, ApiError, load_api_client
 from bootc_operator.reconcilers import metrics as m
-from bootc_operator.reconcilers.context import POOL_INDEX, Context, Obj, index_by_pool, pool_of
+from bootc_operator.reconcilers.context import Context, Obj
 from bootc_operator.reconcilers.drain import DrainManager
 from bootc_operator.reconcilers.eventmap import (
     membership_changed,
@@ -63,6 +63,7 @@ from bootc_operator.reconcilers.eventmap import (
     pools_selecting,
 )
 from bootc_operator.reconcilers.membership import MembershipReconciler
+from bootc_operator.reconcilers.ownership import POOL_INDEX, index_by_pool, pool_of
 from bootc_operator.reconcilers.pullsecrets import SecretState, SecretWatcher, ref_of
 from bootc_operator.reconcilers.rollout import RolloutReconciler
 from bootc_operator.reconcilers.status import StatusReconciler
@@ -166,11 +167,13 @@ class Controller:
             secret_state=self.secret_state,
             on_target_changed=lambda pool: self.notify(pool, source="tags"),
         )
+        self.ctx.resolved_tag = self.tags.target
         self.status = StatusReconciler(
             self.ctx,
             self.drains,
             extra_problems=self.tags.problems,
             secret_state=self.secret_state,
+            membership=self.membership.progress,
         )
         self._register_handlers()
 

@@ -175,7 +175,7 @@ async def test_resolution_after_failures_wakes_the_others_once_and_waits_the_int
     h.fail = False
     await h.run_for(10)  # the attempt due at 15 succeeds
     assert h.calls == [0.0, 5.0, 15.0]
-    assert h.ctl.ctx.tag_targets["p"] == (REF, DIGEST)
+    assert h.ctl.tags.target("p") == (REF, DIGEST)
     assert h.ctl.tags.problems(h.pool()) == {}
     # membership is told once (it writes the new desiredImage), not tags itself
     assert h.wakes["membership"] == before["membership"] + 1

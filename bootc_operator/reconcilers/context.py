@@ -28,7 +28,6 @@ from typing import Any
 from kubernetes_asyncio.client import ApiClient
 
 from bootc_operator.api import constants as c
-from bootc_operator.api.imageref import short_digest
 from bootc_operator.informers import Informer
 from bootc_operator.kube import (
     BOOTC_NODE_POOLS,
@@ -40,67 +39,18 @@ from bootc_operator.kube import (
     patch_object,
 )
 from bootc_operator.kube.rest import request_json
-from bootc_operator.reconcilers.nodestate import NodeView, view
+from bootc_operator.reconcilers.nodestate import NodeView, ViewCache
 from bootc_operator.reconcilers.overlay import Overlay
+from bootc_operator.reconcilers.ownership import POOL_INDEX, pool_of
 from bootc_operator.reconcilers.poolspec import PoolSpecCheck, check_pool
 from bootc_operator.runtime.events import EventRecorder, ObjectRef
 
 Obj = dict[str, Any]
 log = logging.getLogger("reconcilers")
 
-POOL_INDEX = "pool"
-
-
-def pool_of(bootc_node: Obj) -> str | None:
-    """The pool owning a BootcNode: its controller ownerReference (label as fallback)."""
-    meta = bootc_node.get("metadata", {})
-    for ref in meta.get("ownerReferences") or ():
-        if ref.get("kind") == c.POOL_KIND and ref.get("controller"):
-            return str(ref.get("name"))
-    return (meta.get("labels") or {}).get(c.POOL_LABEL)
-
-
-def owner_reference(pool: Obj) -> Obj:
-    """The controller ownerReference a pool's BootcNodes carry (garbage collection)."""
-    return {
-        "apiVersion": c.API_VERSION,
-        "kind": c.POOL_KIND,
-        "name": pool["metadata"]["name"],
-        "uid": pool["metadata"]["uid"],
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
-
-
-def member_body(pool: Obj, name: str, spec: Obj) -> Obj:
-    """A new BootcNode ``name`` of ``pool``: labelled and owned by it, with ``spec``."""
-    return {
-        "apiVersion": c.API_VERSION,
-        "kind": c.NODE_KIND,
-        "metadata": {
-            "name": name,
-            "labels": {c.POOL_LABEL: pool["metadata"]["name"]}
-            | desired_digest_label(spec.get("desiredImage")),
-            "ownerReferences": [owner_reference(pool)],
-        },
-        "spec": spec,
-    }
-
-
-def desired_digest_label(desired_image: str | None) -> dict[str, str]:
-    """The ``bootc.dev/desired-digest`` label that goes with ``desiredImage`` (kubectl get)."""
-    if not desired_image or "@" not in desired_image:
-        return {}
-    return {c.DESIRED_DIGEST_LABEL: short_digest(desired_image.split("@", 1)[1])}
-
 
 def _uid(obj: Obj | None) -> str:
     return str(((obj or {}).get("metadata") or {}).get("uid") or "")
-
-
-def index_by_pool(bootc_node: Obj) -> list[str]:
-    owner = pool_of(bootc_node)
-    return [owner] if owner else []
 
 
 def pool_ref(pool: Obj) -> ObjectRef:
@@ -134,17 +84,10 @@ class Context:
     node_overlay: Overlay = field(default_factory=Overlay)
     _bn_created: dict[str, str] = field(default_factory=dict)  # name -> pool, until cached
     _locks: dict[str, asyncio.Lock] = field(default_factory=dict)
-    # pool -> (image ref, digest) last resolved from the registry by this process
-    tag_targets: dict[str, tuple[str, str]] = field(default_factory=dict)
-    # pool -> the generation membership last finished a pass for (status reads it:
-    # UpToDate is not True before membership has matched nodes to the spec)
-    membership_generation: dict[str, int] = field(default_factory=dict)
-    # pool -> why the API server refused membership's last write as invalid
-    membership_problems: dict[str, str] = field(default_factory=dict)
-    # node name -> ((BootcNode rv, Node rv, targets), its NodeView); see view()
-    _views: dict[str, tuple[tuple[str, str, frozenset[str]], NodeView]] = field(
-        default_factory=dict
-    )
+    # pool name -> (image ref, digest) its tag last resolved to in this process; the
+    # tag reconciler owns that knowledge and the controller injects this lookup
+    resolved_tag: Callable[[str], tuple[str, str] | None] = lambda pool: None
+    views: ViewCache = field(default_factory=ViewCache)
 
     @property
     def streams(self) -> ApiClient:
@@ -153,7 +96,7 @@ class Context:
 
     def check(self, pool: Obj) -> PoolSpecCheck:
         """``check_pool`` with this process's tag resolutions."""
-        resolved = self.tag_targets.get(pool["metadata"]["name"])
+        resolved = self.resolved_tag(pool["metadata"]["name"])
         return check_pool(pool, dict([resolved]) if resolved else None)
 
     def pool_lock(self, pool: str) -> asyncio.Lock:
@@ -232,28 +175,9 @@ class Context:
         return owners
 
     def view(self, bootc_node: Obj, targets: frozenset[str]) -> NodeView:
-        """``nodestate.view`` of a BootcNode and its Node (read here), memoised.
-
-        Rollout and status classify every node of a pool on every pass; between
-        two passes few nodes changed. A view depends only on the two objects and
-        the targets, and a resourceVersion names an object's content, so the
-        view is reused while both resourceVersions and the targets are the same.
-        """
+        """``nodestate.view`` of a BootcNode and its Node (read here), memoised."""
         name = bootc_node["metadata"]["name"]
-        node = self.node(name)
-        bn_rv = str(bootc_node["metadata"].get("resourceVersion") or "")
-        node_rv = "" if node is None else str(node["metadata"].get("resourceVersion") or "")
-        if not bn_rv or (node is not None and not node_rv):
-            return view(bootc_node, node, targets)  # no version to key on
-        key = (bn_rv, node_rv, targets)
-        cached = self._views.get(name)
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        result = view(bootc_node, node, targets)
-        if len(self._views) > 2 * len(self.bootc_nodes.store) + 100:
-            self._views = {k: v for k, v in self._views.items() if k in self.bootc_nodes.store}
-        self._views[name] = (key, result)
-        return result
+        return self.views.view(bootc_node, self.node(name), targets, live=self.bootc_nodes.store)
 
     def all_nodes(self) -> list[Obj]:
         nodes = (self.node_overlay.read(o["metadata"]["name"], o) for o in self.nodes.list())

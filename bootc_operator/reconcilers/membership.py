@@ -29,22 +29,22 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from bootc_operator.api import constants as c
 from bootc_operator.kube import ApiError
-from bootc_operator.reconcilers.context import (
-    Context,
-    Obj,
-    desired_digest_label,
-    member_body,
-    pool_of,
-    pool_ref,
-)
+from bootc_operator.reconcilers.context import Context, Obj, pool_ref
 from bootc_operator.reconcilers.fanout import each
 from bootc_operator.reconcilers.membership_plan import assign_nodes
+from bootc_operator.reconcilers.ownership import desired_digest_label, member_body, pool_of
 from bootc_operator.reconcilers.pullsecrets import SecretState
-from bootc_operator.reconcilers.slots import BOOTED, STAGED, release_annotations
+from bootc_operator.reconcilers.slots import (
+    STAGED,
+    gives_slot_back_on_retarget,
+    must_uncordon,
+    release_annotations,
+)
 
 log = logging.getLogger("membership")
 
@@ -53,6 +53,16 @@ SECRET_RETRY = 5.0  # seconds between looks at a pull secret that could not be r
 
 REJECTED_RETRY = 5.0  # first retry after the API server refused a write as invalid
 REJECTED_RETRY_MAX = 300.0
+
+
+@dataclass(frozen=True, slots=True)
+class MembershipProgress:
+    """``generation``: the pool generation membership last finished a pass for (until
+    then UpToDate cannot be True); ``problem``: why the API server refused its last
+    write as invalid ("" when none)."""
+
+    generation: int | None = None
+    problem: str = ""
 
 
 class WriteRejected(Exception):
@@ -80,6 +90,14 @@ class MembershipReconciler:
         self._secret_state = secret_state
         self._on_processed = on_processed
         self._rejections: dict[str, int] = {}  # pool -> invalid writes in a row
+        self._generations: dict[str, int] = {}  # pool -> generation last fully processed
+        self._problems: dict[str, str] = {}  # pool -> why the API server refused a write
+
+    def progress(self, pool_name: str) -> MembershipProgress:
+        """How far membership got with a pool, for the status reconciler."""
+        return MembershipProgress(
+            self._generations.get(pool_name), self._problems.get(pool_name, "")
+        )
 
     def _wanted_secret(self, pool: Obj) -> tuple[Any, str | None] | None:
         ref = (pool.get("spec") or {}).get("pullSecretRef")
@@ -127,7 +145,7 @@ class MembershipReconciler:
         except WriteRejected as err:
             return self._rejected(pool, err)
         self._rejections.pop(pool_name, None)
-        if ctx.membership_problems.pop(pool_name, None) is not None:
+        if self._problems.pop(pool_name, None) is not None:
             self._on_processed(pool_name)
         if desired is not None or not members:
             # Members exist with the target (or there are none to create): status may
@@ -138,8 +156,8 @@ class MembershipReconciler:
 
     def _processed(self, pool: Obj) -> None:
         name, generation = pool["metadata"]["name"], pool["metadata"].get("generation")
-        if generation is not None and self.ctx.membership_generation.get(name) != generation:
-            self.ctx.membership_generation[name] = generation
+        if generation is not None and self._generations.get(name) != generation:
+            self._generations[name] = generation
             self._on_processed(name)
 
     def _rejected(self, pool: Obj, err: WriteRejected) -> float:
@@ -147,8 +165,8 @@ class MembershipReconciler:
         name = pool["metadata"]["name"]
         failures = self._rejections[name] = self._rejections.get(name, 0) + 1
         delay = min(REJECTED_RETRY * 2.0 ** (failures - 1), REJECTED_RETRY_MAX)
-        if self.ctx.membership_problems.get(name) != str(err):
-            self.ctx.membership_problems[name] = str(err)
+        if self._problems.get(name) != str(err):
+            self._problems[name] = str(err)
             self._on_processed(name)  # status shows it
         log.warning(
             "%s; retrying in %.0fs",
@@ -205,14 +223,10 @@ class MembershipReconciler:
                 }
                 self._cancel_drain(node_name)
                 held = bn["metadata"].get("annotations") or {}
-                if (
-                    c.IN_REBOOT_SLOT_ANNOTATION in held
-                    and current.get("desiredImageState") != BOOTED
-                ):
-                    # The target moved before this holder was told to reboot: its drain
-                    # is void, so give the slot back now (cordon restored first, so a
-                    # failure never leaves a node cordoned without a slot).
-                    if held.get(c.WAS_CORDONED_ANNOTATION) == "false":
+                if gives_slot_back_on_retarget(held, current.get("desiredImageState", "")):
+                    # Cordon restored first, so a failure never leaves a node cordoned
+                    # without a slot.
+                    if must_uncordon(held):
                         await ctx.set_unschedulable(node_name, False)
                     annotations.update(release_annotations())
             label = desired_digest_label(current.get("desiredImage"))
@@ -246,8 +260,7 @@ class MembershipReconciler:
         name = bn["metadata"]["name"]
         pool_name = pool_of(bn) or ""
         self._cancel_drain(name)
-        annotations = bn["metadata"].get("annotations") or {}
-        if annotations.get(c.WAS_CORDONED_ANNOTATION) == "false":
+        if must_uncordon(bn["metadata"].get("annotations") or {}):
             await ctx.set_unschedulable(name, False)
         if not still_managed:
             await ctx.set_managed_label(name, False)

@@ -15,10 +15,10 @@ index → per-arch mapping is checked, without asking the registry.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Container, Mapping, Sized
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, Protocol
 
 from bootc_operator.api import constants as c
 from bootc_operator.api.conditions import get_condition
@@ -155,3 +155,45 @@ def view(
         slot_since=parse_time(annotations.get(c.IN_REBOOT_SLOT_ANNOTATION)),
         reboot_requested_at=parse_time(annotations.get(c.REBOOT_REQUESTED_ANNOTATION)),
     )
+
+
+class _Live(Container[str], Sized, Protocol):
+    """The names still present (an informer's store)."""
+
+
+class ViewCache:
+    """Memoised ``view``s: rollout and status classify every node of a pool on every
+    pass, and between two passes few nodes changed.
+
+    A view depends only on the two objects and the targets, and a resourceVersion
+    names an object's content, so a view is reused while both resourceVersions and
+    the targets are the same. Objects without a resourceVersion are never cached.
+    """
+
+    def __init__(self) -> None:
+        # node name -> ((BootcNode rv, Node rv, targets), its NodeView)
+        self._views: dict[str, tuple[tuple[str, str, frozenset[str]], NodeView]] = {}
+
+    def view(
+        self,
+        bootc_node: Mapping[str, Any],
+        node: Mapping[str, Any] | None,
+        targets: frozenset[str],
+        *,
+        live: _Live | None = None,
+    ) -> NodeView:
+        """``view(bootc_node, node, targets)``; ``live`` (names still present) bounds the memo."""
+        name = bootc_node["metadata"]["name"]
+        bn_rv = str(bootc_node["metadata"].get("resourceVersion") or "")
+        node_rv = "" if node is None else str(node["metadata"].get("resourceVersion") or "")
+        if not bn_rv or (node is not None and not node_rv):
+            return view(bootc_node, node, targets)  # no version to key on
+        key = (bn_rv, node_rv, targets)
+        cached = self._views.get(name)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        result = view(bootc_node, node, targets)
+        if live is not None and len(self._views) > 2 * len(live) + 100:
+            self._views = {k: v for k, v in self._views.items() if k in live}
+        self._views[name] = (key, result)
+        return result

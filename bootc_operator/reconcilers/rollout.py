@@ -42,9 +42,11 @@ from bootc_operator.reconcilers.slots import (
     BOOTED,
     STAGED,
     must_restore_staged,
+    must_uncordon,
     next_reboot_deadline,
     plan_rollout,
-    release_annotations,
+    release_patch,
+    take_patch,
 )
 
 log = logging.getLogger("rollout")
@@ -130,14 +132,10 @@ class RolloutReconciler:
         ctx = self.ctx
         name = v.name
         self.drains.cancel(name)
-        if not v.was_cordoned:
+        if must_uncordon(bn["metadata"].get("annotations") or {}):
             await ctx.set_unschedulable(name, False)
         taken = slot_taken_at(bn)
-        patch: Obj = {"metadata": {"annotations": release_annotations()}}
-        if v.desired_image_state != STAGED:
-            # Booted is only for holders of a drained slot (slots.must_restore_staged).
-            patch["spec"] = {"desiredImageState": STAGED}
-        await ctx.patch_bootc_node(bn, patch)
+        await ctx.patch_bootc_node(bn, release_patch(v.desired_image_state))
         pool_name = pool["metadata"]["name"]
         if cancelled:
             msg = f"{name}: target changed before its reboot; drain cancelled, slot released"
@@ -185,17 +183,7 @@ class RolloutReconciler:
         name = bn["metadata"]["name"]
         node = ctx.node(name)
         was_cordoned = bool((node or {}).get("spec", {}).get("unschedulable"))
-        await ctx.patch_bootc_node(
-            bn,
-            {
-                "metadata": {
-                    "annotations": {
-                        c.IN_REBOOT_SLOT_ANNOTATION: now_rfc3339(now),
-                        c.WAS_CORDONED_ANNOTATION: "true" if was_cordoned else "false",
-                    }
-                }
-            },
-        )
+        await ctx.patch_bootc_node(bn, take_patch(now_rfc3339(now), was_cordoned=was_cordoned))
         await ctx.set_unschedulable(name, True)
         pool_name = pool["metadata"]["name"]
         if was_cordoned:
@@ -245,18 +233,11 @@ class RolloutReconciler:
             return drain_timeout - elapsed + 0.5
         message = f"drain timed out after {int(drain_timeout)}s: {res.message(name)}"
         self.drains.cancel(name)
-        annotations = bn["metadata"].get("annotations") or {}
-        if annotations.get(c.WAS_CORDONED_ANNOTATION) != "true":
+        if must_uncordon(bn["metadata"].get("annotations") or {}):
             await ctx.set_unschedulable(name, False)
-        await ctx.patch_bootc_node(
-            bn,
-            {
-                "metadata": {
-                    "annotations": release_annotations()
-                    | {c.DRAIN_BLOCKED_ANNOTATION: message[:1000]}
-                }
-            },
-        )
+        spec_state = (bn.get("spec") or {}).get("desiredImageState", STAGED)
+        blocked = {c.DRAIN_BLOCKED_ANNOTATION: message[:1000]}
+        await ctx.patch_bootc_node(bn, release_patch(spec_state, blocked))
         log.warning(message, extra={"pool": pool_name, "node": name})
         summary = "{n} nodes could not be drained in time and were skipped (see their Events)"
         self._report(

@@ -29,8 +29,9 @@ reconciler turns its answer into API writes. Rules (DESIGN §3):
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from bootc_operator.api import constants as c
 from bootc_operator.api.v1alpha1 import DesiredImageState
@@ -78,13 +79,63 @@ def is_unhealthy_holder(v: NodeView, now: dt.datetime, reboot_timeout: float | N
     return False
 
 
-def release_annotations() -> dict[str, None]:
+# ------------------------------------------------------------------ the slot protocol
+#
+# A slot lives in three BootcNode annotations: taken (``in-reboot-slot``, with
+# ``was-cordoned`` saying whether someone else had cordoned the Node), and drained
+# (``reboot-requested``, written with ``Booted``). These functions are the only
+# place that spells them; rollout and membership both use them.
+
+
+def take_patch(taken_at: str, *, was_cordoned: bool) -> dict[str, Any]:
+    """The BootcNode merge patch that takes a slot (written *before* cordoning)."""
+    return {
+        "metadata": {
+            "annotations": {
+                c.IN_REBOOT_SLOT_ANNOTATION: taken_at,
+                c.WAS_CORDONED_ANNOTATION: "true" if was_cordoned else "false",
+            }
+        }
+    }
+
+
+def release_annotations() -> dict[str, str | None]:
     """The merge-patch annotations that give a slot back (its whole memory)."""
     return {
         c.IN_REBOOT_SLOT_ANNOTATION: None,
         c.WAS_CORDONED_ANNOTATION: None,
         c.REBOOT_REQUESTED_ANNOTATION: None,
     }
+
+
+def release_patch(
+    desired_image_state: str, extra_annotations: Mapping[str, str | None] | None = None
+) -> dict[str, Any]:
+    """The BootcNode merge patch that gives a slot back (written *after* the cordon is
+    restored); ``Booted`` goes back to ``Staged`` (see ``must_restore_staged``)."""
+    patch: dict[str, Any] = {
+        "metadata": {"annotations": release_annotations() | dict(extra_annotations or {})}
+    }
+    if desired_image_state != STAGED:
+        patch["spec"] = {"desiredImageState": STAGED}
+    return patch
+
+
+def must_uncordon(annotations: Mapping[str, str]) -> bool:
+    """Whether giving the slot back (or the node) must uncordon the Node.
+
+    A slot holder was cordoned by us unless ``was-cordoned`` says someone else had
+    (``"true"``); outside a slot only an explicit ``"false"`` left behind counts.
+    """
+    if c.IN_REBOOT_SLOT_ANNOTATION in annotations:
+        return annotations.get(c.WAS_CORDONED_ANNOTATION) != "true"
+    return annotations.get(c.WAS_CORDONED_ANNOTATION) == "false"
+
+
+def gives_slot_back_on_retarget(annotations: Mapping[str, str], desired_image_state: str) -> bool:
+    """A new target voids a holder's drain unless it was already told to reboot: the
+    slot goes back in the same write that moves desiredImage."""
+    return c.IN_REBOOT_SLOT_ANNOTATION in annotations and desired_image_state != BOOTED
 
 
 def holds_drained_slot(v: NodeView) -> bool:

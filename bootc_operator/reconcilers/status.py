@@ -32,6 +32,7 @@ from bootc_operator.kube import ApiError
 from bootc_operator.reconcilers import metrics as m
 from bootc_operator.reconcilers.context import Context, Obj, pool_ref
 from bootc_operator.reconcilers.drain import DrainManager
+from bootc_operator.reconcilers.membership import MembershipProgress
 from bootc_operator.reconcilers.membership_plan import assign_nodes, claims
 from bootc_operator.reconcilers.nodestate import NodeState
 from bootc_operator.reconcilers.poolstatus import (
@@ -72,8 +73,10 @@ class StatusReconciler:
         drains: DrainManager,
         extra_problems: Callable[[Obj], Mapping[str, str]] = lambda pool: {},
         secret_state: Callable[[Obj], SecretState | None] = lambda pool: None,
+        membership: Callable[[str], MembershipProgress] = lambda pool: MembershipProgress(),
     ) -> None:
         self.ctx = ctx
+        self._membership = membership
         self.drains = drains
         self._extra_problems = extra_problems
         self._secret_state = secret_state
@@ -104,7 +107,8 @@ class StatusReconciler:
             problems[c.REASON_INVALID_SPEC] = "; ".join(check.problems)
         if conflict:
             problems[c.REASON_NODE_CONFLICT] = conflict
-        if rejected := ctx.membership_problems.get(pool_name):
+        progress = self._membership(pool_name)
+        if rejected := progress.problem:
             problems[c.REASON_INVALID_SPEC] = "; ".join(
                 p for p in (problems.get(c.REASON_INVALID_SPEC), rejected) if p
             )
@@ -139,8 +143,7 @@ class StatusReconciler:
         # Membership has matched nodes against this generation: in this process, or
         # (after a restart or failover) in the one that wrote status.observedGeneration.
         membership_done = generation is not None and (
-            ctx.membership_generation.get(pool_name) == generation
-            or old_status.get("observedGeneration") == generation
+            progress.generation == generation or old_status.get("observedGeneration") == generation
         )
         facts = RolloutFacts(
             counts=counts,

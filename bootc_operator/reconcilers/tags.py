@@ -6,7 +6,7 @@
   or once ``now >= status.nextTagResolutionTime`` (interval
   ``--tag-resolution-interval``); credentials come from the pool's pull secret;
 - success: remembers (ref, digest) for the other reconcilers
-  (``Context.tag_targets``), writes ``status.targetDigest`` and
+  (``target(pool)``, injected as the context's ``resolved_tag``), writes ``status.targetDigest`` and
   ``nextTagResolutionTime``, and requeues after the interval; a moved tag is an
   Event and starts a rollout (membership writes the new desiredImage);
 - failure: ``Degraded/TagResolutionError`` (via ``problems``) with the
@@ -69,16 +69,21 @@ class TagReconciler:
         self._secret_state = secret_state
         self._on_target_changed = on_target_changed
         self.errors: dict[str, str] = {}
+        self._targets: dict[str, tuple[str, str]] = {}  # pool -> (ref, digest) resolved
         self._failures: dict[str, int] = {}
         # pool -> (ref, pull-secret hash, when the next attempt is due) after a failure
         self._retry_at: dict[str, tuple[str, str | None, dt.datetime]] = {}
+
+    def target(self, pool_name: str) -> tuple[str, str] | None:
+        """(ref, digest) the pool's tag last resolved to in this process, if any."""
+        return self._targets.get(pool_name)
 
     def problems(self, pool: Obj) -> dict[str, str]:
         err = self.errors.get(pool["metadata"]["name"])
         return {c.REASON_TAG_RESOLUTION_ERROR: err} if err else {}
 
     def _forget(self, pool_name: str) -> None:
-        self.ctx.tag_targets.pop(pool_name, None)
+        self._targets.pop(pool_name, None)
         self.errors.pop(pool_name, None)
         self._failures.pop(pool_name, None)
         self._retry_at.pop(pool_name, None)
@@ -95,7 +100,7 @@ class TagReconciler:
             return None
         ref = str(pool["spec"]["image"]["ref"])
         now = ctx.now()
-        last = ctx.tag_targets.get(pool_name)
+        last = self._targets.get(pool_name)
         next_at = parse_time((pool.get("status") or {}).get("nextTagResolutionTime"))
         if last is not None and last[0] == ref and next_at is not None and now < next_at:
             return (next_at - now).total_seconds() + 0.1
@@ -128,7 +133,7 @@ class TagReconciler:
         self._retry_at.pop(pool_name, None)
         had_error = self.errors.pop(pool_name, None) is not None
         previous = last[1] if last is not None and last[0] == ref else None
-        ctx.tag_targets[pool_name] = (ref, digest)
+        self._targets[pool_name] = (ref, digest)
         await self._write(pool, digest, now + dt.timedelta(seconds=self.interval))
         old_status_digest = (pool.get("status") or {}).get("targetDigest")
         if digest != (previous or old_status_digest):

@@ -43,7 +43,7 @@ from bootc_operator.kube import (
     load_api_client,
     patch_object,
 )
-from bootc_operator.reconcilers.context import member_body
+from bootc_operator.reconcilers.ownership import member_body
 from hack.perf import components as comp
 from hack.perf.analysis import rollout_figures
 from hack.perf.nodes import bounded, kubelet_node

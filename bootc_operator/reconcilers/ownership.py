@@ -1,0 +1,67 @@
+"""Who owns what: a BootcNode's pool, and the shape of the BootcNodes a pool owns.
+
+A BootcNode (named after its Node) belongs to the pool named by its controller
+ownerReference (the ``bootc.dev/pool`` label as fallback); ``member_body`` builds
+a new one, labelled and owned, for membership and for tools (the bench's bare
+client) that must write exactly what membership writes. ``index_by_pool`` is
+the BootcNode informer's index of the same relation.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bootc_operator.api import constants as c
+from bootc_operator.api.imageref import short_digest
+
+Obj = dict[str, Any]
+
+POOL_INDEX = "pool"
+
+
+def pool_of(bootc_node: Obj) -> str | None:
+    """The pool owning a BootcNode: its controller ownerReference (label as fallback)."""
+    meta = bootc_node.get("metadata", {})
+    for ref in meta.get("ownerReferences") or ():
+        if ref.get("kind") == c.POOL_KIND and ref.get("controller"):
+            return str(ref.get("name"))
+    return (meta.get("labels") or {}).get(c.POOL_LABEL)
+
+
+def owner_reference(pool: Obj) -> Obj:
+    """The controller ownerReference a pool's BootcNodes carry (garbage collection)."""
+    return {
+        "apiVersion": c.API_VERSION,
+        "kind": c.POOL_KIND,
+        "name": pool["metadata"]["name"],
+        "uid": pool["metadata"]["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def member_body(pool: Obj, name: str, spec: Obj) -> Obj:
+    """A new BootcNode ``name`` of ``pool``: labelled and owned by it, with ``spec``."""
+    return {
+        "apiVersion": c.API_VERSION,
+        "kind": c.NODE_KIND,
+        "metadata": {
+            "name": name,
+            "labels": {c.POOL_LABEL: pool["metadata"]["name"]}
+            | desired_digest_label(spec.get("desiredImage")),
+            "ownerReferences": [owner_reference(pool)],
+        },
+        "spec": spec,
+    }
+
+
+def desired_digest_label(desired_image: str | None) -> dict[str, str]:
+    """The ``bootc.dev/desired-digest`` label that goes with ``desiredImage`` (kubectl get)."""
+    if not desired_image or "@" not in desired_image:
+        return {}
+    return {c.DESIRED_DIGEST_LABEL: short_digest(desired_image.split("@", 1)[1])}
+
+
+def index_by_pool(bootc_node: Obj) -> list[str]:
+    owner = pool_of(bootc_node)
+    return [owner] if owner else []
