@@ -28,9 +28,13 @@ from bootc_operator.reconcilers.selectors import (
     validate_selector,
 )
 from bootc_operator.reconcilers.slots import (
+    gives_slot_back_on_retarget,
     must_restore_staged,
+    must_uncordon,
     next_reboot_deadline,
     plan_rollout,
+    release_patch,
+    take_patch,
 )
 
 OLD = "sha256:" + "1" * 64
@@ -589,3 +593,56 @@ def test_degraded_nodes_message_names_nodes() -> None:
     views = [v(f"n{i}", S.DEGRADED) for i in range(7)] + [v("ok", S.UP_TO_DATE)]
     msg = degraded_nodes_message(views, limit=3)
     assert msg.startswith("n0: degraded; n1: degraded; n2: degraded") and "and 4 more" in msg
+
+
+# ------------------------------------------------------------------ the slot protocol
+
+SLOT = c.IN_REBOOT_SLOT_ANNOTATION
+WAS = c.WAS_CORDONED_ANNOTATION
+REQ = c.REBOOT_REQUESTED_ANNOTATION
+
+
+def test_take_patch_records_the_slot_and_who_cordoned() -> None:
+    assert take_patch("T", was_cordoned=True) == {
+        "metadata": {"annotations": {SLOT: "T", WAS: "true"}}
+    }
+    assert take_patch("T", was_cordoned=False)["metadata"]["annotations"][WAS] == "false"
+
+
+@pytest.mark.parametrize("state", ["Staged", "Booted"])
+def test_release_patch_clears_the_whole_memory_and_never_leaves_booted(state: str) -> None:
+    patch = release_patch(state)
+    assert patch["metadata"]["annotations"] == {SLOT: None, WAS: None, REQ: None}
+    assert patch.get("spec") == (None if state == "Staged" else {"desiredImageState": "Staged"})
+    blocked = release_patch(state, {c.DRAIN_BLOCKED_ANNOTATION: "why"})
+    assert blocked["metadata"]["annotations"][c.DRAIN_BLOCKED_ANNOTATION] == "why"
+
+
+@pytest.mark.parametrize(
+    ("annotations", "expected"),
+    [
+        ({SLOT: "T", WAS: "false"}, True),  # we cordoned it
+        ({SLOT: "T", WAS: "true"}, False),  # someone else did: keep it
+        ({SLOT: "T"}, True),  # a holder without the record: we may have cordoned it
+        ({}, False),  # never a holder: never cordoned by us
+        ({WAS: "false"}, True),  # a leftover record says we did
+        ({WAS: "true"}, False),
+    ],
+)
+def test_must_uncordon(annotations: dict[str, str], expected: bool) -> None:
+    assert must_uncordon(annotations) is expected
+
+
+@pytest.mark.parametrize(
+    ("annotations", "state", "expected"),
+    [
+        ({SLOT: "T", WAS: "false"}, "Staged", True),  # draining: the drain is void
+        ({SLOT: "T", WAS: "false", REQ: "T"}, "Booted", False),  # told to reboot: finish
+        ({}, "Staged", False),
+        ({}, "Booted", False),
+    ],
+)
+def test_a_new_target_gives_the_slot_back_unless_the_reboot_was_requested(
+    annotations: dict[str, str], state: str, expected: bool
+) -> None:
+    assert gives_slot_back_on_retarget(annotations, state) is expected
