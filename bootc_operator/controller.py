@@ -34,24 +34,19 @@ import logging
 import os
 import signal
 import socket
-import time
 import uuid
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from bootc_operator.informers import (
-    Clock,
     EventHandler,
-    RateLimitingQueue,
     SharedInformerFactory,
     chain,
     drop_paths,
     intern_strings,
-    run_workers,
     strip_bulk,
     unwrap,
 )
-from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, NODES, ApiError, load_api_client
+from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, NODES, load_api_client
 from bootc_operator.reconcilers import metrics as m
 from bootc_operator.reconcilers.context import Context, Obj
 from bootc_operator.reconcilers.drain import DrainManager
@@ -72,11 +67,10 @@ from bootc_operator.registry import RegistryClient, RegistryOptions
 from bootc_operator.runtime.events import EventRecorder
 from bootc_operator.runtime.httpserver import ProbeServer
 from bootc_operator.runtime.leaderelection import LeaderElector
+from bootc_operator.workqueue import Clock, RateLimitingQueue, run_workers
 
 log = logging.getLogger("controller")
 
-Reconcile = Callable[[str], Awaitable[float | None]]
-CONFLICT_REQUEUE = 0.2
 # Pool status is recomputed at most this often for node-level changes. A status
 # pass classifies every node of the pool (O(nodes)); run on every BootcNode/Node
 # event it took two thirds of the controller's CPU during a 1,000-node rollout.
@@ -85,34 +79,6 @@ POOL_QUEUES = ("membership", "rollout", "status", "tags")
 # The one key of the pull-secret watch queue: the set of watched Secrets is one
 # piece of state, derived from every pool.
 SECRET_WATCHES = "pull-secret-watches"
-
-
-def instrumented(controller: str, reconcile: Reconcile) -> Reconcile:
-    """Wrap a reconcile with controller-runtime's reconcile metrics."""
-
-    async def run(key: str) -> float | None:
-        start = time.perf_counter()
-        try:
-            result = await reconcile(key)
-        except ApiError as err:
-            if not err.conflict:
-                m.RECONCILE_TOTAL.labels(controller, "error").inc()
-                m.RECONCILE_ERRORS.labels(controller).inc()
-                raise
-            # A write based on a stale cache lost a race (409): normal; read again soon.
-            log.debug("conflict; requeueing", extra={"controller": controller, "pool": key})
-            m.RECONCILE_TOTAL.labels(controller, "requeue").inc()
-            return CONFLICT_REQUEUE
-        except Exception:
-            m.RECONCILE_TOTAL.labels(controller, "error").inc()
-            m.RECONCILE_ERRORS.labels(controller).inc()
-            raise
-        finally:
-            m.RECONCILE_TIME.labels(controller).observe(time.perf_counter() - start)
-        m.RECONCILE_TOTAL.labels(controller, "success" if result is None else "requeue_after").inc()
-        return result
-
-    return run
 
 
 class Controller:
@@ -305,14 +271,15 @@ class Controller:
         async with asyncio.TaskGroup() as tg:
             for name, reconcile in reconcilers.items():
                 tg.create_task(
-                    run_workers(self.queues[name], instrumented(name, reconcile), self.workers),
+                    run_workers(self.queues[name], reconcile, self.workers, controller=name),
                     name=f"{name}-workers",
                 )
             tg.create_task(
                 run_workers(
                     self.secret_watch_queue,
-                    instrumented("pullsecrets", self.reconcile_secret_watches),
+                    self.reconcile_secret_watches,
                     1,
+                    controller="pullsecrets",
                 ),
                 name="pullsecrets-workers",
             )

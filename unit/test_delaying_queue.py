@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from prometheus_client import CollectorRegistry
 
-from bootc_operator.informers import DelayingQueue, FakeClock, RealClock
+from bootc_operator.workqueue import DelayingQueue, FakeClock, RealClock
 
 
 @pytest.fixture

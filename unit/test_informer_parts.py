@@ -12,13 +12,7 @@ import pytest
 from kubernetes_asyncio.client import ApiClient
 from prometheus_client import CollectorRegistry
 
-from bootc_operator.informers import (
-    Backoff,
-    FakeClock,
-    SharedInformerFactory,
-    by_label,
-    strip_bulk,
-)
+from bootc_operator.informers import Backoff, SharedInformerFactory, by_label, strip_bulk
 from bootc_operator.informers.transform import (
     LAST_APPLIED_ANNOTATION,
     chain,
@@ -27,6 +21,7 @@ from bootc_operator.informers.transform import (
 )
 from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, NODES, PODS, ApiError, Resource
 from bootc_operator.kube.rest import iter_json_lines
+from bootc_operator.workqueue import FakeClock
 
 NO_API = cast(ApiClient, None)  # these tests never reach the network
 

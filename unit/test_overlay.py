@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bootc_operator.reconcilers.overlay import Overlay
+from bootc_operator.informers.overlay import Overlay
 
 
 def obj(rv: str, **extra: Any) -> dict[str, Any]:

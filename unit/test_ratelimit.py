@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from prometheus_client import CollectorRegistry
 
-from bootc_operator.informers import (
+from bootc_operator.workqueue import (
     BucketRateLimiter,
     FakeClock,
     ItemExponentialFailureRateLimiter,

@@ -19,11 +19,11 @@ from typing import Any, cast
 import pytest
 from kubernetes_asyncio.client import ApiClient
 
-from bootc_operator.controller import Controller, instrumented
-from bootc_operator.informers import FakeClock, RateLimitingQueue
-from bootc_operator.informers.worker import process_next
+from bootc_operator.controller import Controller
 from bootc_operator.reconcilers.tags import retry_delay
 from bootc_operator.registry import RegistryError
+from bootc_operator.workqueue import FakeClock, RateLimitingQueue, instrumented
+from bootc_operator.workqueue.worker import process_next
 
 NO_API = cast(ApiClient, None)  # never reached: writes are echoed in memory
 EPOCH = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 from prometheus_client import CollectorRegistry
 
-from bootc_operator.informers import (
+from bootc_operator.workqueue import (
     FakeClock,
     ItemExponentialFailureRateLimiter,
     RateLimitingQueue,

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from prometheus_client import CollectorRegistry
 
-from bootc_operator.informers import FakeClock, ShutDown, WorkQueue
+from bootc_operator.workqueue import FakeClock, ShutDown, WorkQueue
 
 
 @pytest.fixture

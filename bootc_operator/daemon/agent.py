@@ -31,7 +31,7 @@ The switch runs as a task the agent owns (``_switch_task``), so a reconcile neve
 waits for a stage: it ends by recording an ``Attempt``, marking status stale and
 enqueueing the key. A newer desired image cancels it (which stops the systemd unit).
 
-Status writes read their own writes (``reconcilers.overlay.Overlay``): the server's
+Status writes read their own writes (``informers.overlay.Overlay``): the server's
 answer to a patch is used until the informer caught up, so a stale cache never
 causes a second write or a moved ``lastTransitionTime``.
 
@@ -87,12 +87,13 @@ from bootc_operator.daemon.pullsecret import (
     remove_auth_file,
     write_auth_file,
 )
-from bootc_operator.informers import EventHandler, Informer, RateLimitingQueue, run_workers, unwrap
+from bootc_operator.informers import EventHandler, Informer, unwrap
 from bootc_operator.informers.objects import DeletedFinalStateUnknown, Obj
+from bootc_operator.informers.overlay import Overlay
 from bootc_operator.kube import BOOTC_NODES, SECRETS, ApiError, get_object, load_api_client
 from bootc_operator.kube.rest import patch_object
-from bootc_operator.reconcilers.overlay import Overlay
 from bootc_operator.runtime.httpserver import ProbeServer
+from bootc_operator.workqueue import RateLimitingQueue, run_workers
 
 log = logging.getLogger("daemon")
 

@@ -1,12 +1,6 @@
-"""Prometheus metrics of workqueues and informers, one set per registry.
+"""Prometheus metrics of informers, one set per registry.
 
-Workqueue metrics use client-go's / controller-runtime's names and the label
-``name`` (the queue's name): ``workqueue_depth``, ``workqueue_adds_total``,
-``workqueue_queue_duration_seconds``, ``workqueue_work_duration_seconds``,
-``workqueue_retries_total``, ``workqueue_unfinished_work_seconds``,
-``workqueue_longest_running_processor_seconds``.
-
-Informer counters use the label ``resource`` (``nodes``,
+Counters use the label ``resource`` (``nodes``,
 ``bootcnodepools.node.bootc.dev``): ``informer_lists_total``,
 ``informer_watch_lists_total`` (streaming lists: watches with
 ``sendInitialEvents``), ``informer_watches_total`` (streaming lists included),
@@ -15,10 +9,10 @@ Informer counters use the label ``resource`` (``nodes``,
 BOOKMARK, ERROR) and ``informer_errors_total`` (also by ``op``: list,
 watch).
 
-``workqueue_metrics(registry)`` / ``informer_metrics(registry)`` create the
-collectors on first use and return the same objects afterwards; ``None``
-means prometheus-client's global registry. Tests pass their own
-``CollectorRegistry`` so nothing collides.
+``informer_metrics(registry)`` creates the collectors on first use and returns
+the same objects afterwards; ``None`` means prometheus-client's global
+registry. Tests pass their own ``CollectorRegistry`` so nothing collides.
+Workqueue metrics: :mod:`bootc_operator.workqueue.metrics`.
 """
 
 from __future__ import annotations
@@ -26,21 +20,7 @@ from __future__ import annotations
 import weakref
 from dataclasses import dataclass
 
-from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
-
-# controller-runtime: prometheus.ExponentialBuckets(10e-9, 10, 12) = 1e-8 s .. 1e3 s
-DURATION_BUCKETS = tuple(1e-8 * 10**i for i in range(12))
-
-
-@dataclass(frozen=True, slots=True)
-class WorkqueueMetrics:
-    depth: Gauge
-    adds: Counter
-    queue_duration: Histogram
-    work_duration: Histogram
-    retries: Counter
-    unfinished_work: Gauge
-    longest_running: Gauge
+from prometheus_client import REGISTRY, CollectorRegistry, Counter
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,63 +33,9 @@ class InformerMetrics:
     errors: Counter
 
 
-_workqueue: weakref.WeakKeyDictionary[CollectorRegistry, WorkqueueMetrics] = (
-    weakref.WeakKeyDictionary()
-)
 _informer: weakref.WeakKeyDictionary[CollectorRegistry, InformerMetrics] = (
     weakref.WeakKeyDictionary()
 )
-
-
-def workqueue_metrics(registry: CollectorRegistry | None = None) -> WorkqueueMetrics:
-    reg = REGISTRY if registry is None else registry
-    found = _workqueue.get(reg)
-    if found is None:
-        label = ["name"]
-        found = WorkqueueMetrics(
-            depth=Gauge("workqueue_depth", "Current depth of workqueue", label, registry=reg),
-            adds=Counter(
-                "workqueue_adds_total",
-                "Total number of adds handled by workqueue",
-                label,
-                registry=reg,
-            ),
-            queue_duration=Histogram(
-                "workqueue_queue_duration_seconds",
-                "How long in seconds an item stays in workqueue before being requested",
-                label,
-                buckets=DURATION_BUCKETS,
-                registry=reg,
-            ),
-            work_duration=Histogram(
-                "workqueue_work_duration_seconds",
-                "How long in seconds processing an item from workqueue takes",
-                label,
-                buckets=DURATION_BUCKETS,
-                registry=reg,
-            ),
-            retries=Counter(
-                "workqueue_retries_total",
-                "Total number of retries handled by workqueue",
-                label,
-                registry=reg,
-            ),
-            unfinished_work=Gauge(
-                "workqueue_unfinished_work_seconds",
-                "How many seconds of work has been done that is in progress and hasn't been "
-                "observed by work_duration. Large values indicate stuck threads.",
-                label,
-                registry=reg,
-            ),
-            longest_running=Gauge(
-                "workqueue_longest_running_processor_seconds",
-                "How many seconds has the longest running processor for workqueue been running",
-                label,
-                registry=reg,
-            ),
-        )
-        _workqueue[reg] = found
-    return found
 
 
 def informer_metrics(registry: CollectorRegistry | None = None) -> InformerMetrics:

@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
 
-Obj = dict[str, Any]
+from bootc_operator.informers.objects import Obj
 
 
 def _rv(obj: Obj | None) -> int | None:

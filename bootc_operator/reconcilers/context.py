@@ -1,7 +1,7 @@
 """What every reconciler shares: cached reads (with read-your-writes) and narrow writes.
 
 Reads come only from the shared informers' stores, shadowed by an
-:class:`~bootc_operator.reconcilers.overlay.Overlay` per resource so a
+:class:`~bootc_operator.informers.overlay.Overlay` per resource so a
 reconciler always sees its own last writes.
 
 Writes are JSON merge patches that name only the fields the writing reconciler
@@ -29,6 +29,7 @@ from kubernetes_asyncio.client import ApiClient
 
 from bootc_operator.api import constants as c
 from bootc_operator.informers import Informer
+from bootc_operator.informers.overlay import Overlay
 from bootc_operator.kube import (
     BOOTC_NODE_POOLS,
     BOOTC_NODES,
@@ -40,7 +41,6 @@ from bootc_operator.kube import (
 )
 from bootc_operator.kube.rest import request_json
 from bootc_operator.reconcilers.nodestate import NodeView, ViewCache
-from bootc_operator.reconcilers.overlay import Overlay
 from bootc_operator.reconcilers.ownership import POOL_INDEX, pool_of
 from bootc_operator.reconcilers.poolspec import PoolSpecCheck, check_pool
 from bootc_operator.runtime.events import EventRecorder, ObjectRef

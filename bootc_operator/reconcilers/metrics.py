@@ -1,9 +1,7 @@
-"""The controller's Prometheus metrics (pool gauges, drain and update durations, reconciles).
+"""The controller's Prometheus metrics (pool gauges, drain and update durations, leadership).
 
-Reconcile metrics use controller-runtime's names so existing dashboards work:
-``controller_runtime_reconcile_total{controller,result}``,
-``controller_runtime_reconcile_errors_total{controller}``,
-``controller_runtime_reconcile_time_seconds{controller}``.
+Reconcile metrics (``controller_runtime_reconcile_*``) belong to the workers
+that run reconciles: :mod:`bootc_operator.workqueue.worker`.
 """
 
 from __future__ import annotations
@@ -11,7 +9,7 @@ from __future__ import annotations
 import contextlib
 from typing import Final
 
-from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client import Gauge, Histogram
 
 POOL_NODES: Final = Gauge(
     "bootc_operator_pool_nodes", "Nodes of a pool by state", ["pool", "state"]
@@ -43,18 +41,6 @@ NODE_UPDATE_DURATION: Final = Histogram(
     "bootc_operator_node_update_duration_seconds",
     "Time from taking a reboot slot (node Staged) to the node running the target (UpToDate)",
     buckets=(10, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200),
-)
-RECONCILE_TOTAL: Final = Counter(
-    "controller_runtime_reconcile_total", "Reconciles by result", ["controller", "result"]
-)
-RECONCILE_ERRORS: Final = Counter(
-    "controller_runtime_reconcile_errors_total", "Reconcile errors", ["controller"]
-)
-RECONCILE_TIME: Final = Histogram(
-    "controller_runtime_reconcile_time_seconds",
-    "Time per reconcile",
-    ["controller"],
-    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
 )
 IS_LEADER: Final = Gauge("bootc_operator_leader", "1 when this controller is the leader")
 

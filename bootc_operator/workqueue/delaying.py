@@ -18,8 +18,8 @@ from typing import Generic
 
 from prometheus_client import CollectorRegistry
 
-from bootc_operator.informers.clock import Clock, TimerHandle
-from bootc_operator.informers.queue import K, WorkQueue
+from bootc_operator.workqueue.clock import Clock, TimerHandle
+from bootc_operator.workqueue.queue import K, WorkQueue
 
 
 class DelayingQueue(WorkQueue[K], Generic[K]):

@@ -29,8 +29,8 @@ from typing import Generic, TypeVar
 
 from prometheus_client import CollectorRegistry
 
-from bootc_operator.informers.clock import Clock, RealClock
-from bootc_operator.informers.metrics import workqueue_metrics
+from bootc_operator.workqueue.clock import Clock, RealClock
+from bootc_operator.workqueue.metrics import workqueue_metrics
 
 K = TypeVar("K", bound=Hashable)
 

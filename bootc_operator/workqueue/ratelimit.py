@@ -12,7 +12,7 @@ stop tracking it (call on success), ``num_requeues(key)``.
 - :func:`default_controller_rate_limiter`: max of exponential 5 ms .. 1000 s
   and a 10 qps / burst 100 bucket, as client-go's ``DefaultControllerRateLimiter``.
 
-All take time from an injectable :class:`~bootc_operator.informers.clock.Clock`.
+All take time from an injectable :class:`~bootc_operator.workqueue.clock.Clock`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Protocol
 
-from bootc_operator.informers.clock import Clock, RealClock
+from bootc_operator.workqueue.clock import Clock, RealClock
 
 
 class RateLimiter(Protocol):

@@ -3,7 +3,7 @@
 ``add_rate_limited(key)`` = ``add_after(key, limiter.when(key))``;
 ``forget(key)`` resets the key's failure history (call it when a key was
 processed successfully); ``num_requeues(key)`` tells how often it failed.
-The default limiter is :func:`~bootc_operator.informers.ratelimit.default_controller_rate_limiter`.
+The default limiter is :func:`~bootc_operator.workqueue.ratelimit.default_controller_rate_limiter`.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from typing import Generic
 
 from prometheus_client import CollectorRegistry
 
-from bootc_operator.informers.clock import Clock
-from bootc_operator.informers.delaying import DelayingQueue
-from bootc_operator.informers.queue import K
-from bootc_operator.informers.ratelimit import RateLimiter, default_controller_rate_limiter
+from bootc_operator.workqueue.clock import Clock
+from bootc_operator.workqueue.delaying import DelayingQueue
+from bootc_operator.workqueue.queue import K
+from bootc_operator.workqueue.ratelimit import RateLimiter, default_controller_rate_limiter
 
 
 class RateLimitingQueue(DelayingQueue[K], Generic[K]):

@@ -38,9 +38,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from bootc_operator.informers import DelayingQueue, ShutDown, unwrap
+from bootc_operator.informers import unwrap
 from bootc_operator.kube import BOOTC_NODES, ApiError, load_api_client, patch_object
 from bootc_operator.kube.rest import API_REQUESTS
+from bootc_operator.workqueue import DelayingQueue, ShutDown
 from hack.perf.procinfo import self_cpu
 from hack.testenv.fleet import daemon_status, digest_of, set_node_ready, watch_bootc_nodes
 
