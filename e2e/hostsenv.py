@@ -22,7 +22,7 @@ from bootc_operator.kube import NODES, ApiError, create_object
 from bootc_operator.kube.rest import delete_object
 from e2e.daemonenv import Daemon, Daemons
 from hack.fakebootc import Host, make_host
-from hack.testenv.fleet import ready_condition, set_node_ready
+from hack.testenv.kubelet import ready_condition, set_node_ready
 
 
 class HostedNodes:

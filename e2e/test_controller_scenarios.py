@@ -190,9 +190,6 @@ async def test_two_unhealthy_slot_holders_halt_and_recovery_resumes(
         # the two hosts come back: finish their reboots
         fleet.never_ready.clear()
         for name in nodes[:2]:
-            host = fleet.hosts[name]
-            host.rollback, host.booted, host.staged, host.down = host.booted, image(2), None, False
-            await fleet._set_ready(name, True)
             fleet.poke(name)
         await wait_for(lambda: up_to_date_on(api, group, 2, 5), 120, "rollout resumed and done")
     assert log.max_slots == 2
@@ -505,7 +502,7 @@ async def test_membership_follows_labels_deletions_and_resolved_conflicts(
             return await owner(n2) is None and c.MANAGED_LABEL not in labels
 
         await wait_for(n2_released, 90, "unlabelled node released")
-    fleet.hosts.pop(n1, None)
+    fleet.forget(n1)
     await delete_quietly(api, BOOTC_NODE_POOLS, p1)
     await delete_quietly(api, BOOTC_NODE_POOLS, p2)
 

@@ -198,7 +198,7 @@ async def test_a_hand_written_booted_is_restored_to_staged(api: ApiClient, fleet
 
         await wait_for(staged, 30, "the node to stage the new image", ignore=(ApiError,))
         # From here the simulated daemon ignores the node: only the controller acts.
-        fleet.hosts[name].down = True
+        fleet.detach(name)
         await patch_object(api, BOOTC_NODES, name, {"spec": {"desiredImageState": "Booted"}})
 
         async def restored() -> bool:

@@ -46,7 +46,7 @@ from hack.perf.procinfo import proc_mem
 from hack.perf.scale import PREFIX, bench_pool, digest, image, log, node_body
 from hack.testenv import ControlPlane
 from hack.testenv.controlplane import free_port
-from hack.testenv.fleet import set_node_ready
+from hack.testenv.kubelet import set_node_ready
 from hack.testenv.procs import Process, spawn
 
 

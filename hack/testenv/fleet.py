@@ -1,25 +1,36 @@
-"""A simulated fleet: Nodes plus in-process stand-ins for the daemons, for controller tests.
+"""The simulated fleet: every node's bootc daemon, played in one process.
 
-The controller's tests (and the benchmark) need nodes that behave like bootc
-hosts without running one daemon process each. ``Fleet`` creates Node objects
-(Ready) and watches BootcNodes with the project's informer; for each one it
-plays the daemon's part of DESIGN §4 by writing ``BootcNode.status``:
+The controller's e2e tests and the benchmark (``hack.perf.simfleet`` runs this in
+its own process, up to 5,000 nodes) need nodes that behave like bootc hosts
+without one daemon process each. ``Fleet`` is a small controller of its own: one
+BootcNode informer, a deduplicating delaying workqueue keyed by node name and a
+bounded pool of workers; it writes a BootcNode's status only when what it reports
+changed (as the real daemon does), so at scale the benchmark does not measure its
+own fleet. Per node, as DESIGN §4:
 
 - booted == desired → ``Idle=True/Idle``;
-- staged != desired → ``Idle=False/Staging``, after ``stage_delay`` staged =
-  desired and ``Idle=False/Staged``;
-- ``desiredImageState: Booted`` with the desired image staged →
-  ``Idle=False/Rebooting``, the Node turns NotReady for ``reboot_delay``, then
-  booted = staged (old booted becomes rollback), Node Ready, ``Idle=True``.
+- staged != desired → ``Idle=False/Staging``; ``stage_delay`` later staged = desired
+  and ``Idle=False/Staged``;
+- ``desiredImageState: Booted`` with the desired image staged → ``Idle=False/Rebooting``,
+  the Node NotReady; ``reboot_delay`` later booted = staged (the old booted becomes
+  rollback), the Node Ready, ``Idle=True``.
 
-Faults per node: ``fail_stage[node] = "error text"`` (Degraded=True/Error, no
-stage), ``never_ready`` (after a reboot the Node stays NotReady and the host
-never reports back). ``reboots`` records (node, time) of every reboot.
+Nodes: :meth:`Fleet.add_node` creates a Ready Node and plays its daemon;
+:meth:`Fleet.adopt` plays the daemons of Nodes someone else created (the
+benchmark's). With ``manage_ready=False`` someone else (kwok) owns Node status.
+:meth:`Fleet.start` with ``hold=True`` watches but writes nothing until
+:meth:`Fleet.go` (so a membership measurement sees the controller's writes alone).
 
-The daemon's and the kubelet's writes also serve the benchmark (``hack.perf.simfleet``,
-``hack.perf.daemons``) and ``e2e.hostsenv``: :func:`watch_bootc_nodes`,
-:func:`daemon_status` (the ``BootcNode.status`` a daemon reports),
-:func:`ready_condition` / :func:`set_node_ready` (a Node's Ready condition) and
+Faults per node: ``fail_stage[node] = "error text"`` (``Degraded=True/Error``, no
+stage); ``never_ready`` (a reboot does not end: the Node stays NotReady and the host
+reports nothing until the node leaves the set and is :meth:`Fleet.poke` d);
+:meth:`Fleet.detach` (the daemon stops reporting for good). ``reboots`` records
+(node, monotonic time) of every reboot; ``writes`` (by kind), ``errors``,
+``waits`` (event → a worker picked the node up) and ``max_depth`` are the
+benchmark's figures.
+
+Also the building blocks of every simulated daemon: :func:`daemon_status` (the
+``BootcNode.status`` a daemon reports), :func:`watch_bootc_nodes` and
 :func:`digest_of`.
 """
 
@@ -27,10 +38,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime as dt
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,13 +48,12 @@ from kubernetes_asyncio.client import ApiClient
 
 from bootc_operator.informers import EventHandler, Informer, unwrap
 from bootc_operator.kube import BOOTC_NODES, NODES, ApiError, create_object, patch_object
+from bootc_operator.workqueue import DelayingQueue, ShutDown
+from hack.testenv.kubelet import ready_condition, set_node_ready, timestamp
 
 log = logging.getLogger("fleet")
 
-
-def timestamp() -> str:
-    """Now, as the API's conditions spell it (whole seconds, UTC)."""
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+HEALTHY = ("False", "Healthy", "")
 
 
 def digest_of(ref: str | None) -> str | None:
@@ -77,7 +86,7 @@ def daemon_status(
     staged: str | None,
     rollback: str | None,
     idle: tuple[str, str],
-    degraded: tuple[str, str, str] = ("False", "Healthy", ""),
+    degraded: tuple[str, str, str] = HEALTHY,
 ) -> dict[str, Any]:
     """The ``status`` a daemon writes to BootcNode ``bn``: its images and conditions.
 
@@ -109,59 +118,59 @@ def daemon_status(
     }
 
 
-def ready_condition(ready: bool, message: str = "simulated") -> dict[str, str]:
-    """A Node's Ready condition as its kubelet writes it (KubeletReady/KubeletNotReady)."""
-    stamp = timestamp()
-    return {
-        "type": "Ready",
-        "status": "True" if ready else "False",
-        "reason": "KubeletReady" if ready else "KubeletNotReady",
-        "message": message,
-        "lastHeartbeatTime": stamp,
-        "lastTransitionTime": stamp,
-    }
-
-
-async def set_node_ready(
-    api: ApiClient, name: str, ready: bool, message: str = "simulated"
-) -> None:
-    """Patch Node ``name``'s Ready condition (status subresource), as its kubelet would."""
-    patch = {"status": {"conditions": [ready_condition(ready, message)]}}
-    await patch_object(api, NODES, name, patch, patch_type="strategic", subresource="status")
-
-
 @dataclass
-class Host:
+class SimHost:
+    """One simulated host: its images and where its daemon is in staging or a reboot."""
+
     booted: str
     staged: str | None = None
     rollback: str | None = None
-    down: bool = False
-    busy: bool = False
+    staging: str | None = None  # the image being staged
+    stage_until: float = 0.0
+    reboot_until: float | None = None
+    reported: tuple[Any, ...] | None = None  # what the last status write said
+    uid: str = ""  # of the BootcNode reported to (a new one gets a fresh report)
+    detached: bool = False
 
 
 class Fleet:
+    """See the module docstring."""
+
     def __init__(
         self,
         api: ApiClient,
         *,
         stage_delay: float = 0.2,
         reboot_delay: float = 0.5,
+        workers: int = 8,
         manage_ready: bool = True,
     ) -> None:
         self.api = api
-        # False when kwok owns the Nodes' status (it keeps them Ready).
-        self.manage_ready = manage_ready
         self.stage_delay = stage_delay
         self.reboot_delay = reboot_delay
-        self.hosts: dict[str, Host] = {}
+        self.workers = workers
+        # False when kwok owns the Nodes' status (it keeps them Ready).
+        self.manage_ready = manage_ready
+        self.hosts: dict[str, SimHost] = {}
         self.fail_stage: dict[str, str] = {}
         self.never_ready: set[str] = set()
         self.reboots: list[tuple[str, float]] = []
+        self.queue: DelayingQueue[str] = DelayingQueue("fleet")
         self.informer = watch_bootc_nodes(api, self._changed)
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._wake: dict[str, asyncio.Event] = {}
+        self.enqueued: dict[str, float] = {}
+        self.waits: list[float] = []
+        self.writes: dict[str, int] = {}
+        self.errors = 0
+        self.max_depth = 0
+        self._workers: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------ nodes
+
+    def adopt(self, names: Iterable[str], booted: str) -> None:
+        """Play the daemons of existing Nodes ``names``, whose hosts run ``booted``."""
+        for name in names:
+            self.hosts[name] = SimHost(booted=booted)
+            self.poke(name)
 
     async def add_node(self, name: str, booted: str, labels: dict[str, str] | None = None) -> None:
         """Create a Ready Node whose host runs ``booted`` (repo@digest)."""
@@ -172,100 +181,143 @@ class Fleet:
             "status": {"conditions": [ready_condition(True)]} if self.manage_ready else {},
         }
         await create_object(self.api, NODES, body)
-        await self._set_ready(name, True)
-        self.hosts[name] = Host(booted=booted)
-        self._wake[name] = asyncio.Event()
-        self._spawn(self._host_loop(name))
-
-    async def _set_ready(self, name: str, ready: bool) -> None:
-        if not self.manage_ready:
-            return
         with contextlib.suppress(ApiError):
-            await set_node_ready(self.api, name, ready)
+            await self._set_ready(name, True)
+        self.adopt([name], booted)
+
+    def poke(self, name: str) -> None:
+        """Re-evaluate a host (e.g. after clearing a fault)."""
+        self._changed({"metadata": {"name": name}})
+
+    def detach(self, name: str) -> None:
+        """The daemon of ``name`` stops: from now on it reports nothing."""
+        self.hosts[name].detached = True
+
+    def forget(self, name: str) -> None:
+        """Stop playing ``name`` (its Node is gone)."""
+        self.hosts.pop(name, None)
 
     # ------------------------------------------------------------ running
 
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def start(self) -> None:
+    async def start(self, *, hold: bool = False) -> None:
         self.informer.start()
         await self.informer.wait_for_sync()
+        if not hold:
+            self.go()
+
+    def go(self) -> None:
+        """Start writing (the workers), after a ``start(hold=True)``."""
+        if self._workers is None:
+            now = time.monotonic()  # queue waits count from here, not from the hold
+            self.enqueued = dict.fromkeys(self.enqueued, now)
+            self._workers = asyncio.create_task(self._run())
 
     async def stop(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-        for task in list(self._tasks):
+        self.queue.shut_down()
+        if self._workers is not None:
+            self._workers.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await task
+                await self._workers
         await self.informer.stop()
 
     def _changed(self, obj: Any) -> None:
         name = unwrap(obj)["metadata"]["name"]
-        if name in self._wake:
-            self._wake[name].set()
+        if name in self.hosts:
+            self.enqueued.setdefault(name, time.monotonic())
+            self.queue.add(name)
+            self.max_depth = max(self.max_depth, len(self.queue))
 
-    def poke(self, name: str) -> None:
-        """Re-evaluate a host (e.g. after clearing a fault)."""
-        self._wake[name].set()
+    async def _run(self) -> None:
+        async with asyncio.TaskGroup() as tg:
+            for _ in range(self.workers):
+                tg.create_task(self._worker())
 
-    async def _host_loop(self, name: str) -> None:
-        wake = self._wake[name]
+    async def _worker(self) -> None:
         while True:
-            await wake.wait()
-            wake.clear()
-            bn = self.informer.get(name)
-            if bn is None:
-                continue
             try:
-                await self._step(name, bn)
+                name = await self.queue.get()
+            except ShutDown:
+                return
+            try:
+                started = self.enqueued.pop(name, None)
+                if started is not None:
+                    self.waits.append(time.monotonic() - started)
+                await self._step(name)
             except ApiError as err:
+                self.errors += 1
                 log.debug("fleet %s: %s", name, err)
-                wake.set()
-                await asyncio.sleep(0.1)
+                self.queue.add_after(name, 0.2)
+            except Exception:
+                self.errors += 1
+                log.exception("fleet step failed for %s", name)
+                self.queue.add_after(name, 0.5)
+            finally:
+                self.queue.done(name)
 
-    async def _write(self, name: str, bn: dict[str, Any], idle: tuple[str, str]) -> None:
-        host = self.hosts[name]
+    # ------------------------------------------------------------ one node
+
+    def _count(self, kind: str) -> None:
+        self.writes[kind] = self.writes.get(kind, 0) + 1
+
+    async def _set_ready(self, name: str, ready: bool) -> None:
+        if not self.manage_ready:
+            return
+        await set_node_ready(self.api, name, ready)
+        self._count("node-ready" if ready else "node-notready")
+
+    async def _report(
+        self, name: str, host: SimHost, bn: dict[str, Any], idle: tuple[str, str]
+    ) -> None:
+        uid = bn["metadata"].get("uid", "")
+        if uid != host.uid:
+            host.uid, host.reported = uid, None
         fault = self.fail_stage.get(name)
-        degraded = ("True", "Error", fault) if fault else ("False", "Healthy", "")
+        degraded = ("True", "Error", fault) if fault else HEALTHY
+        what = (idle, degraded, host.booted, host.staged, host.rollback)
+        if what == host.reported:
+            return
         status = daemon_status(bn, host.booted, host.staged, host.rollback, idle, degraded)
         await patch_object(self.api, BOOTC_NODES, name, {"status": status}, subresource="status")
+        host.reported = what
+        self._count(idle[1])
 
-    async def _step(self, name: str, bn: dict[str, Any]) -> None:
-        host = self.hosts[name]
-        if host.down:
+    async def _step(self, name: str) -> None:
+        host = self.hosts.get(name)
+        bn = self.informer.get(name)
+        if host is None or bn is None or host.detached:
             return
+        now = time.monotonic()
+        if host.reboot_until is not None:
+            if now < host.reboot_until or name in self.never_ready:
+                return  # still down; a delayed add (or a poke) brings us back
+            host.rollback, host.booted, host.staged = host.booted, host.staged or host.booted, None
+            host.reboot_until = None
+            await self._set_ready(name, True)
         spec = bn.get("spec") or {}
         desired = str(spec.get("desiredImage") or "")
-        if name in self.fail_stage and digest_of(host.booted) != digest_of(desired):
-            await self._write(name, bn, ("True", "Idle"))
+        if digest_of(desired) == digest_of(host.booted) or name in self.fail_stage:
+            if digest_of(desired) == digest_of(host.booted):
+                host.staged = host.staging = None
+            await self._report(name, host, bn, ("True", "Idle"))
             return
-        if digest_of(host.booted) == digest_of(desired):
-            host.staged = None
-            await self._write(name, bn, ("True", "Idle"))
-            return
-        if host.staged != desired:
-            await self._write(name, bn, ("False", "Staging"))
-            await asyncio.sleep(self.stage_delay)
-            host.staged = desired
-            latest = self.informer.get(name) or bn
-            await self._write(name, latest, ("False", "Staged"))
-            self._wake[name].set()  # desiredImageState may already be Booted
-            return
-        if spec.get("desiredImageState") == "Booted":
-            await self._write(name, bn, ("False", "Rebooting"))
-            host.down = True
-            self.reboots.append((name, time.monotonic()))
-            await self._set_ready(name, False)
-            await asyncio.sleep(self.reboot_delay)
-            if name in self.never_ready:
+        if host.staged == desired:
+            if spec.get("desiredImageState") == "Booted":
+                await self._report(name, host, bn, ("False", "Rebooting"))
+                await self._set_ready(name, False)
+                host.reboot_until = now + self.reboot_delay
+                self.reboots.append((name, now))
+                self.queue.add_after(name, self.reboot_delay)
                 return
-            host.rollback, host.booted, host.staged = host.booted, desired, None
-            host.down = False
-            await self._set_ready(name, True)
-            latest = self.informer.get(name) or bn
-            await self._write(name, latest, ("True", "Idle"))
+            await self._report(name, host, bn, ("False", "Staged"))
             return
-        await self._write(name, bn, ("False", "Staged"))
+        if host.staging != desired:
+            host.staging, host.stage_until = desired, now + self.stage_delay
+            self.queue.add_after(name, self.stage_delay)
+            await self._report(name, host, bn, ("False", "Staging"))
+            return
+        if now < host.stage_until:
+            return
+        host.staged, host.staging = desired, None
+        await self._report(name, host, bn, ("False", "Staged"))
+        if spec.get("desiredImageState") == "Booted":
+            self.queue.add(name)

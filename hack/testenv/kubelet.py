@@ -1,0 +1,69 @@
+"""What a kubelet writes about its Node, for every simulated node of the kit.
+
+No kubelet runs in the kit's clusters (or kwok's, which by the sim's configuration
+leaves Node status alone), so whatever plays the machine writes the Node's
+conditions itself: the in-process fleet (``hack.testenv.fleet``), the hosts of real
+daemons (``e2e.hostsenv``), the sim's node simulator (``hack.simlib.nodesim``) and
+the benchmark's daemon figure (``hack.perf.daemons``).
+
+- :func:`timestamp`: now, as conditions spell it;
+- :func:`ready_condition`: the Ready condition (KubeletReady / KubeletNotReady);
+- :func:`node_conditions`: Ready plus the pressure conditions a kubelet reports;
+- :func:`set_node_ready`: patch a Node's Ready condition through the status subresource.
+
+(The benchmarks' Node *bodies*, created once with a fixed timestamp so their size
+is part of the figures, are ``hack.perf.nodes.kubelet_node``.)
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from kubernetes_asyncio.client import ApiClient
+
+from bootc_operator.kube import NODES, patch_object
+
+PRESSURES = (
+    ("MemoryPressure", "KubeletHasSufficientMemory"),
+    ("DiskPressure", "KubeletHasNoDiskPressure"),
+    ("PIDPressure", "KubeletHasSufficientPID"),
+)
+
+
+def timestamp() -> str:
+    """Now, as the API's conditions spell it (whole seconds, UTC)."""
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _condition(ctype: str, status: str, reason: str, message: str, stamp: str) -> dict[str, str]:
+    return {
+        "type": ctype,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastHeartbeatTime": stamp,
+        "lastTransitionTime": stamp,
+    }
+
+
+def ready_condition(ready: bool, message: str = "simulated") -> dict[str, str]:
+    """A Node's Ready condition as its kubelet writes it (KubeletReady/KubeletNotReady)."""
+    reason = "KubeletReady" if ready else "KubeletNotReady"
+    return _condition("Ready", "True" if ready else "False", reason, message, timestamp())
+
+
+def node_conditions(ready: bool, message: str) -> list[dict[str, str]]:
+    """Ready (saying ``message``) and no memory, disk or PID pressure."""
+    stamp = timestamp()
+    return [
+        ready_condition(ready, message),
+        *(_condition(t, "False", reason, "simulated", stamp) for t, reason in PRESSURES),
+    ]
+
+
+async def set_node_ready(
+    api: ApiClient, name: str, ready: bool, message: str = "simulated"
+) -> None:
+    """Patch Node ``name``'s Ready condition (status subresource), as its kubelet would."""
+    patch = {"status": {"conditions": [ready_condition(ready, message)]}}
+    await patch_object(api, NODES, name, patch, patch_type="strategic", subresource="status")
