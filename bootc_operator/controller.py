@@ -32,7 +32,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import signal
 import socket
 import uuid
 from typing import Any
@@ -65,8 +64,8 @@ from bootc_operator.reconcilers.status import StatusReconciler
 from bootc_operator.reconcilers.tags import TagReconciler
 from bootc_operator.registry import RegistryClient, RegistryOptions
 from bootc_operator.runtime.events import EventRecorder
-from bootc_operator.runtime.httpserver import ProbeServer
 from bootc_operator.runtime.leaderelection import LeaderElector
+from bootc_operator.runtime.process import serve, unless_stopped, wait_first
 from bootc_operator.workqueue import Clock, RateLimitingQueue, run_workers
 
 log = logging.getLogger("controller")
@@ -320,67 +319,48 @@ async def run(args: argparse.Namespace) -> int:
             insecure_registries=frozenset(args.insecure_registry or ()),
         ),
     )
-    server = ProbeServer(ready=controller.ready)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    exit_code = 0
-    try:
-        await server.start(args.metrics_bind_address, args.health_probe_bind_address)
-        controller.factory.start()
-        log.info("waiting for caches to sync")
-        sync = asyncio.create_task(controller.factory.wait_for_cache_sync())
-        stopper = asyncio.create_task(stop.wait())
-        await asyncio.wait({sync, stopper}, return_when=asyncio.FIRST_COMPLETED)
-        if stop.is_set():
-            sync.cancel()
-            return 0
-        log.info("caches synced", extra={"identity": identity})
-        elector = None
-        if args.leader_elect:
-            elector = LeaderElector(
-                api,
-                args.leader_election_namespace,
-                args.leader_election_id,
-                identity,
-                lease_duration=args.lease_duration,
-                renew_deadline=args.renew_deadline,
-                retry_period=args.retry_period,
-            )
-        exit_code = await _lead_and_work(controller, elector, stop)
-    finally:
-        await controller.shutdown()
-        await controller.factory.stop()
-        await server.stop()
-        await api.close()
-        await watch_api.close()
-        m.IS_LEADER.set(0)
-    return exit_code
+
+    async def work(stop: asyncio.Event) -> int:
+        try:
+            controller.factory.start()
+            log.info("waiting for caches to sync")
+            sync = asyncio.create_task(controller.factory.wait_for_cache_sync())
+            if not await unless_stopped(sync, stop):
+                return 0
+            log.info("caches synced", extra={"identity": identity})
+            elector = None
+            if args.leader_elect:
+                elector = LeaderElector(
+                    api,
+                    args.leader_election_namespace,
+                    args.leader_election_id,
+                    identity,
+                    lease_duration=args.lease_duration,
+                    renew_deadline=args.renew_deadline,
+                    retry_period=args.retry_period,
+                )
+            return await _lead_and_work(controller, elector, stop)
+        finally:
+            await controller.shutdown()
+            await controller.factory.stop()
+            m.IS_LEADER.set(0)
+
+    return await serve(args, work, ready=controller.ready, close=(api.close, watch_api.close))
 
 
 async def _lead_and_work(
     controller: Controller, elector: LeaderElector | None, stop: asyncio.Event
 ) -> int:
-    stopper = asyncio.create_task(stop.wait(), name="stop-signal")
-    try:
-        if elector is None:
-            m.IS_LEADER.set(1)
-            return await _work_until(controller, stopper, None)
-        acquire = asyncio.create_task(_acquire(elector), name="acquire")
-        await asyncio.wait({acquire, stopper}, return_when=asyncio.FIRST_COMPLETED)
-        if not acquire.done():
-            acquire.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await acquire
-            return 0
+    if elector is None:
         m.IS_LEADER.set(1)
-        try:
-            return await _work_until(controller, stopper, elector)
-        finally:
-            await elector.release_and_stop()
+        return await _work_until(controller, stop, None)
+    if not await unless_stopped(asyncio.create_task(_acquire(elector), name="acquire"), stop):
+        return 0
+    m.IS_LEADER.set(1)
+    try:
+        return await _work_until(controller, stop, elector)
     finally:
-        stopper.cancel()
+        await elector.release_and_stop()
 
 
 async def _acquire(elector: LeaderElector) -> None:
@@ -389,15 +369,13 @@ async def _acquire(elector: LeaderElector) -> None:
 
 
 async def _work_until(
-    controller: Controller, stopper: asyncio.Task[Any], elector: LeaderElector | None
+    controller: Controller, stop: asyncio.Event, elector: LeaderElector | None
 ) -> int:
     work = asyncio.create_task(controller.run_workers(), name="workers")
-    waits: set[asyncio.Task[Any]] = {work, stopper}
     lost = None
     if elector is not None:
         lost = asyncio.create_task(elector.lost.wait(), name="lease-lost")
-        waits.add(lost)
-    await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    await wait_first(stop, work, *([lost] if lost is not None else []))
     code = 0
     if lost is not None and lost.done():
         log.error("leadership lost; stopping so a standby can take over")

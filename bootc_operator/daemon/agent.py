@@ -55,7 +55,6 @@ import contextlib
 import datetime as dt
 import logging
 import shlex
-import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -92,7 +91,7 @@ from bootc_operator.informers.objects import DeletedFinalStateUnknown, Obj
 from bootc_operator.informers.overlay import Overlay
 from bootc_operator.kube import BOOTC_NODES, SECRETS, ApiError, get_object, load_api_client
 from bootc_operator.kube.rest import patch_object
-from bootc_operator.runtime.httpserver import ProbeServer
+from bootc_operator.runtime.process import serve, unless_stopped, wait_first
 from bootc_operator.workqueue import RateLimitingQueue, run_workers
 
 log = logging.getLogger("daemon")
@@ -520,7 +519,6 @@ class Agent:
                 "poll_interval": self.config.poll_interval,
             },
         )
-        stopper = asyncio.create_task(stop.wait(), name="stop-signal")
         try:
             # A switch unit left by a daemon that died without cleaning up holds the
             # sysroot lock and nobody would supervise it: stop it before anything else.
@@ -529,22 +527,19 @@ class Agent:
             self.watch.start()
             self._poller = asyncio.create_task(self._poll(), name="poll")
             sync = asyncio.create_task(self.informer.wait_for_sync(), name="sync")
-            await asyncio.wait({sync, stopper}, return_when=asyncio.FIRST_COMPLETED)
-            if not sync.done():
-                sync.cancel()
+            if not await unless_stopped(sync, stop):
                 return
             log.info("BootcNode cache synced", extra=self._ctx)
             self.queue.add(self.node)
             self._workers = asyncio.create_task(
                 run_workers(self.queue, self.reconcile, 1, log=log), name="reconcile"
             )
-            await asyncio.wait({self._workers, stopper}, return_when=asyncio.FIRST_COMPLETED)
+            await wait_first(stop, self._workers)
             if self._workers.done() and not self._workers.cancelled():
                 exc = self._workers.exception()
                 if exc is not None:
                     log.error("reconcile worker failed", exc_info=exc, extra=self._ctx)
         finally:
-            stopper.cancel()
             await self.shutdown()
 
     async def shutdown(self, grace: float = SHUTDOWN_GRACE) -> None:
@@ -580,16 +575,11 @@ async def run(args: argparse.Namespace) -> int:
     )
     api = await load_api_client(args.kubeconfig)
     agent = Agent(api, config, host)
-    server = ProbeServer(ready=agent.ready, healthy=agent.healthy)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    try:
-        await server.start(args.metrics_bind_address, args.health_probe_bind_address)
+
+    async def work(stop: asyncio.Event) -> int:
         await agent.run(stop)
-    finally:
-        await server.stop()
-        await api.close()
+        return 0
+
+    code = await serve(args, work, ready=agent.ready, healthy=agent.healthy, close=(api.close,))
     log.info("stopped", extra={"node": config.node_name})
-    return 0
+    return code
