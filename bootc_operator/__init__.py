@@ -1,7 +1,8 @@
 """bootc-operator: roll bootc OS images out to Kubernetes nodes safely.
 
 Subpackages: ``api`` (wire models, helpers, CRD generation), ``informers``
-(informer/workqueue library), ``reconcilers`` (controller logic), ``daemon``
+(watch caches, client-go ``tools/cache``), ``workqueue`` (queues and workers,
+client-go ``util/workqueue``), ``reconcilers`` (controller logic), ``daemon``
 (node agent). ``cli`` is the single entry point for both modes.
 """
 

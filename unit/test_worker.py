@@ -1,4 +1,5 @@
-"""run_workers / process_next: forget on success, backoff on error, requeue-after, shutdown."""
+"""run_workers / process_next: forget on success, backoff on error, requeue-after, shutdown;
+the reconcile wrapper: controller-runtime's reconcile metrics, the conflict requeue."""
 
 from __future__ import annotations
 
@@ -7,12 +8,15 @@ import logging
 from collections.abc import Awaitable, Callable
 
 import pytest
-from prometheus_client import CollectorRegistry
+from prometheus_client import REGISTRY, CollectorRegistry
 
+from bootc_operator.kube import ApiError
 from bootc_operator.workqueue import (
+    CONFLICT_REQUEUE,
     FakeClock,
     ItemExponentialFailureRateLimiter,
     RateLimitingQueue,
+    instrumented,
     process_next,
     run_workers,
 )
@@ -195,3 +199,84 @@ async def test_run_workers_needs_a_worker(q: RateLimitingQueue[str]) -> None:
     reconcile, _ = reconciler(lambda _: None)
     with pytest.raises(ValueError, match="at least one"):
         await run_workers(q, reconcile, workers=0)
+
+
+def reconciles(controller: str, result: str) -> float | None:
+    """One sample of the global registry's ``controller_runtime_reconcile_total``."""
+    return REGISTRY.get_sample_value(
+        "controller_runtime_reconcile_total", {"controller": controller, "result": result}
+    )
+
+
+def all_reconciles() -> float:
+    return sum(
+        sample.value
+        for metric in REGISTRY.collect()
+        for sample in metric.samples
+        if sample.name == "controller_runtime_reconcile_total"
+    )
+
+
+async def test_instrumented_counts_results_and_requeues_a_conflict_soon(
+    q: RateLimitingQueue[str], clock: FakeClock
+) -> None:
+    def outcome(key: str) -> float | None:
+        if key == "conflict":
+            raise ApiError(409, "Conflict", "the object has been modified")
+        if key == "denied":
+            raise ApiError(403, "Forbidden", "no")
+        if key == "boom":
+            raise RuntimeError("boom")
+        return 30.0 if key == "later" else None
+
+    reconcile, calls = reconciler(outcome)
+    wrapped = instrumented("unit-results", reconcile)
+    keys = ["ok", "later", "conflict", "denied", "boom"]
+    for key in keys:
+        q.add(key)
+    for _ in keys:
+        assert await process_next(q, wrapped)
+    assert calls == keys
+    assert reconciles("unit-results", "success") == 1
+    assert reconciles("unit-results", "requeue_after") == 1
+    assert reconciles("unit-results", "requeue") == 1
+    assert reconciles("unit-results", "error") == 2
+    labels = {"controller": "unit-results"}
+    assert REGISTRY.get_sample_value("controller_runtime_reconcile_errors_total", labels) == 2
+    assert REGISTRY.get_sample_value("controller_runtime_reconcile_time_seconds_count", labels) == 5
+    # A conflict is no failure: no backoff, the key comes back after CONFLICT_REQUEUE.
+    assert q.num_requeues("conflict") == 0
+    assert q.num_requeues("denied") == 1 and q.num_requeues("boom") == 1
+    clock.advance(CONFLICT_REQUEUE * 0.9)
+    assert len(q) == 0
+    clock.advance(CONFLICT_REQUEUE * 0.2)  # the others wait for 1 s or longer
+    assert q.get_nowait() == "conflict"
+    assert len(q) == 0
+
+
+async def one_pass(q: RateLimitingQueue[str], controller: str | None) -> None:
+    """Run workers on ``q`` (named ``controller`` or not) until key "a" was reconciled once."""
+    seen = asyncio.Event()
+
+    async def reconcile(key: str) -> float | None:
+        seen.set()
+        return None
+
+    workers = asyncio.create_task(run_workers(q, reconcile, controller=controller))
+    q.add("a")
+    async with asyncio.timeout(10):  # hang guard
+        await seen.wait()
+        await q.shut_down_with_drain()
+        await workers
+
+
+async def test_run_workers_instruments_a_named_controller_only(
+    q: RateLimitingQueue[str], clock: FakeClock
+) -> None:
+    before = all_reconciles()
+    await one_pass(q, None)
+    assert all_reconciles() == before
+    named = RateLimitingQueue[str]("named", clock=clock, registry=CollectorRegistry())
+    await one_pass(named, "unit-named")
+    assert reconciles("unit-named", "success") == 1
+    assert all_reconciles() == before + 1
