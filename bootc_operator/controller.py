@@ -10,7 +10,7 @@ and stops the watches of the pull Secrets pools reference.
 A standby keeps warm caches and does no writes. Losing the lease stops the
 process (exit code 1) so it restarts as a standby, like controller-runtime.
 
-Who wakes whom: informer event handlers only enqueue (``eventmap`` says which
+Who wakes whom: informer event handlers only enqueue (``triggers`` says which
 queues an event concerns). A reconciler that learned something the others
 need (a tag resolved or failed) wakes the *other* reconcilers through
 ``notify``, never its own queue: re-adding a key while it is being processed
@@ -49,19 +49,19 @@ from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, NODES, load_api_c
 from bootc_operator.reconcilers import metrics as m
 from bootc_operator.reconcilers.context import Context, Obj
 from bootc_operator.reconcilers.drain import DrainManager
-from bootc_operator.reconcilers.eventmap import (
-    membership_changed,
-    node_changed,
-    node_membership_changed,
-    pool_changed,
-    pools_selecting,
-)
 from bootc_operator.reconcilers.membership import MembershipReconciler
 from bootc_operator.reconcilers.ownership import POOL_INDEX, index_by_pool, pool_of
 from bootc_operator.reconcilers.pullsecrets import SecretState, SecretWatcher, ref_of
 from bootc_operator.reconcilers.rollout import RolloutReconciler
 from bootc_operator.reconcilers.status import StatusReconciler
 from bootc_operator.reconcilers.tags import TagReconciler
+from bootc_operator.reconcilers.triggers import (
+    membership_changed,
+    node_changed,
+    node_membership_changed,
+    pool_changed,
+    pools_selecting,
+)
 from bootc_operator.registry import RegistryClient, RegistryOptions
 from bootc_operator.runtime.events import EventRecorder
 from bootc_operator.runtime.leaderelection import LeaderElector
@@ -163,7 +163,7 @@ class Controller:
         """A BootcNode or Node of ``pool`` changed (or a drain moved on).
 
         Rollout looks at once; membership only when ``membership`` (see
-        ``eventmap.membership_changed``); status within ``STATUS_COALESCE``
+        ``triggers.membership_changed``); status within ``STATUS_COALESCE``
         seconds, however many changes arrive meanwhile. Tag resolution does
         not depend on nodes.
         """

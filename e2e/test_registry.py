@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from bootc_operator.daemon.pullsecret import write_auth_file
+from bootc_operator.daemon.authfile import write_auth_file
 from bootc_operator.registry import (
     DOCKER_MANIFEST,
     DOCKER_MANIFEST_LIST,

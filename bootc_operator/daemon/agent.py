@@ -65,6 +65,13 @@ import aiohttp
 from kubernetes_asyncio.client import ApiClient
 
 from bootc_operator.daemon import metrics as m
+from bootc_operator.daemon.authfile import (
+    PullSecretError,
+    auth_path,
+    docker_config,
+    remove_auth_file,
+    write_auth_file,
+)
 from bootc_operator.daemon.bootc_status import HostStatus
 from bootc_operator.daemon.decide import (
     Attempt,
@@ -78,14 +85,7 @@ from bootc_operator.daemon.decide import (
 )
 from bootc_operator.daemon.hostcmd import HostCommandError, HostCommands
 from bootc_operator.daemon.hostwatch import HostWatch
-from bootc_operator.daemon.nodestatus import Status, build_status, same_status, status_patch
-from bootc_operator.daemon.pullsecret import (
-    PullSecretError,
-    auth_path,
-    docker_config,
-    remove_auth_file,
-    write_auth_file,
-)
+from bootc_operator.daemon.status_report import Status, build_status, same_status, status_patch
 from bootc_operator.informers import EventHandler, Informer, unwrap
 from bootc_operator.informers.objects import DeletedFinalStateUnknown, Obj
 from bootc_operator.informers.overlay import Overlay

@@ -12,6 +12,6 @@ the gateway ``context`` (reads shadowed by
 the per-node writes of one pass; ``metrics`` holds the pool gauges.
 
 Pure modules (exhaustively unit-tested): ``selectors``, ``ownership``,
-``membership_plan``, ``eventmap``, ``nodestate``, ``slots``, ``drainplan``,
+``membership_plan``, ``triggers``, ``nodestate``, ``slots``, ``drainplan``,
 ``poolspec``, ``poolstatus``.
 """

@@ -11,7 +11,12 @@ from bootc_operator.api import constants as c
 from bootc_operator.api.v1alpha1 import BootcNodeStatus, ImageInfo
 from bootc_operator.daemon.bootc_status import DeploymentImages
 from bootc_operator.daemon.decide import HEALTHY, IDLE, Decision, degraded, staged, staging
-from bootc_operator.daemon.nodestatus import booted_short, build_status, same_status, status_patch
+from bootc_operator.daemon.status_report import (
+    booted_short,
+    build_status,
+    same_status,
+    status_patch,
+)
 
 T0 = dt.datetime(2026, 1, 1, 10, 0, 0, tzinfo=dt.UTC)
 T1 = T0 + dt.timedelta(minutes=5)

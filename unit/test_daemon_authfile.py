@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from bootc_operator.daemon.pullsecret import (
+from bootc_operator.daemon.authfile import (
     PullSecretError,
     auth_path,
     docker_config,
