@@ -244,6 +244,7 @@ def v(
     idle_since: dt.datetime | None = None,
     slot_since: dt.datetime | None = None,
     reboot_requested_at: dt.datetime | None = None,
+    was_cordoned: bool = False,
 ) -> NodeView:
     return NodeView(
         name=name,
@@ -252,7 +253,7 @@ def v(
         desired_image_state=want,
         spec_in_sync=in_sync,
         in_slot=slot,
-        was_cordoned=False,
+        was_cordoned=was_cordoned,
         ready=ready,
         unschedulable=unschedulable,
         idle=(state is NodeState.UP_TO_DATE) if idle is None else idle,
@@ -315,6 +316,73 @@ def test_only_healthy_ready_staged_in_sync_nodes_take_slots() -> None:
 def test_unschedulable_nodes_first_then_by_name() -> None:
     nodes = [v("a", S.STAGED), v("z", S.STAGED, unschedulable=True), v("b", S.STAGED)]
     assert plan_rollout(nodes, 2, paused=False, now=NOW).take == ("z", "a")
+
+
+def test_staged_longest_goes_first_among_equals() -> None:
+    t = NOW - dt.timedelta(minutes=10)
+    nodes = [
+        v("a", S.STAGED, idle_since=t),
+        v("b", S.STAGED, idle_since=t - dt.timedelta(minutes=5)),
+        v("c", S.STAGED),
+    ]
+    assert plan_rollout(nodes, 3, paused=False, now=NOW).take == ("b", "a", "c")
+
+
+def test_unavailable_members_outside_the_rollout_count_against_the_budget() -> None:
+    nodes = [
+        v("a", S.STAGED),
+        v("b", S.STAGED),
+        v("c", S.UP_TO_DATE, unschedulable=True),  # cordoned by an admin
+        v("d", S.UP_TO_DATE, ready=False),  # NotReady
+    ]
+    plan = plan_rollout(nodes, 2, paused=False, now=NOW)
+    assert plan.take == () and plan.budget_blocked
+    assert plan.outside == (("c", "cordoned by someone else"), ("d", "NotReady"))
+    assert plan.waiting == ("a", "b")
+    plan = plan_rollout(nodes, 3, paused=False, now=NOW)
+    assert plan.take == ("a",) and plan.budget_blocked  # 1 slot + 2 outside = 3
+    assert plan_rollout(nodes, 4, paused=False, now=NOW).take == ("a", "b")
+
+
+def test_an_already_unavailable_node_takes_a_slot_whatever_the_budget() -> None:
+    nodes = [
+        v("a", S.STAGED),
+        v("z", S.STAGED, unschedulable=True),
+        v("u", S.UP_TO_DATE, ready=False),
+    ]
+    plan = plan_rollout(nodes, 1, paused=False, now=NOW)
+    # z is unschedulable already: updating it costs nothing; a would make 3 unavailable
+    assert plan.take == ("z",) and plan.waiting == ("a",)
+
+
+def test_a_released_node_someone_else_cordoned_stays_in_the_budget() -> None:
+    done = v("a", S.UP_TO_DATE, slot=True, unschedulable=True, was_cordoned=True)
+    plan = plan_rollout([done, v("b", S.STAGED)], 1, paused=False, now=NOW)
+    assert plan.release == ("a",)
+    assert plan.outside == (("a", "cordoned by someone else"),)
+    assert plan.take == () and plan.budget_blocked
+
+
+def test_no_new_slot_outside_a_maintenance_window() -> None:
+    holder = v("h", S.STAGED, slot=True)
+    nodes = [holder, v("a", S.STAGED)]
+    plan = plan_rollout(nodes, 2, paused=False, now=NOW, window_open=False)
+    assert plan.take == () and plan.window_closed and plan.waiting == ("a",)
+    assert plan.drain == ("h",)  # a holder finishes after its window closed
+    assert plan_rollout(nodes, 2, paused=False, now=NOW).take == ("a",)
+
+
+@pytest.mark.parametrize(("max_unhealthy", "halted"), [(1, True), (2, True), (3, False)])
+def test_the_halt_threshold_is_configurable(max_unhealthy: int, halted: bool) -> None:
+    t = NOW - dt.timedelta(seconds=30)
+    nodes = [
+        v("a", S.DEGRADED, slot=True, slot_since=t),
+        v("b", S.STAGED, slot=True, ready=False, slot_since=t),
+        v("c", S.STAGED),
+    ]
+    plan = plan_rollout(nodes, 3, paused=False, now=NOW, max_unhealthy=max_unhealthy)
+    assert plan.halted is halted and plan.max_unhealthy == max_unhealthy
+    assert (plan.take == ()) is halted
 
 
 def test_two_unhealthy_holders_halt() -> None:
@@ -426,21 +494,41 @@ def test_invariants_hold_for_random_pools(seed: int) -> None:
                 in_sync=rng.random() < 0.8,
                 unschedulable=rng.random() < 0.2,
                 idle_since=NOW - dt.timedelta(seconds=rng.randint(0, 1000)),
+                was_cordoned=rng.random() < 0.2,
             )
             for i in range(rng.randint(0, 8))
         ]
         mu = rng.randint(0, 4)
         paused = rng.random() < 0.2
         timeout = rng.choice([None, 300.0])
-        plan = plan_rollout(nodes, mu, paused=paused, now=NOW, reboot_timeout=timeout)
+        max_unhealthy = rng.randint(1, 3)
+        window_open = rng.random() < 0.8
+        plan = plan_rollout(
+            nodes,
+            mu,
+            paused=paused,
+            now=NOW,
+            reboot_timeout=timeout,
+            max_unhealthy=max_unhealthy,
+            window_open=window_open,
+        )
         by_name = {n.name: n for n in nodes}
         holders_before = {n.name for n in nodes if n.in_slot}
         kept = holders_before - set(plan.release)
-        # never more than maxUnavailable once new slots are taken
+        # never more than maxUnavailable slot holders once new slots are taken
         if plan.take:
             assert len(kept) + len(plan.take) <= mu
+        # an available node is taken only while every unavailable member, counting
+        # outside causes, stays within maxUnavailable
+        if any(not by_name[n].unschedulable for n in plan.take):
+            unavailable = set(plan.holders) | {name for name, _ in plan.outside}
+            assert len(unavailable) <= mu, (unavailable, mu)
+        for name, why in plan.outside:
+            n = by_name[name]
+            assert why in ("NotReady", "cordoned by someone else")
+            assert not n.ready or n.unschedulable or n.was_cordoned
         assert set(plan.holders) == kept | set(plan.take)
-        assert not (plan.take and (paused or plan.halted))
+        assert not (plan.take and (paused or plan.halted or not window_open))
         for name in plan.take:
             n = by_name[name]
             assert n.state is S.STAGED and n.ready and not n.in_slot and n.spec_in_sync
@@ -449,7 +537,7 @@ def test_invariants_hold_for_random_pools(seed: int) -> None:
             assert n.in_slot and n.ready and n.state is not S.DEGRADED
         assert set(plan.cancel) <= set(plan.release)
         assert set(plan.drain) <= set(plan.holders)
-        assert plan.halted == (len(plan.unhealthy) >= 2)
+        assert plan.halted == (len(plan.unhealthy) >= max_unhealthy)
         for n in nodes:
             drained = n.in_slot and n.reboot_requested_at is not None
             assert (n.name in plan.restore) == (n.desired_image_state == "Booted" and not drained)

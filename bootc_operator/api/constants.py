@@ -33,6 +33,11 @@ DRAIN_BLOCKED_ANNOTATION: Final = "bootc.dev/drain-blocked"
 # Finalizer on pools: nodes are unlabelled/uncordoned before BootcNodes are collected.
 POOL_FINALIZER: Final = "node.bootc.dev/pool-cleanup"
 
+# spec.rollout.maintenanceWindows[]: days, "HH:MM" start, "4h" / "90m" / "1h30m" duration.
+WINDOW_DAYS: Final = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+WINDOW_START_PATTERN: Final = r"^([01][0-9]|2[0-3]):[0-5][0-9]$"
+WINDOW_DURATION_PATTERN: Final = r"^([0-9]{1,3}h)?([0-9]{1,5}m)?$"
+
 # Condition types.
 COND_UP_TO_DATE: Final = "UpToDate"
 COND_DEGRADED: Final = "Degraded"
@@ -47,8 +52,10 @@ REASON_PAUSED: Final = "Paused"
 REASON_PENDING: Final = "Pending"
 # True, vacuously: the selector matches no node.
 REASON_NO_MATCHING_NODES: Final = "NoMatchingNodes"
-# maxUnavailable resolves to 0: nothing may reboot.
+# maxUnavailable resolves to 0, or nodes outside the rollout use it up: nothing may reboot.
 REASON_ROLLOUT_BLOCKED: Final = "RolloutBlocked"
+# Outside every maintenance window: no new reboot slots.
+REASON_AWAITING_MAINTENANCE_WINDOW: Final = "AwaitingMaintenanceWindow"
 # (UpToDate is also False with InvalidSpec, TagResolutionError or RolloutHalted:
 # the Degraded reason that stops the rollout.)
 
@@ -58,6 +65,7 @@ PHASE_PROGRESSING: Final = "Progressing"
 PHASE_PAUSED: Final = "Paused"
 PHASE_BLOCKED: Final = "Blocked"
 PHASE_HALTED: Final = "Halted"
+PHASE_AWAITING_WINDOW: Final = "AwaitingWindow"
 PHASE_DEGRADED: Final = "Degraded"
 PHASE_UP_TO_DATE: Final = "UpToDate"
 PHASES: Final = (
@@ -66,6 +74,7 @@ PHASES: Final = (
     PHASE_PAUSED,
     PHASE_BLOCKED,
     PHASE_HALTED,
+    PHASE_AWAITING_WINDOW,
     PHASE_DEGRADED,
     PHASE_UP_TO_DATE,
 )

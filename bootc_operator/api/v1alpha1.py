@@ -143,13 +143,59 @@ class ImageSpec(WireModel):
     )
 
 
-MAX_UNAVAILABLE_CEL: list[JsonValue] = [
-    {
-        "rule": "type(self) == int ? self >= 0 : string(self).matches('^(100|[1-9]?[0-9])%$')",
-        "message": 'maxUnavailable must be a non-negative integer or a percentage from "0%" '
-        'to "100%" (e.g. 1 or "25%")',
-    }
-]
+def INT_OR_PERCENT_CEL(field: str, minimum: int = 0) -> list[JsonValue]:
+    low = f'"{minimum}%"' if minimum == 0 else '"1%"'
+    return [
+        {
+            "rule": f"type(self) == int ? self >= {minimum} : "
+            "string(self).matches('^(100|[1-9]?[0-9])%$')"
+            + ("" if minimum == 0 else " && string(self) != '0%'"),
+            "message": f"{field} must be an integer >= {minimum} or a percentage from {low} "
+            'to "100%" (e.g. 1 or "25%")',
+        }
+    ]
+
+
+MAX_UNAVAILABLE_CEL = INT_OR_PERCENT_CEL("maxUnavailable")
+MAX_UNHEALTHY_CEL = INT_OR_PERCENT_CEL("maxUnhealthy", minimum=1)
+
+
+class Weekday(StrEnum):
+    MON = "Mon"
+    TUE = "Tue"
+    WED = "Wed"
+    THU = "Thu"
+    FRI = "Fri"
+    SAT = "Sat"
+    SUN = "Sun"
+
+
+class MaintenanceWindow(WireModel):
+    """A recurring time when new reboots may start (nodes already rebooting finish)."""
+
+    days: list[Weekday] | None = Field(
+        default=None,
+        description="the days the window starts on (Mon..Sun); empty or unset: every day. A "
+        "window that crosses midnight belongs to the day it starts.",
+        json_schema_extra={"x-kubernetes-list-type": "set"},
+    )
+    start: str = Field(
+        pattern=c.WINDOW_START_PATTERN,
+        description='the local start time, "HH:MM" (24 h). A time that does not exist that day '
+        "(DST spring forward) starts at the next valid instant; one that exists twice (fall "
+        "back) at the first.",
+    )
+    duration: str = Field(
+        pattern=c.WINDOW_DURATION_PATTERN,
+        min_length=2,
+        description='how long the window stays open, in real time: "4h", "90m" or "1h30m" '
+        "(1m to 168h).",
+    )
+    time_zone: str = Field(
+        default="UTC",
+        min_length=1,
+        description='the IANA time zone of start and days, e.g. "Europe/Berlin"; default UTC.',
+    )
 
 
 class RolloutSpec(WireModel):
@@ -180,6 +226,33 @@ class RolloutSpec(WireModel):
         description="the longest a node may take to boot the desired image after its reboot "
         "was requested before the pool reports it; unset waits indefinitely.",
         json_schema_extra={"format": "int32"},
+    )
+    max_unhealthy: int | str | None = Field(
+        default=None,
+        description="how many unhealthy slot holders (degraded, or not back in time) halt the "
+        'rollout: an integer (>= 1) or a percentage of the pool ("10%", rounded up, at least '
+        "1). Unset: 2.",
+        json_schema_extra={
+            "x-kubernetes-int-or-string": True,
+            "x-kubernetes-validations": MAX_UNHEALTHY_CEL,
+        },
+    )
+    stage_ahead: int | str | None = Field(
+        default=None,
+        description="how many nodes beyond the reboot slot holders may be told to stage the "
+        'new image at once: an integer or a percentage of the pool ("20%", rounded up); 0 or '
+        '"0%" means as many as maxUnavailable. Unset: every node stages at once.',
+        json_schema_extra={
+            "x-kubernetes-int-or-string": True,
+            "x-kubernetes-validations": INT_OR_PERCENT_CEL("stageAhead"),
+        },
+    )
+    maintenance_windows: list[MaintenanceWindow] | None = Field(
+        default=None,
+        description="when new reboots may start; unset or empty: any time. Staging is never "
+        "restricted, and a node that started its reboot inside a window finishes after it "
+        "closes.",
+        json_schema_extra={"x-kubernetes-list-type": "atomic"},
     )
 
 
@@ -227,6 +300,7 @@ class PoolPhase(StrEnum):
     PAUSED = c.PHASE_PAUSED
     BLOCKED = c.PHASE_BLOCKED
     HALTED = c.PHASE_HALTED
+    AWAITING_WINDOW = c.PHASE_AWAITING_WINDOW
     DEGRADED = c.PHASE_DEGRADED
     UP_TO_DATE = c.PHASE_UP_TO_DATE
 
@@ -250,6 +324,10 @@ class BootcNodePoolStatus(WireModel):
     )
     next_tag_resolution_time: dt.datetime | None = Field(
         default=None, description="when a tag ref is next resolved; tag refs only."
+    )
+    next_maintenance_window: dt.datetime | None = Field(
+        default=None,
+        description="when the next maintenance window opens, while the rollout waits for one.",
     )
     node_count: int | None = Field(
         default=None, description="nodes in the pool.", json_schema_extra={"format": "int32"}

@@ -17,8 +17,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bootc_operator.api.imageref import InvalidImageRef, parse_image_ref
-from bootc_operator.api.intstr import InvalidIntOrPercent, resolve_max_unavailable
+from bootc_operator.api.intstr import (
+    InvalidIntOrPercent,
+    resolve_int_or_percent,
+    resolve_max_unavailable,
+)
 from bootc_operator.reconcilers.selectors import InvalidSelector, validate_selector
+from bootc_operator.reconcilers.windows import Window, parse_windows
+
+DEFAULT_MAX_UNHEALTHY = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +40,9 @@ class PoolSpecCheck:
     reboot_timeout: float | None = None
     max_unavailable: int | str = 1
     targets: frozenset[str] = field(default_factory=frozenset)
+    max_unhealthy: int | str | None = None
+    stage_ahead: int | str | None = None
+    windows: tuple[Window, ...] = ()
 
     @property
     def valid(self) -> bool:
@@ -47,6 +57,24 @@ class PoolSpecCheck:
 
     def resolve_max_unavailable(self, total: int) -> int:
         return resolve_max_unavailable(self.max_unavailable, total)
+
+    def resolve_max_unhealthy(self, total: int) -> int:
+        """Unhealthy slot holders that halt the rollout: default 2, never below 1."""
+        if self.max_unhealthy is None:
+            return DEFAULT_MAX_UNHEALTHY
+        count = resolve_int_or_percent(
+            self.max_unhealthy, total, field="maxUnhealthy", default=DEFAULT_MAX_UNHEALTHY
+        )
+        if isinstance(self.max_unhealthy, int):
+            count = self.max_unhealthy  # not clamped to the pool size: "5" means 5
+        return max(1, count)
+
+    def resolve_stage_ahead(self, total: int, max_unavailable: int) -> int | None:
+        """Nodes that may stage beyond the slot holders; None: all at once (unset)."""
+        if self.stage_ahead is None:
+            return None
+        count = resolve_int_or_percent(self.stage_ahead, total, field="stageAhead")
+        return count or max(1, max_unavailable)
 
 
 def check_pool(pool: Mapping[str, Any], resolved: Mapping[str, str] | None = None) -> PoolSpecCheck:
@@ -79,10 +107,18 @@ def check_pool(pool: Mapping[str, Any], resolved: Mapping[str, str] | None = Non
         problems.append(f"spec.image.ref: {err}")
 
     max_unavailable = rollout.get("maxUnavailable", 1)
-    try:
-        resolve_max_unavailable(max_unavailable, 1)
-    except InvalidIntOrPercent as err:
-        problems.append(f"spec.rollout.maxUnavailable: {err}")
+    for name in ("maxUnavailable", "maxUnhealthy", "stageAhead"):
+        value = rollout.get(name)
+        if value is None:
+            continue
+        try:
+            resolve_int_or_percent(value, 1, field=name)
+        except InvalidIntOrPercent as err:
+            problems.append(f"spec.rollout.{name}: {err}")
+    if rollout.get("maxUnhealthy") in (0, "0%"):
+        problems.append("spec.rollout.maxUnhealthy must be at least 1")
+    windows, window_problems = parse_windows(rollout.get("maintenanceWindows"))
+    problems.extend(window_problems)
 
     def seconds(name: str) -> float | None:
         value = rollout.get(name)
@@ -106,4 +142,7 @@ def check_pool(pool: Mapping[str, Any], resolved: Mapping[str, str] | None = Non
         reboot_timeout=seconds("rebootTimeoutSeconds"),
         max_unavailable=max_unavailable,
         targets=frozenset({target}) if target else frozenset(),
+        max_unhealthy=rollout.get("maxUnhealthy"),
+        stage_ahead=rollout.get("stageAhead"),
+        windows=tuple(windows),
     )

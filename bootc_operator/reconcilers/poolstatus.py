@@ -99,6 +99,9 @@ class RolloutFacts:
     paused: bool = False
     max_unavailable: int | None = None  # resolved; None when unknown
     selects_all: bool = False  # an empty nodeSelector
+    window_closed: bool = False  # outside every maintenance window
+    next_window: str = ""  # "the next maintenance window opens ..."
+    budget_used_by: str = ""  # outside members using up maxUnavailable, named
 
 
 def rollout_condition(facts: RolloutFacts) -> tuple[bool, str, str]:
@@ -127,12 +130,23 @@ def rollout_condition(facts: RolloutFacts) -> tuple[bool, str, str]:
         return False, c.REASON_ROLLOUT_HALTED, f"{f.halted}; {progress}"
     if f.paused:
         return False, c.REASON_PAUSED, f"rollout paused: {progress}"
+    if f.window_closed:
+        return (
+            False,
+            c.REASON_AWAITING_MAINTENANCE_WINDOW,
+            f"no new reboots outside maintenance windows; {f.next_window}; {progress}",
+        )
     if f.max_unavailable == 0:
         return (
             False,
             c.REASON_ROLLOUT_BLOCKED,
             f"maxUnavailable is 0, so no node may reboot; {progress}",
         )
+    if f.budget_used_by:
+        # maxUnavailable is used up by nodes outside the rollout
+        moving = f.counts.draining + f.counts.rebooting
+        reason = c.REASON_ROLLOUT_IN_PROGRESS if moving else c.REASON_ROLLOUT_BLOCKED
+        return False, reason, f"{progress}; waiting: {f.budget_used_by}"
     return False, c.REASON_ROLLOUT_IN_PROGRESS, progress
 
 
@@ -148,6 +162,7 @@ def phase(up_reason: str, degraded: bool, degraded_reason: str) -> str:
         c.REASON_PENDING: c.PHASE_PENDING,
         c.REASON_PAUSED: c.PHASE_PAUSED,
         c.REASON_ROLLOUT_BLOCKED: c.PHASE_BLOCKED,
+        c.REASON_AWAITING_MAINTENANCE_WINDOW: c.PHASE_AWAITING_WINDOW,
         c.REASON_ROLLOUT_HALTED: c.PHASE_HALTED,
     }.get(up_reason, c.PHASE_PROGRESSING)
 

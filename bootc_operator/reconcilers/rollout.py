@@ -32,19 +32,19 @@ import datetime as dt
 import logging
 
 from bootc_operator.api import constants as c
-from bootc_operator.api.conditions import now_rfc3339
+from bootc_operator.api.timefmt import now_rfc3339, parse_time
 from bootc_operator.reconcilers.context import Context, Obj, pool_ref
 from bootc_operator.reconcilers.drain import DrainManager
 from bootc_operator.reconcilers.fanout import each
 from bootc_operator.reconcilers.metrics import NODE_UPDATE_DURATION
-from bootc_operator.reconcilers.nodestate import NodeState, NodeView, parse_time
+from bootc_operator.reconcilers.nodestate import NodeState, NodeView
 from bootc_operator.reconcilers.slots import (
     BOOTED,
     STAGED,
     must_restore_staged,
     must_uncordon,
     next_reboot_deadline,
-    plan_rollout,
+    plan_pool,
     release_patch,
     take_patch,
 )
@@ -85,13 +85,7 @@ class RolloutReconciler:
         if not check.valid or not check.targets:
             return None
         now = ctx.now()
-        plan = plan_rollout(
-            views.values(),
-            check.resolve_max_unavailable(len(views)),
-            paused=check.paused,
-            now=now,
-            reboot_timeout=check.reboot_timeout,
-        )
+        plan, window = plan_pool(check, list(views.values()), now)
         # Per-node steps run concurrently (bounded); every release completes before
         # any take starts, so holders never exceed maxUnavailable.
         await each(
@@ -107,6 +101,10 @@ class RolloutReconciler:
             if wait is not None:
                 requeue = wait if requeue is None else min(requeue, wait)
         deadline = next_reboot_deadline(views.values(), now, check.reboot_timeout)
+        if plan.window_closed and window.next_opening is not None:
+            # slots wait for the window: look again when it opens (no polling)
+            opens = (window.next_opening - now).total_seconds() + 0.5
+            deadline = opens if deadline is None else min(deadline, opens)
         if deadline is not None:
             requeue = deadline if requeue is None else min(requeue, deadline)
         return requeue

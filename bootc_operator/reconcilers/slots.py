@@ -11,12 +11,21 @@ reconciler turns its answer into API writes. Rules (DESIGN §3):
   still rebooting/NotReady past ``reboot_timeout`` after its reboot was requested
   (``bootc.dev/reboot-requested``; for holders without it, the time the slot was
   taken). Not the Idle condition's lastTransitionTime: that is when the node
-  started *staging*, possibly long before it got a slot. Two or more unhealthy
-  holders halt the rollout: no new slots until they recover.
-- New slots: at most ``max_unavailable - holders``; none while paused or halted;
-  only healthy, Ready, Staged nodes whose spec already names the target. Order
-  is deterministic: nodes already unschedulable first (cordoning them costs no
-  capacity), then by name.
+  started *staging*, possibly long before it got a slot. ``max_unhealthy``
+  (``spec.rollout.maxUnhealthy``, default 2) unhealthy holders halt the rollout:
+  no new slots until they recover.
+- The budget counts every *unavailable* member, like a Deployment's unavailable
+  pods: slot holders, and members outside the rollout that are NotReady or
+  unschedulable (cordoned by someone else). Slot holders never exceed
+  ``max_unavailable``; a node that is available takes a slot only while slot
+  holders plus outside-unavailable members stay below ``max_unavailable``; a node
+  already unschedulable may take a free slot whatever the others (updating it
+  costs no capacity). When outside nodes use up the budget the plan names them
+  (``outside``) and says so (``budget_blocked``).
+- New slots: none while paused, halted or outside a maintenance window
+  (``window_open``); only healthy, Ready, Staged nodes whose spec already names
+  the target. Order is deterministic: already-unavailable (unschedulable) nodes
+  first, then the one staged longest (Idle condition's transition), then by name.
 - A holder that is Staged with ``desiredImageState: Staged`` must be drained;
   after the drain the reconciler sets ``Booted``.
 - ``desiredImageState: Booted`` is only ever legitimate on a node holding a
@@ -29,13 +38,15 @@ reconciler turns its answer into API writes. Rules (DESIGN §3):
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from bootc_operator.api import constants as c
 from bootc_operator.api.v1alpha1 import DesiredImageState
 from bootc_operator.reconcilers.nodestate import NodeState, NodeView
+from bootc_operator.reconcilers.poolspec import PoolSpecCheck
+from bootc_operator.reconcilers.windows import WindowState, window_state
 
 BOOTED = DesiredImageState.BOOTED.value
 STAGED = DesiredImageState.STAGED.value
@@ -52,6 +63,11 @@ class RolloutPlan:
     halted: bool = False
     waiting: tuple[str, ...] = field(default=())  # healthy Staged nodes left without a slot
     restore: tuple[str, ...] = ()  # Booted without a drained slot: put back to Staged
+    # members outside the rollout that count against the budget: (name, why)
+    outside: tuple[tuple[str, str], ...] = ()
+    budget_blocked: bool = False  # a candidate waited because ``outside`` used the budget
+    window_closed: bool = False  # candidates wait for a maintenance window
+    max_unhealthy: int = 2
 
 
 def reboot_clock(v: NodeView) -> dt.datetime | None:
@@ -170,6 +186,26 @@ def is_candidate(v: NodeView) -> bool:
     )
 
 
+def outside_unavailable(v: NodeView, *, released: bool = False) -> str:
+    """Why member ``v`` counts against the budget outside the rollout ("" if it does not).
+
+    ``released``: it gives its slot back in this plan (it stays unschedulable only
+    if someone else had cordoned it).
+    """
+    if v.in_slot and not released:
+        return ""
+    if not v.ready:
+        return "NotReady"
+    if released:
+        return "cordoned by someone else" if v.was_cordoned else ""
+    return "cordoned by someone else" if v.unschedulable else ""
+
+
+def slot_order(v: NodeView) -> tuple[bool, dt.datetime, str]:
+    """Already unavailable first, then staged longest, then by name."""
+    return (not v.unschedulable, v.idle_since or dt.datetime.max.replace(tzinfo=dt.UTC), v.name)
+
+
 def plan_rollout(
     views: Iterable[NodeView],
     max_unavailable: int,
@@ -177,29 +213,48 @@ def plan_rollout(
     paused: bool,
     now: dt.datetime,
     reboot_timeout: float | None = None,
+    max_unhealthy: int = 2,
+    window_open: bool = True,
 ) -> RolloutPlan:
     nodes = sorted(views, key=lambda v: v.name)
     release: list[str] = []
     cancel: list[str] = []
     kept: list[NodeView] = []
+    outside: list[tuple[str, str]] = []
     for v in nodes:
         if not v.in_slot:
+            if why := outside_unavailable(v):
+                outside.append((v.name, why))
             continue
         free, moved = should_release(v)
         if free:
             release.append(v.name)
             if moved:
                 cancel.append(v.name)
+            if why := outside_unavailable(v, released=True):
+                outside.append((v.name, why))
         else:
             kept.append(v)
     unhealthy = [v.name for v in kept if is_unhealthy_holder(v, now, reboot_timeout)]
-    halted = len(unhealthy) >= 2
-    candidates = sorted(
-        (v for v in nodes if is_candidate(v)), key=lambda v: (not v.unschedulable, v.name)
-    )
-    capacity = 0 if paused or halted else max(0, max_unavailable - len(kept))
-    take = [v.name for v in candidates[:capacity]]
-    waiting = [v.name for v in candidates[capacity:]]
+    halted = len(unhealthy) >= max(1, max_unhealthy)
+    candidates = sorted((v for v in nodes if is_candidate(v)), key=slot_order)
+    capacity = 0 if paused or halted or not window_open else max(0, max_unavailable - len(kept))
+    # unavailable members (holders and outside) may not exceed max_unavailable
+    budget = max_unavailable - len(kept) - len(outside)
+    take: list[str] = []
+    waiting: list[str] = []
+    budget_blocked = False
+    for v in candidates:
+        if len(take) >= capacity:
+            waiting.append(v.name)
+        elif v.unschedulable:  # already counted in ``outside``: no extra capacity
+            take.append(v.name)
+        elif budget > 0:
+            take.append(v.name)
+            budget -= 1
+        else:
+            budget_blocked = True
+            waiting.append(v.name)
     drain = [
         v.name
         for v in kept
@@ -215,7 +270,28 @@ def plan_rollout(
         unhealthy=tuple(unhealthy),
         halted=halted,
         waiting=tuple(waiting),
+        outside=tuple(outside),
+        budget_blocked=budget_blocked,
+        window_closed=not window_open and bool(candidates),
+        max_unhealthy=max(1, max_unhealthy),
     )
+
+
+def plan_pool(
+    check: PoolSpecCheck, views: Sequence[NodeView], now: dt.datetime
+) -> tuple[RolloutPlan, WindowState]:
+    """``plan_rollout`` with the pool's own settings, and its maintenance-window state."""
+    window = window_state(check.windows, now)
+    plan = plan_rollout(
+        views,
+        check.resolve_max_unavailable(len(views)),
+        paused=check.paused,
+        now=now,
+        reboot_timeout=check.reboot_timeout,
+        max_unhealthy=check.resolve_max_unhealthy(len(views)),
+        window_open=window.open,
+    )
+    return plan, window
 
 
 def next_reboot_deadline(

@@ -28,6 +28,7 @@ from bootc_operator.api.conditions import (
     set_condition,
 )
 from bootc_operator.api.imageref import display_ref, short_digest
+from bootc_operator.api.timefmt import now_rfc3339
 from bootc_operator.kube import ApiError
 from bootc_operator.reconcilers import metrics as m
 from bootc_operator.reconcilers.context import Context, Obj, pool_ref
@@ -45,12 +46,14 @@ from bootc_operator.reconcilers.poolstatus import (
 )
 from bootc_operator.reconcilers.pullsecrets import SecretState
 from bootc_operator.reconcilers.selectors import is_empty
-from bootc_operator.reconcilers.slots import next_reboot_deadline, plan_rollout
+from bootc_operator.reconcilers.slots import next_reboot_deadline, plan_pool
+from bootc_operator.reconcilers.windows import ALWAYS_OPEN, describe_opening
 
 log = logging.getLogger("status")
 
 STATUS_FIELDS = (
     "observedGeneration",
+    "nextMaintenanceWindow",
     "phase",
     "imageShort",
     "targetShort",
@@ -123,20 +126,26 @@ class StatusReconciler:
         requeue = next_reboot_deadline(views, ctx.now(), check.reboot_timeout)
         if secret is not None and secret.pending:
             requeue = min(requeue or 5.0, 5.0)
+        window = ALWAYS_OPEN
+        waiting_on = ""  # members outside the rollout that use up the budget
         if check.valid and check.targets:
             max_unavailable = check.resolve_max_unavailable(len(views))
-            plan = plan_rollout(
-                views,
-                max_unavailable,
-                paused=check.paused,
-                now=ctx.now(),
-                reboot_timeout=check.reboot_timeout,
-            )
+            plan, window = plan_pool(check, views, ctx.now())
             if plan.halted:
                 problems[c.REASON_ROLLOUT_HALTED] = (
                     f"{len(plan.unhealthy)} nodes holding reboot slots are unhealthy "
-                    f"({', '.join(plan.unhealthy)}); no new reboots until they recover"
+                    f"({', '.join(plan.unhealthy)}; maxUnhealthy is {plan.max_unhealthy}); "
+                    "no new reboots until they recover"
                 )
+            if plan.budget_blocked:
+                shown = [f"{name} {why}" for name, why in plan.outside[:5]]
+                more = len(plan.outside) - len(shown)
+                waiting_on = ", ".join(shown) + (f" and {more} more" if more > 0 else "")
+            wake = window.next_opening if not window.open else window.closes_at
+            if wake is not None and counts.updated < counts.total:
+                # the condition changes when a window opens or closes: look again then
+                seconds = (wake - ctx.now()).total_seconds() + 0.5
+                requeue = seconds if requeue is None else min(requeue, seconds)
 
         generation = pool["metadata"].get("generation")
         target = check.target_digest
@@ -156,6 +165,9 @@ class StatusReconciler:
             halted=problems.get(c.REASON_ROLLOUT_HALTED, ""),
             paused=check.paused,
             max_unavailable=max_unavailable if check.valid and check.targets else None,
+            window_closed=not window.open,
+            next_window=describe_opening(window) if not window.open else "",
+            budget_used_by=waiting_on,
             selects_all=check.selector_ok and is_empty(pool["spec"].get("nodeSelector")),
         )
         up, up_reason, up_message = rollout_condition(facts)
@@ -204,13 +216,19 @@ class StatusReconciler:
             "phase": phase(up_reason, deg, deg_reason),
             "imageShort": display_ref(str((pool["spec"].get("image") or {}).get("ref") or "")),
             "targetShort": short_digest(shown_target) or None,
+            "nextMaintenanceWindow": now_rfc3339(window.next_opening)
+            if not window.open and window.next_opening is not None
+            else None,
         }
         self._gauges(pool_name, views, up, deg_reason if deg else None, max_unavailable)
         m.POOL_PAUSED.labels(pool_name).set(1 if check.paused else 0)
         changed = any(old_status.get(k) != new_status.get(k) for k in STATUS_FIELDS)
         if not changed and conditions_equal_ignoring_time(old_status.get("conditions"), conditions):
             return requeue
-        patch_status = {k: v for k, v in new_status.items() if v is not None}
+        # a field that no longer applies is removed (merge patch: null), never left stale
+        patch_status = {
+            k: v for k, v in new_status.items() if v is not None or old_status.get(k) is not None
+        }
         patch_status["conditions"] = conditions
         try:
             await ctx.patch_pool(pool, {"status": patch_status}, status=True)

@@ -29,9 +29,10 @@ from dataclasses import dataclass
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
-START_PATTERN = r"^([01][0-9]|2[0-3]):[0-5][0-9]$"
-DURATION_PATTERN = r"^([0-9]{1,3}h)?([0-9]{1,5}m)?$"
+from bootc_operator.api import constants as c
+
+DAYS = c.WINDOW_DAYS
+START_PATTERN = c.WINDOW_START_PATTERN
 MAX_DURATION = dt.timedelta(days=7)
 _DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?$")
 
