@@ -631,6 +631,37 @@ def test_a_pool_that_cannot_progress_names_what_blocks_it() -> None:
     assert rollout_condition(RolloutFacts(Counts(total=1, updated=1), max_unavailable=0))[0]
 
 
+def test_a_closed_maintenance_window_says_when_the_next_opens() -> None:
+    facts = RolloutFacts(
+        Counts(total=2, updated=1, staged=1),
+        window_closed=True,
+        next_window="the next maintenance window opens Sat 2026-11-28 22:00 UTC",
+        max_unavailable=1,
+    )
+    assert rollout_condition(facts) == (
+        False,
+        "AwaitingMaintenanceWindow",
+        "no new reboots outside maintenance windows; the next maintenance window opens "
+        "Sat 2026-11-28 22:00 UTC; 1/2 updated; 1 staged",
+    )
+    assert phase("AwaitingMaintenanceWindow", False, "Healthy") == "AwaitingWindow"
+    # once every node runs the target, a closed window does not matter
+    done = RolloutFacts(Counts(total=2, updated=2), window_closed=True)
+    assert rollout_condition(done)[:2] == (True, "AllUpdated")
+
+
+def test_nodes_outside_the_rollout_using_the_budget_are_named() -> None:
+    waiting = "worker-9 cordoned by someone else, worker-4 NotReady"
+    facts = RolloutFacts(Counts(total=3, staged=1, updated=2), budget_used_by=waiting)
+    assert rollout_condition(facts) == (
+        False,
+        "RolloutBlocked",
+        f"2/3 updated; 1 staged; waiting: {waiting}",
+    )
+    moving = RolloutFacts(Counts(total=3, staged=1, rebooting=1, updated=1), budget_used_by=waiting)
+    assert rollout_condition(moving)[1] == "RolloutInProgress"
+
+
 def test_an_empty_selector_is_named_in_the_message() -> None:
     msg = rollout_condition(RolloutFacts(Counts(total=2, updated=2), selects_all=True))[2]
     assert msg == "2/2 updated; spec.nodeSelector is empty, so the pool selects every node"
