@@ -10,10 +10,10 @@ from bootc_operator.api.conditions import (
     conditions_equal_ignoring_time,
     get_condition,
     is_true,
-    now_rfc3339,
     remove_condition,
     set_condition,
 )
+from bootc_operator.api.timefmt import now_rfc3339
 
 T0 = dt.datetime(2026, 11, 21, 10, 0, 0, 123456, tzinfo=dt.UTC)
 T1 = T0 + dt.timedelta(minutes=5)

@@ -7,6 +7,8 @@ helpers work on ``list[dict]`` and return new lists, never mutating the input:
   when ``status`` changes (a reason/message change keeps it), like
   apimachinery's ``meta.SetStatusCondition``.
 - ``get_condition`` / ``is_true``: look-ups by type.
+- ``node_ready_status``: the status of a Node's ``Ready`` condition, the one
+  reader of it (the controller's node view and its event triggers).
 """
 
 from __future__ import annotations
@@ -15,13 +17,9 @@ import datetime as dt
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from bootc_operator.api.timefmt import now_rfc3339
+
 Conditions = list[dict[str, Any]]
-
-
-def now_rfc3339(clock: dt.datetime | None = None) -> str:
-    """Seconds-precision UTC timestamp as metav1.Time serialises it."""
-    t = (clock or dt.datetime.now(dt.UTC)).astimezone(dt.UTC).replace(microsecond=0)
-    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def get_condition(
@@ -36,6 +34,12 @@ def get_condition(
 def is_true(conditions: Iterable[Mapping[str, Any]] | None, cond_type: str) -> bool:
     cond = get_condition(conditions, cond_type)
     return cond is not None and cond.get("status") == "True"
+
+
+def node_ready_status(node: Mapping[str, Any] | None) -> str | None:
+    """A Node's ``Ready`` condition status ("True", "False", "Unknown"); None without one."""
+    cond = get_condition(((node or {}).get("status") or {}).get("conditions"), "Ready")
+    return None if cond is None else str(cond.get("status"))
 
 
 def condition_reason(conditions: Iterable[Mapping[str, Any]] | None, cond_type: str) -> str | None:

@@ -21,7 +21,8 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from bootc_operator.api import constants as c
-from bootc_operator.api.conditions import get_condition
+from bootc_operator.api.conditions import get_condition, node_ready_status
+from bootc_operator.api.timefmt import parse_time
 
 
 class NodeState(StrEnum):
@@ -50,24 +51,6 @@ def deployment_matches(info: Mapping[str, Any] | None, targets: frozenset[str]) 
     if not info:
         return False
     return info.get("imageDigest") in targets or _digest(info.get("image")) in targets
-
-
-def parse_time(text: str | None) -> dt.datetime | None:
-    if not text:
-        return None
-    try:
-        return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
-def node_is_ready(node: Mapping[str, Any] | None) -> bool:
-    if not node:
-        return False
-    for cond in node.get("status", {}).get("conditions") or ():
-        if cond.get("type") == "Ready":
-            return bool(cond.get("status") == "True")
-    return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,7 +128,7 @@ def view(
         spec_in_sync=_digest(desired) in targets,
         in_slot=c.IN_REBOOT_SLOT_ANNOTATION in annotations,
         was_cordoned=annotations.get(c.WAS_CORDONED_ANNOTATION) == "true",
-        ready=node_is_ready(node),
+        ready=node_ready_status(node) == "True",
         unschedulable=bool((node or {}).get("spec", {}).get("unschedulable")),
         idle=bool(idle and idle.get("status") == "True"),
         idle_since=parse_time(idle.get("lastTransitionTime")) if idle else None,

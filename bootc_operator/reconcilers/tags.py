@@ -33,10 +33,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from bootc_operator.api import constants as c
-from bootc_operator.api.conditions import now_rfc3339
+from bootc_operator.api.timefmt import now_rfc3339, parse_time
 from bootc_operator.kube import ApiError
 from bootc_operator.reconcilers.context import Context, Obj, pool_ref
-from bootc_operator.reconcilers.nodestate import parse_time
 from bootc_operator.reconcilers.poolspec import check_pool
 from bootc_operator.reconcilers.pullsecrets import SecretState
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from bootc_operator.api.conditions import node_ready_status
 from bootc_operator.reconcilers.selectors import InvalidSelector, matches, validate_selector
 
 Obj = Mapping[str, Any]
@@ -36,13 +37,6 @@ def pool_changed(old: Obj, new: Obj) -> bool:
     )
 
 
-def _ready(node: Obj) -> str | None:
-    for cond in node.get("status", {}).get("conditions") or ():
-        if cond.get("type") == "Ready":
-            return str(cond.get("status"))
-    return None
-
-
 def node_changed(old: Obj, new: Obj) -> bool:
     om, nm = old.get("metadata", {}), new.get("metadata", {})
     return (
@@ -50,7 +44,7 @@ def node_changed(old: Obj, new: Obj) -> bool:
         or om.get("deletionTimestamp") != nm.get("deletionTimestamp")
         or bool(old.get("spec", {}).get("unschedulable"))
         != bool(new.get("spec", {}).get("unschedulable"))
-        or _ready(old) != _ready(new)
+        or node_ready_status(old) != node_ready_status(new)
     )
 
 

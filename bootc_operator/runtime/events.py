@@ -64,8 +64,8 @@ from typing import Any, Final
 from kubernetes_asyncio.client import ApiClient
 from prometheus_client import Counter
 
+from bootc_operator.api.timefmt import micro_time, now_rfc3339
 from bootc_operator.kube import ApiError, Resource, create_object, patch_object
-from bootc_operator.runtime.leaderelection import micro_time
 
 log = logging.getLogger("events")
 
@@ -89,11 +89,6 @@ _EPOCH: Final = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 def _utc_now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
-
-
-def _timestamp(t: dt.datetime) -> str:
-    """A ``metav1.Time`` (whole seconds), as ``firstTimestamp`` / ``lastTimestamp`` take."""
-    return t.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def batch_note(summary: str, subjects: list[str], notes: list[str], limit: int = NOTE_MAX) -> str:
@@ -342,8 +337,8 @@ class EventRecorder:
             "message": item.note,
             "action": item.action,
             "eventTime": micro_time(item.at),
-            "firstTimestamp": _timestamp(item.at),
-            "lastTimestamp": _timestamp(item.at),
+            "firstTimestamp": now_rfc3339(item.at),
+            "lastTimestamp": now_rfc3339(item.at),
             "count": 1,
             "reportingComponent": self.controller,
             "reportingInstance": self.instance,
@@ -363,7 +358,7 @@ class EventRecorder:
             # first repeat).
             patch = {
                 "count": count,
-                "lastTimestamp": _timestamp(item.at),
+                "lastTimestamp": now_rfc3339(item.at),
                 "series": {"count": count, "lastObservedTime": micro_time(item.at)},
             }
             try:

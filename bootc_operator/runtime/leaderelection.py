@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime as dt
 import logging
 import random
 import time
@@ -36,14 +35,10 @@ from typing import Any
 
 from kubernetes_asyncio.client import ApiClient
 
+from bootc_operator.api.timefmt import micro_time
 from bootc_operator.kube import LEASES, ApiError, create_object, get_object, request_json
 
 log = logging.getLogger("leaderelection")
-
-
-def micro_time(now: dt.datetime | None = None) -> str:
-    t = (now or dt.datetime.now(dt.UTC)).astimezone(dt.UTC)
-    return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 @dataclass(frozen=True, slots=True)
