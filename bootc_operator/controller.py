@@ -72,7 +72,7 @@ log = logging.getLogger("controller")
 
 # Pool status is recomputed at most this often for node-level changes. A status
 # pass classifies every node of the pool (O(nodes)); run on every BootcNode/Node
-# event it took two thirds of the controller's CPU during a 1,000-node rollout.
+# event it dominated the controller's CPU during large rollouts.
 STATUS_COALESCE = 1.0
 POOL_QUEUES = ("membership", "rollout", "status", "tags")
 # The one key of the pull-secret watch queue: the set of watched Secrets is one

@@ -42,9 +42,9 @@ the queue, and the timestamps still order what happened.
 pool hearing of each node's slot): every such emit for the same (object,
 type, reason) within ``batch_window`` of the first becomes one Event — the
 member's own note when it is alone, else ``summary`` with the members named
-(:func:`batch_note`, cut to the 1 KiB note limit). A 5,000-node pool's
-rollout then costs a few dozen pool Events instead of 20,000, so the nodes'
-own Events are not crowded out of the bounded queue.
+(:func:`batch_note`, cut to the 1 KiB note limit). A large pool's rollout
+then costs a few pool Events per reason rather than one per node and step, so
+the nodes' own Events are not crowded out of the bounded queue.
 """
 
 from __future__ import annotations
