@@ -11,7 +11,19 @@ the gateway ``context`` (reads shadowed by
 :class:`bootc_operator.informers.Overlay`, read-your-writes); ``fanout`` bounds
 the per-node writes of one pass; ``metrics`` holds the pool gauges.
 
-Pure modules (exhaustively unit-tested): ``selectors``, ``ownership``,
-``membership_plan``, ``triggers``, ``nodestate``, ``slots``, ``drainplan``,
-``poolspec``, ``poolstatus``.
+Pure modules (no I/O; exhaustively unit-tested):
+
+- ``selectors``: label selectors, validated and matched;
+- ``poolspec``: a pool's spec validated, the digest it targets;
+- ``windows``: maintenance windows, open now and next opening;
+- ``ownership``: a BootcNode's pool, the shape of the BootcNodes a pool owns;
+- ``membership_plan``: which pool owns which Node (conflicts resolved);
+- ``triggers``: which queues an informer event concerns;
+- ``nodestate``: one member's row of the state table (``NodeView``);
+- ``slots``: reboot-slot planning and the slot protocol (take, release, uncordon);
+- ``drainplan``: which pods a drain evicts, how its outcome reads;
+- ``poolstatus``: pool status aggregation (counts, conditions, phase).
+
+The pure parts of the I/O modules sit at their top: ``pullsecrets.evaluate_secret``,
+``tags.retry_delay``.
 """
