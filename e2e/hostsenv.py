@@ -6,7 +6,8 @@ CAs, and a ``bootc-operator daemon`` process (``e2e.daemonenv.Daemons``). A
 background *reboot simulator* plays the machine: when a host records a reboot
 request (the daemon ran ``systemctl reboot``) it stops that daemon, marks the
 Node NotReady, performs the host's reboot (staged → booted), marks it Ready and
-starts the daemon again — what a real node does, minus the firmware.
+starts the daemon again — what a real node does, minus the firmware
+(``hack.testenv.machine``, the same as the sim's node simulator).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from bootc_operator.kube.rest import delete_object
 from e2e.daemonenv import Daemon, Daemons
 from hack.fakebootc import Host, make_host
 from hack.testenv.kubelet import ready_condition, set_node_ready
+from hack.testenv.machine import reboot, simulate_reboots
 
 
 class HostedNodes:
@@ -63,7 +65,9 @@ class HostedNodes:
             await set_node_ready(self.api, name, ready)
 
     async def __aenter__(self) -> HostedNodes:
-        self._task = asyncio.create_task(self._simulate_reboots(), name="reboot-simulator")
+        self._task = asyncio.create_task(
+            simulate_reboots(self.hosts.items, self._reboot), name="reboot-simulator"
+        )
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -76,19 +80,19 @@ class HostedNodes:
             with contextlib.suppress(ApiError):
                 await delete_object(self.api, NODES, name)
 
-    async def _simulate_reboots(self) -> None:
+    async def _reboot(self, name: str, host: Host) -> None:
         # The machine side of the simulation polls the hosts like firmware would
         # notice a reboot; tests themselves only ever wait on API state.
-        while True:
-            for name, host in list(self.hosts.items()):
-                if host.reboot_request is None:
-                    continue
-                await self.running[name].stop()
-                await self._set_ready(name, False)
-                await asyncio.to_thread(host.reboot)
-                self.reboots.append(name)
-                await self._set_ready(name, True)
-                self.running[name] = self.daemons.start(
-                    name, host, backoff_initial="1s", backoff_max="3s"
-                )
-            await asyncio.sleep(0.2)
+        async def start() -> None:
+            self.running[name] = self.daemons.start(
+                name, host, backoff_initial="1s", backoff_max="3s"
+            )
+
+        await reboot(
+            name,
+            host,
+            stop_daemon=self.running[name].stop,
+            set_ready=lambda ready: self._set_ready(name, ready),
+            start_daemon=start,
+        )
+        self.reboots.append(name)

@@ -11,16 +11,18 @@ a fresh etcd + kube-apiserver, with the controller process driving a pool.
    ``/ostree/bootc`` (inotify → the same status re-read a poll does).
    CPU per hour idle = window rate * 3600 + 12 polls * one re-read.
 2. **rollout**: retarget the pool to image B (maxUnavailable 10 %). When a host
-   asks for a reboot the harness does what the machine would: the daemon stops
-   (its request counters are read first), the Node turns NotReady, the host
-   reboots into the staged image, ``reboot_seconds`` later a new daemon starts
-   and the Node is Ready again. API requests per node per rollout = every daemon
-   process's ``bootc_operator_api_requests_total`` summed over both lives / N.
+   asks for a reboot the harness does what the machine would
+   (``hack.testenv.machine``): the daemon stops (its request counters are read
+   first), the Node turns NotReady, ``reboot_seconds`` later the host boots the
+   staged image, the Node is Ready again and a new daemon starts. API requests
+   per node per rollout = every daemon process's
+   ``bootc_operator_api_requests_total`` summed over both lives / N.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import os
 import tempfile
@@ -47,6 +49,7 @@ from hack.perf.scale import PREFIX, bench_pool, digest, image, log, node_body
 from hack.testenv import ControlPlane
 from hack.testenv.controlplane import free_port
 from hack.testenv.kubelet import set_node_ready
+from hack.testenv.machine import reboot, simulate_reboots
 from hack.testenv.procs import Process, spawn
 
 
@@ -194,18 +197,18 @@ async def run_daemons(
         requests: comp.Requests = comp.Requests()
         t0 = time.monotonic()
         await patch_object(api, BOOTC_NODE_POOLS, "bench", {"spec": {"image": {"ref": image(2)}}})
-        rebooting: set[str] = set()
-        reboot_tasks: set[asyncio.Task[None]] = set()
 
-        async def reboot(d: DaemonProc) -> None:
-            requests.update(await d.requests())
-            await asyncio.to_thread(d.process.stop, 10)
-            await set_node_ready(api, d.node, False, "simulated reboot")
-            await asyncio.to_thread(d.host.reboot)
-            await asyncio.sleep(reboot_seconds)
-            await daemons.start(d.index, d.node, d.host)
-            await set_node_ready(api, d.node, True, "simulated reboot")
-            rebooting.discard(d.node)
+        async def reboot_one(node: str, host: Host) -> None:
+            d = daemons.running[node]
+            requests.update(await d.requests())  # this life's counts, before it ends
+            await reboot(
+                node,
+                host,
+                stop_daemon=lambda: asyncio.to_thread(d.process.stop, 10),
+                set_ready=lambda ready: set_node_ready(api, node, ready, "simulated reboot"),
+                start_daemon=lambda: daemons.start(d.index, node, host),
+                down_seconds=reboot_seconds,
+            )
 
         def done() -> bool:
             return (
@@ -214,19 +217,17 @@ async def run_daemons(
                 and observer.count("cordoned") == 0
             )
 
-        deadline = time.monotonic() + 600
-        while not done():
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"daemon rollout not done: {observer.summary()}")
-            for d in list(daemons.running.values()):
-                if d.node in rebooting:
-                    continue
-                if await asyncio.to_thread(_reboot_requested, d.host):
-                    rebooting.add(d.node)
-                    task = asyncio.create_task(reboot(d))
-                    reboot_tasks.add(task)
-                    task.add_done_callback(reboot_tasks.discard)
-            await asyncio.sleep(0.2)
+        machines = asyncio.create_task(
+            simulate_reboots(
+                lambda: [(d.node, d.host) for d in daemons.running.values()], reboot_one
+            )
+        )
+        try:
+            await observer.wait(done, 600, "the daemons' rollout")
+        finally:
+            machines.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await machines
         rollout_s = time.monotonic() - t0
         for d in daemons.running.values():
             requests.update(await d.requests())
@@ -249,10 +250,6 @@ async def run_daemons(
         await asyncio.to_thread(daemons.stop_all)
         await observer.stop()
         await api.close()
-
-
-def _reboot_requested(host: Host) -> bool:
-    return host.reboot_request is not None
 
 
 def run(

@@ -17,8 +17,9 @@ SIGTERM:
   daemon`` per node on its simulated host (``DIR/hosts/<node>``), restarting any
   that exits unexpectedly (1 s, doubling up to 10 s, like a crash-loop backoff);
 - **performs the reboots the daemons request** (``systemctl reboot`` on a simulated
-  host records a reboot request in the host's state): daemon stopped (SIGTERM, as
-  at shutdown) → Node ``Ready=False`` → ``reboot_seconds`` later (longer while
+  host records a reboot request in the host's state), as ``hack.testenv.machine``
+  does for every real daemon of the kit: daemon stopped (SIGTERM, as at shutdown)
+  → Node ``Ready=False`` → ``reboot_seconds`` later (longer while
   ``DIR/control/hold-<node>`` exists) the host reboots (staged → booted, see
   ``hack.fakebootc.host.simulate_reboot``) → Node ``Ready=True`` with a new bootID
   → daemon started. Each reboot is appended to ``DIR/reboots.jsonl``.
@@ -34,7 +35,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import datetime as dt
 import json
 import logging
 import os
@@ -50,7 +50,7 @@ import aiohttp
 from kubernetes_asyncio.client import ApiClient
 
 from bootc_operator.kube import LEASES, NODES, ApiError, create_object, get_object, patch_object
-from hack.fakebootc import FakeHostError, Host, open_host
+from hack.fakebootc import Host, open_host
 from hack.simlib.common import (
     CONTROL_DIR,
     HOSTNAME_LABEL,
@@ -66,6 +66,8 @@ from hack.simlib.common import (
 )
 from hack.testenv.controlplane import free_port
 from hack.testenv.kube import api_client
+from hack.testenv.kubelet import node_conditions
+from hack.testenv.machine import RebootRequests, reboot
 from hack.testenv.procs import Process, kill_group, spawn
 
 log = logging.getLogger("nodesim")
@@ -75,10 +77,6 @@ TICK = 0.2
 BACKOFF_INITIAL = 1.0
 BACKOFF_MAX = 10.0
 STOP_GRACE = 10.0
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass
@@ -134,7 +132,6 @@ class NodeState:
     daemon: Slot
     rebooting: bool = False
     boot_id: str = field(default_factory=lambda: uuid.uuid4().hex)
-    state_mtime: float = 0.0
 
 
 class NodeSim:
@@ -161,6 +158,7 @@ class NodeSim:
         self._tasks: set[asyncio.Task[None]] = set()
         self._dirty = True
         self._api: ApiClient | None = None
+        self._requests = RebootRequests()
 
     # ------------------------------------------------------------ process slots
 
@@ -258,33 +256,11 @@ class NodeSim:
         }
 
     def _node_status(self, node: NodeState, ready: bool, message: str) -> dict[str, Any]:
-        now = _now()
-
-        def cond(ctype: str, status: str, reason: str, text: str) -> dict[str, str]:
-            return {
-                "type": ctype,
-                "status": status,
-                "reason": reason,
-                "message": text,
-                "lastHeartbeatTime": now,
-                "lastTransitionTime": now,
-            }
-
         booted = node.host.state().booted
         image = booted.image if booted is not None else "unknown"
         version = (booted.version if booted is not None else None) or image.rsplit("@", 1)[-1][:19]
         return {
-            "conditions": [
-                cond(
-                    "Ready",
-                    "True" if ready else "False",
-                    "KubeletReady" if ready else "KubeletNotReady",
-                    message,
-                ),
-                cond("MemoryPressure", "False", "KubeletHasSufficientMemory", "simulated"),
-                cond("DiskPressure", "False", "KubeletHasNoDiskPressure", "simulated"),
-                cond("PIDPressure", "False", "KubeletHasSufficientPID", "simulated"),
-            ],
+            "conditions": node_conditions(ready, message),
             "capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"},
             "allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"},
             "addresses": [
@@ -336,65 +312,38 @@ class NodeSim:
 
     # ------------------------------------------------------------ reboots
 
-    def _reboot_requested(self, node: NodeState) -> bool:
-        try:
-            mtime = node.host.paths.state.stat().st_mtime
-        except FileNotFoundError:
-            return False
-        if mtime == node.state_mtime:
-            return False
-        node.state_mtime = mtime
-        try:
-            return node.host.reboot_request is not None
-        except FakeHostError as err:
-            log.warning("reading host state of %s: %s", node.name, err)
-            node.state_mtime = 0.0
-            return False
-
     def held(self, node: str) -> bool:
         return (self.control / f"hold-{node}").exists()
 
-    async def _reboot(self, node: NodeState) -> None:
-        started = time.time()
-        request = node.host.reboot_request or {}
-        log.info("%s: reboot requested (%s); stopping its daemon", node.name, request.get("kind"))
-        await self._stop_slot(node.daemon)
-        await self._patch_status(node, False, "node is rebooting (simulated)")
-        down_at = time.time()
-        await asyncio.sleep(self.cfg.reboot_seconds)
-        while self.held(node.name):
-            if self.stopping.is_set():
-                return
-            await asyncio.sleep(0.5)
-        while True:
-            try:
-                state = await asyncio.to_thread(node.host.reboot)
-                break
-            except FakeHostError as err:
-                log.warning("%s: reboot failed (%s); retrying", node.name, err)
-                await asyncio.sleep(1.0)
-        node.boot_id = uuid.uuid4().hex
-        node.state_mtime = 0.0
+    async def _set_ready(self, node: NodeState, ready: bool) -> None:
+        if not ready:
+            await self._patch_status(node, False, "node is rebooting (simulated)")
+            return
+        node.boot_id = uuid.uuid4().hex  # a new boot
         await self._patch_status(node, True, "kubelet is posting ready status (simulated)")
-        up_at = time.time()
+
+    async def _start_daemon(self, node: NodeState) -> None:
         node.daemon.wanted = True
         node.daemon.backoff = BACKOFF_INITIAL
         node.daemon.next_start = 0.0
         self._start(node.daemon)
+
+    async def _reboot(self, node: NodeState) -> None:
+        log.info("%s: reboot requested; stopping its daemon", node.name)
+        done = await reboot(
+            node.name,
+            node.host,
+            stop_daemon=lambda: self._stop_slot(node.daemon),
+            set_ready=lambda ready: self._set_ready(node, ready),
+            start_daemon=lambda: self._start_daemon(node),
+            down_seconds=self.cfg.reboot_seconds,
+            held=lambda: self.held(node.name),
+        )
+        self._requests.forget(node.host)
         node.rebooting = False
-        booted = state.booted.image if state.booted is not None else None
-        record = {
-            "node": node.name,
-            "kind": request.get("kind", "reboot"),
-            "requested": started,
-            "down": down_at,
-            "up": up_at,
-            "booted": booted,
-            "boots": state.boots,
-        }
         with (self.dir / REBOOTS_FILE).open("a") as f:
-            f.write(json.dumps(record) + "\n")
-        log.info("%s: back up on %s after %.1fs", node.name, booted, up_at - started)
+            f.write(json.dumps(done.record()) + "\n")
+        log.info("%s: back up on %s after %.1fs", node.name, done.booted, done.up - done.requested)
         self._dirty = True
 
     def _spawn_task(self, coro: Any) -> None:
@@ -473,7 +422,7 @@ class NodeSim:
                 self._start(slot)
             for node in self.nodes.values():
                 self._start(node.daemon)
-                node.state_mtime = 0.0
+                self._requests.forget(node.host)
             self._write_state()
             self._spawn_task(self._wait_ready())
             while not self.stopping.is_set():
@@ -482,7 +431,7 @@ class NodeSim:
                 for node in self.nodes.values():
                     if node.rebooting:
                         continue
-                    if self._reboot_requested(node):
+                    if self._requests.asked(node.host):
                         node.rebooting = True
                         self._dirty = True
                         self._spawn_task(self._reboot(node))

@@ -1,0 +1,153 @@
+"""The machine under a real daemon on a simulated host: noticing and performing its reboots.
+
+A simulated bootc host (``hack.fakebootc``) records a reboot request when its daemon
+runs ``systemctl reboot``. Whatever hosts real daemons plays the machine then: the
+sim's node simulator (``hack.simlib.nodesim``), the e2e hosts (``e2e.hostsenv``) and
+the benchmark's daemon figure (``hack.perf.daemons``) all do it with this module:
+
+- :class:`RebootRequests`: which hosts ask for a reboot, cheaply (a host's state
+  file is re-read only when it changed, so polling 50 hosts five times a second is
+  nearly free);
+- :func:`reboot`: one reboot, in the order a real node goes through it: the daemon
+  stops (as at shutdown) → the Node turns NotReady → ``down_seconds`` later (longer
+  while ``held()``) the host boots its staged image → the Node is Ready → the daemon
+  starts (a DaemonSet pod starts once its kubelet is up). Returns a :class:`Reboot`;
+- :func:`simulate_reboots`: the loop that notices requests and runs one
+  :func:`reboot` task per requesting host, until cancelled.
+
+The in-process fleet (``hack.testenv.fleet``) simulates its daemons too, so it
+simulates their reboots itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from hack.fakebootc import FakeHostError, Host
+
+log = logging.getLogger("machine")
+
+POLL = 0.2
+
+
+class RebootRequests:
+    """Which hosts have a pending reboot request (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, float] = {}
+
+    def asked(self, host: Host) -> bool:
+        """True when ``host`` records a reboot request (unchanged state is not re-read)."""
+        key = str(host.root)
+        try:
+            mtime = host.paths.state.stat().st_mtime
+        except FileNotFoundError:
+            return False
+        if self._seen.get(key) == mtime:
+            return False
+        self._seen[key] = mtime
+        try:
+            return host.reboot_request is not None
+        except FakeHostError as err:
+            log.warning("reading host state of %s: %s", host.root, err)
+            self._seen.pop(key, None)
+            return False
+
+    def forget(self, host: Host) -> None:
+        """Read ``host`` afresh next time (after its reboot, or its daemon's restart)."""
+        self._seen.pop(str(host.root), None)
+
+
+@dataclass
+class Reboot:
+    """One reboot: wall-clock times of the request seen, the Node down and up again."""
+
+    node: str
+    kind: str
+    requested: float
+    down: float
+    up: float
+    booted: str | None
+    boots: int
+
+    def record(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+async def reboot(
+    node: str,
+    host: Host,
+    *,
+    stop_daemon: Callable[[], Awaitable[object]],
+    set_ready: Callable[[bool], Awaitable[object]],
+    start_daemon: Callable[[], Awaitable[object]],
+    down_seconds: float = 0.0,
+    held: Callable[[], bool] = lambda: False,
+) -> Reboot:
+    """Reboot ``host`` (see the module docstring); the callbacks are the daemon's and the Node's."""
+    requested = time.time()
+    request = host.reboot_request or {}
+    await stop_daemon()
+    await set_ready(False)
+    down = time.time()
+    if down_seconds > 0:
+        await asyncio.sleep(down_seconds)
+    # a hold is a file a test creates and removes: nothing to wait on but the file
+    while held():  # noqa: ASYNC110
+        await asyncio.sleep(0.5)
+    while True:
+        try:
+            state = await asyncio.to_thread(host.reboot)
+            break
+        except FakeHostError as err:
+            log.warning("%s: reboot failed (%s); retrying", node, err)
+            await asyncio.sleep(1.0)
+    await set_ready(True)
+    up = time.time()
+    await start_daemon()
+    booted = state.booted.image if state.booted is not None else None
+    return Reboot(
+        node, str(request.get("kind", "reboot")), requested, down, up, booted, state.boots
+    )
+
+
+async def simulate_reboots(
+    hosts: Callable[[], Iterable[tuple[str, Host]]],
+    reboot_one: Callable[[str, Host], Awaitable[object]],
+    *,
+    poll: float = POLL,
+) -> None:
+    """Until cancelled: every ``poll`` seconds, start ``reboot_one(node, host)`` for each of
+    ``hosts()`` that asks for a reboot and is not rebooting already."""
+    requests = RebootRequests()
+    running: dict[str, asyncio.Task[object]] = {}
+
+    async def one(node: str, host: Host) -> object:
+        try:
+            return await reboot_one(node, host)
+        except Exception:  # the request stays: the next poll tries again
+            log.exception("%s: simulated reboot failed", node)
+            return None
+        finally:
+            requests.forget(host)
+            running.pop(node, None)
+
+    try:
+        while True:
+            for node, host in list(hosts()):
+                if node not in running and requests.asked(host):
+                    running[node] = asyncio.create_task(one(node, host), name=f"reboot-{node}")
+            await asyncio.sleep(poll)
+    finally:
+        tasks = list(running.values())
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
