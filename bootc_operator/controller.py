@@ -270,7 +270,9 @@ class Controller:
         async with asyncio.TaskGroup() as tg:
             for name, reconcile in reconcilers.items():
                 tg.create_task(
-                    run_workers(self.queues[name], reconcile, self.workers, controller=name),
+                    run_workers(
+                        self.queues[name], reconcile, self.workers, controller=name, log=log
+                    ),
                     name=f"{name}-workers",
                 )
             tg.create_task(
@@ -279,6 +281,7 @@ class Controller:
                     self.reconcile_secret_watches,
                     1,
                     controller="pullsecrets",
+                    log=log,
                 ),
                 name="pullsecrets-workers",
             )
