@@ -33,6 +33,7 @@ from bootc_operator.reconcilers.slots import (
     must_uncordon,
     next_reboot_deadline,
     plan_rollout,
+    plan_staging,
     release_patch,
     take_patch,
 )
@@ -765,3 +766,67 @@ def test_a_new_target_gives_the_slot_back_unless_the_reboot_was_requested(
     annotations: dict[str, str], state: str, expected: bool
 ) -> None:
     assert gives_slot_back_on_retarget(annotations, state) is expected
+
+
+# ------------------------------------------------------------------ stage-ahead
+
+
+def behind(name: str, state: NodeState = S.PENDING, **kw: Any) -> NodeView:
+    return v(name, state, in_sync=False, **kw)
+
+
+def test_stage_ahead_unset_leaves_everything_to_membership() -> None:
+    assert plan_staging([behind("a"), behind("b")], None) == ()
+
+
+def test_stage_ahead_buffers_a_few_nodes_beyond_the_slot_holders() -> None:
+    nodes = [
+        v("h", S.STAGED, slot=True),  # a holder: not counted
+        v("s", S.STAGING),  # on its way
+        behind("a"),
+        behind("b"),
+        behind("c"),
+        behind("z", unschedulable=True),
+    ]
+    assert plan_staging(nodes, 1) == ()  # s already fills it
+    assert plan_staging(nodes, 2) == ("z",)  # already-unavailable first
+    assert plan_staging(nodes, 4) == ("z", "a", "b")
+    assert plan_staging(nodes, 10) == ("z", "a", "b", "c")
+
+
+def test_stage_ahead_never_holds_back_nodes_already_on_the_target() -> None:
+    nodes = [v("s", S.STAGED), behind("u", S.UP_TO_DATE), behind("a")]
+    assert plan_staging(nodes, 1) == ("u",)
+
+
+def test_degraded_and_updated_nodes_do_not_use_the_stage_ahead_budget() -> None:
+    nodes = [v("d", S.DEGRADED), v("ok", S.UP_TO_DATE), behind("a"), behind("b")]
+    assert plan_staging(nodes, 1) == ("a",)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_never_more_than_stage_ahead_on_the_way(seed: int) -> None:
+    rng = random.Random(seed)
+    for _ in range(200):
+        nodes = [
+            v(
+                f"n{i:02d}",
+                rng.choice(STATES),
+                slot=rng.random() < 0.2,
+                in_sync=rng.random() < 0.5,
+                unschedulable=rng.random() < 0.2,
+            )
+            for i in range(rng.randint(0, 10))
+        ]
+        limit = rng.randint(0, 4)
+        stage = plan_staging(nodes, limit)
+        by_name = {n.name: n for n in nodes}
+        way = {
+            n.name
+            for n in nodes
+            if n.spec_in_sync and not n.in_slot and n.state in (S.PENDING, S.STAGING, S.STAGED)
+        }
+        new = {n for n in stage if by_name[n].state is not S.UP_TO_DATE}
+        assert all(not by_name[n].spec_in_sync and not by_name[n].in_slot for n in stage)
+        if new:
+            assert len(way) + len(new) <= limit

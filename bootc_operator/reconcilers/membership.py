@@ -37,7 +37,12 @@ from bootc_operator.kube import ApiError
 from bootc_operator.reconcilers.context import Context, Obj, pool_ref
 from bootc_operator.reconcilers.fanout import each
 from bootc_operator.reconcilers.membership_plan import assign_nodes
-from bootc_operator.reconcilers.ownership import desired_digest_label, member_body, pool_of
+from bootc_operator.reconcilers.ownership import (
+    desired_digest_label,
+    member_body,
+    pool_of,
+    retarget_patch,
+)
 from bootc_operator.reconcilers.pullsecrets import SecretState
 from bootc_operator.reconcilers.slots import (
     STAGED,
@@ -141,7 +146,11 @@ class MembershipReconciler:
                     bn, still_managed=bn["metadata"]["name"] in assignment.owner
                 ),
             )
-            await each(sorted(members), lambda name: self._ensure_member(pool, name, desired))
+            staged_ahead = check.stage_ahead is not None
+            await each(
+                sorted(members),
+                lambda name: self._ensure_member(pool, name, desired, staged_ahead),
+            )
         except WriteRejected as err:
             return self._rejected(pool, err)
         self._rejections.pop(pool_name, None)
@@ -176,15 +185,19 @@ class MembershipReconciler:
         )
         return delay
 
-    async def _ensure_member(self, pool: Obj, node_name: str, desired: str | None) -> None:
+    async def _ensure_member(
+        self, pool: Obj, node_name: str, desired: str | None, stage_ahead: bool
+    ) -> None:
         try:
-            await self._ensure_member_writes(pool, node_name, desired)
+            await self._ensure_member_writes(pool, node_name, desired, stage_ahead)
         except ApiError as err:
             if err.status not in (400, 422):
                 raise
             raise WriteRejected(node_name, err) from err
 
-    async def _ensure_member_writes(self, pool: Obj, node_name: str, desired: str | None) -> None:
+    async def _ensure_member_writes(
+        self, pool: Obj, node_name: str, desired: str | None, stage_ahead: bool
+    ) -> None:
         ctx = self.ctx
         pool_name = pool["metadata"]["name"]
         bn = ctx.bootc_node(node_name)
@@ -213,16 +226,14 @@ class MembershipReconciler:
         else:
             patch: dict[str, Any] = {}
             current = bn.get("spec") or {}
-            if desired is not None and current.get("desiredImage") != desired:
-                # One request: a new image is never paired with Booted.
-                patch["spec"] = {"desiredImage": desired, "desiredImageState": STAGED}
-                annotations: dict[str, Any] = {c.DRAIN_BLOCKED_ANNOTATION: None}
-                patch["metadata"] = {
-                    "annotations": annotations,
-                    "labels": desired_digest_label(desired),
-                }
+            held = bn["metadata"].get("annotations") or {}
+            # Under stageAhead the rollout retargets waiting nodes a few at a time; a
+            # slot holder is retargeted at once (its drain is void).
+            may_retarget = not stage_ahead or c.IN_REBOOT_SLOT_ANNOTATION in held
+            if desired is not None and current.get("desiredImage") != desired and may_retarget:
+                patch = retarget_patch(desired)
+                annotations: dict[str, Any] = patch["metadata"]["annotations"]
                 self._cancel_drain(node_name)
-                held = bn["metadata"].get("annotations") or {}
                 if gives_slot_back_on_retarget(held, current.get("desiredImageState", "")):
                     # Cordon restored first, so a failure never leaves a node cordoned
                     # without a slot.

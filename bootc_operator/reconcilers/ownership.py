@@ -65,3 +65,16 @@ def desired_digest_label(desired_image: str | None) -> dict[str, str]:
 def index_by_pool(bootc_node: Obj) -> list[str]:
     owner = pool_of(bootc_node)
     return [owner] if owner else []
+
+
+def retarget_patch(desired_image: str) -> Obj:
+    """The BootcNode merge patch that points a member at a new image: desiredImage and
+    ``desiredImageState: Staged`` in one request (a new image is never paired with
+    Booted), its label, and any drain-blocked mark of the previous target cleared."""
+    return {
+        "spec": {"desiredImage": desired_image, "desiredImageState": "Staged"},
+        "metadata": {
+            "labels": desired_digest_label(desired_image),
+            "annotations": {c.DRAIN_BLOCKED_ANNOTATION: None},
+        },
+    }

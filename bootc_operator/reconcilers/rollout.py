@@ -38,6 +38,7 @@ from bootc_operator.reconcilers.drain import DrainManager
 from bootc_operator.reconcilers.fanout import each
 from bootc_operator.reconcilers.metrics import NODE_UPDATE_DURATION
 from bootc_operator.reconcilers.nodestate import NodeState, NodeView
+from bootc_operator.reconcilers.ownership import retarget_patch
 from bootc_operator.reconcilers.slots import (
     BOOTED,
     STAGED,
@@ -97,6 +98,10 @@ class RolloutReconciler:
         waits = await each(
             plan.drain, lambda n: self._drive_drain(pool, n, check.drain_timeout, now)
         )
+        desired = check.desired_image
+        if desired is not None:
+            # stageAhead: the next few members start staging as others move on
+            await each(plan.stage, lambda n: self._retarget(bns[n], desired))
         for wait in waits:
             if wait is not None:
                 requeue = wait if requeue is None else min(requeue, wait)
@@ -108,6 +113,9 @@ class RolloutReconciler:
         if deadline is not None:
             requeue = deadline if requeue is None else min(requeue, deadline)
         return requeue
+
+    async def _retarget(self, bn: Obj, desired: str) -> None:
+        await self.ctx.patch_bootc_node(bn, retarget_patch(desired))
 
     async def _restore_staged(self, pool: Obj, bn: Obj, v: NodeView) -> None:
         """Put a Booted that the rollout did not write back to Staged (slots.py)."""

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from bootc_operator.api import constants as c
@@ -68,6 +68,7 @@ class RolloutPlan:
     budget_blocked: bool = False  # a candidate waited because ``outside`` used the budget
     window_closed: bool = False  # candidates wait for a maintenance window
     max_unhealthy: int = 2
+    stage: tuple[str, ...] = ()  # stageAhead: members to point at the target now
 
 
 def reboot_clock(v: NodeView) -> dt.datetime | None:
@@ -277,21 +278,54 @@ def plan_rollout(
     )
 
 
+def plan_staging(views: Iterable[NodeView], stage_ahead: int | None) -> tuple[str, ...]:
+    """Members to point at the target now, under ``spec.rollout.stageAhead``.
+
+    Like a player buffering ahead: at most ``stage_ahead`` members beyond the slot
+    holders may be on their way (told the target, not yet running it: pending,
+    staging, or staged and waiting for a slot). Members already running the target
+    are retargeted at once (nothing to stage); degraded ones do not count (they
+    are not staging). Among the rest: already-unavailable members first (they
+    take slots first), then by name. None: unlimited, membership retargets
+    everyone (nothing left here).
+    """
+    if stage_ahead is None:
+        return ()
+    nodes = sorted(views, key=lambda v: v.name)
+    on_the_way = sum(
+        1
+        for v in nodes
+        if v.spec_in_sync
+        and not v.in_slot
+        and v.state in (NodeState.PENDING, NodeState.STAGING, NodeState.STAGED)
+    )
+    behind = [v for v in nodes if not v.spec_in_sync and not v.in_slot]
+    free = [v.name for v in behind if v.state is NodeState.UP_TO_DATE]
+    rest = sorted(
+        (v for v in behind if v.state is not NodeState.UP_TO_DATE),
+        key=lambda v: (not v.unschedulable, v.name),
+    )
+    room = max(0, stage_ahead - on_the_way)
+    return tuple(free + [v.name for v in rest[:room]])
+
+
 def plan_pool(
     check: PoolSpecCheck, views: Sequence[NodeView], now: dt.datetime
 ) -> tuple[RolloutPlan, WindowState]:
     """``plan_rollout`` with the pool's own settings, and its maintenance-window state."""
     window = window_state(check.windows, now)
+    max_unavailable = check.resolve_max_unavailable(len(views))
     plan = plan_rollout(
         views,
-        check.resolve_max_unavailable(len(views)),
+        max_unavailable,
         paused=check.paused,
         now=now,
         reboot_timeout=check.reboot_timeout,
         max_unhealthy=check.resolve_max_unhealthy(len(views)),
         window_open=window.open,
     )
-    return plan, window
+    stage = plan_staging(views, check.resolve_stage_ahead(len(views), max_unavailable))
+    return replace(plan, stage=stage), window
 
 
 def next_reboot_deadline(
