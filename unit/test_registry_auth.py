@@ -1,11 +1,11 @@
-"""WWW-Authenticate parsing of the registry client."""
+"""WWW-Authenticate parsing of the registry client (registry.auth)."""
 
 from __future__ import annotations
 
 import pytest
 
 from bootc_operator.registry import Challenge, parse_www_authenticate
-from bootc_operator.registry.challenge import pick_challenge
+from bootc_operator.registry.auth import pick_challenge
 
 
 @pytest.mark.parametrize(

@@ -5,9 +5,10 @@ manifest digest (and an index to its per-platform digests), with credentials
 from a pull secret's dockerconfigjson. Modules:
 
 - ``client``: ``RegistryClient`` / ``resolve_digest``, ``RegistryOptions`` (TLS, CA
-  bundle, insecure registries, timeouts), authentication flows;
+  bundle, insecure registries, timeouts): transport and resolution;
+- ``auth``: authentication: ``WWW-Authenticate`` parsing, Basic and Bearer answers,
+  the token cache, the no-credentials / rejected errors;
 - ``credentials``: dockerconfigjson parsing and host matching (``DockerConfig``);
-- ``challenge``: ``WWW-Authenticate`` parsing;
 - ``manifest``: media types, digests, ``Resolved``;
 - ``errors``: one exception class per failure kind, messages free of secrets;
 
@@ -16,7 +17,7 @@ from a pull secret's dockerconfigjson. Modules:
         resolved.digest, resolved.media_type, resolved.manifests
 """
 
-from bootc_operator.registry.challenge import Challenge, parse_www_authenticate
+from bootc_operator.registry.auth import Challenge, parse_www_authenticate
 from bootc_operator.registry.client import (
     RegistryClient,
     RegistryOptions,

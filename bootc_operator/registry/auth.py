@@ -1,24 +1,63 @@
-"""``WWW-Authenticate`` parsing (RFC 7235 challenges) for the registry client.
+"""Registry authentication: answering a registry's ``401`` challenge, and remembering the answer.
 
-Owns turning header values such as::
+Challenges: ``parse_www_authenticate`` turns header values such as::
 
     Bearer realm="https://auth.example.com/token",service="registry.example.com",scope="repository:os:pull"
     Basic realm="Registry Realm"
 
-into ``Challenge`` objects. One header value may carry several challenges and a
-response may carry several headers; scheme and parameter names are
-case-insensitive (lowercased here), parameter values keep their case; quoted
+into ``Challenge`` objects (RFC 7235). One header value may carry several
+challenges and a response may carry several headers; scheme and parameter names
+are case-insensitive (lowercased here), parameter values keep their case; quoted
 strings may contain commas and backslash escapes; a ``token68`` credential
 (``Negotiate abc==``) is kept as ``Challenge.token68``. Garbage never raises: the
 parser skips what it cannot read, and the caller decides what no usable challenge
-means.
+means. ``pick_challenge`` prefers Bearer (with a realm) over Basic.
+
+Answers: ``Authenticator.answer`` turns a challenge into an ``Authorization``
+value: Basic from the target's credentials, or a Bearer token from the
+challenge's realm with ``service`` and ``scope=repository:<repo>:<actions>`` (the
+Basic credentials sent to the token service when there are any; a token without
+``expires_in`` is good for 60 s, the distribution token spec). Answers are cached
+per (registry, repository, actions, credentials) until shortly before they
+expire, so later requests go out pre-authorised. ``Authenticator.failure`` is the
+``NoCredentials`` / ``CredentialsRejected`` for a final 401 or 403, its detail
+scrubbed of every token and password (``secrets``).
+
+The HTTP exchange itself is the client's (``RegistryClient``), handed in as
+``Transport``.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+import time
+import urllib.parse
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Final, Protocol
+
+from bootc_operator.registry.errors import (
+    CredentialsRejected,
+    MalformedResponse,
+    NoCredentials,
+    RegistryAuthError,
+    RegistryHTTPError,
+    one_line,
+    scrub,
+)
+from bootc_operator.registry.manifest import parse_manifest
+
+if TYPE_CHECKING:  # the client imports this module
+    from bootc_operator.registry.client import Reply, Target
+
+#: Bearer tokens without ``expires_in`` are good for 60 s (distribution token spec).
+DEFAULT_TOKEN_LIFETIME: Final = 60.0
+#: Re-authenticate this long before a token expires.
+TOKEN_EXPIRY_MARGIN: Final = 10.0
+TOKEN_BODY_LIMIT: Final = 1024 * 1024
+_AUTH_CACHE_SIZE: Final = 1024
+
+AuthKey = tuple[str, str, str, str]
 
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 _TOKEN68 = re.compile(r"[A-Za-z0-9._~+/-]+=*")
@@ -154,3 +193,165 @@ def pick_challenge(challenges: Iterable[Challenge]) -> Challenge | None:
         if ch.scheme == "basic":
             return ch
     return None
+
+
+class Transport(Protocol):
+    """The client's one HTTP exchange (``RegistryClient._http``)."""
+
+    def __call__(
+        self,
+        method: str,
+        url: str,
+        *,
+        registry: str,
+        what: str,
+        headers: Mapping[str, str],
+        max_body: int,
+        verify: bool,
+    ) -> Awaitable[Reply]: ...
+
+
+class Authenticator:
+    """Answers challenges for one client and caches the answers (see the module docstring)."""
+
+    def __init__(self, http: Transport, is_insecure: Callable[[str], bool]) -> None:
+        self._http = http
+        self._is_insecure = is_insecure
+        self._cache: dict[AuthKey, tuple[str, float]] = {}
+
+    @staticmethod
+    def key(target: Target, actions: tuple[str, ...]) -> AuthKey:
+        fingerprint = target.credentials.fingerprint() if target.credentials else ""
+        return (target.registry, target.repository, ",".join(actions), fingerprint)
+
+    def cached(self, key: AuthKey) -> str | None:
+        """The ``Authorization`` value still good for ``key``, if any."""
+        cached = self._cache.get(key)
+        if cached is None:
+            return None
+        value, expires = cached
+        if time.monotonic() >= expires:
+            del self._cache[key]
+            return None
+        return value
+
+    def forget(self, key: AuthKey) -> None:
+        self._cache.pop(key, None)
+
+    def _store(self, key: AuthKey, value: str, expires: float) -> None:
+        now = time.monotonic()
+        for old in [k for k, (_, exp) in self._cache.items() if exp <= now]:
+            del self._cache[old]
+        while len(self._cache) >= _AUTH_CACHE_SIZE:
+            del self._cache[next(iter(self._cache))]
+        self._cache[key] = (value, expires)
+
+    def secrets(self, target: Target | None) -> list[str]:
+        """Every cached token and ``target``'s password: never in a message."""
+        found = [v.split(" ", 1)[1] for v, _ in self._cache.values() if v.startswith("Bearer ")]
+        if target is not None and target.credentials is not None:
+            found.extend(target.credentials.secrets())
+        return found
+
+    def failure(self, target: Target, what: str, detail: str, *, status: int) -> RegistryAuthError:
+        """The error for a final 401/403: no credentials, or credentials rejected."""
+        detail = scrub(one_line(detail), self.secrets(target))
+        if target.credentials is None:
+            return NoCredentials(
+                f"no credentials for host {target.registry}: the registry requires "
+                f"authentication for {what} (HTTP {status}: {detail})",
+                registry=target.registry,
+            )
+        return CredentialsRejected(
+            f"credentials rejected: registry {target.registry} refused user "
+            f'"{target.credentials.username}" for {what} (HTTP {status}: {detail})',
+            registry=target.registry,
+        )
+
+    async def answer(
+        self,
+        key: AuthKey,
+        target: Target,
+        challenges: list[Challenge],
+        actions: tuple[str, ...],
+        what: str,
+    ) -> str:
+        """An ``Authorization`` value answering ``challenges``, cached under ``key``."""
+        challenge = pick_challenge(challenges)
+        if challenge is None:
+            schemes = ", ".join(sorted({c.scheme for c in challenges})) or "none"
+            raise RegistryAuthError(
+                f"registry {target.registry} asks for an unsupported authentication scheme "
+                f"({schemes}) for {what}",
+                registry=target.registry,
+            )
+        if challenge.scheme == "basic":
+            if target.credentials is None:
+                raise self.failure(target, what, "authentication required", status=401)
+            value, expires = target.credentials.basic_authorization(), float("inf")
+        else:
+            value, expires = await self._bearer_token(target, challenge, actions, what)
+        self._store(key, value, expires)
+        return value
+
+    async def _bearer_token(
+        self, target: Target, challenge: Challenge, actions: tuple[str, ...], what: str
+    ) -> tuple[str, float]:
+        realm = challenge.realm or ""
+        parts = urllib.parse.urlsplit(realm)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise MalformedResponse(
+                f"registry {target.registry} sent a Bearer challenge with an unusable realm "
+                f"{one_line(realm, 100)!r}",
+                registry=target.registry,
+            )
+        query: list[tuple[str, str]] = []
+        if challenge.service:
+            query.append(("service", challenge.service))
+        query.append(("scope", f"repository:{target.repository}:{','.join(actions)}"))
+        sep = "&" if parts.query else "?"
+        url = realm + sep + urllib.parse.urlencode(query)
+        headers = {"Accept": "application/json"}
+        if target.credentials is not None:
+            headers["Authorization"] = target.credentials.basic_authorization()
+        token_what = f"a token from {parts.netloc} for {what}"
+        reply = await self._http(
+            "GET",
+            url,
+            registry=target.registry,
+            what=token_what,
+            headers=headers,
+            max_body=TOKEN_BODY_LIMIT,
+            verify=not self._is_insecure(parts.netloc),
+        )
+        if reply.status in (401, 403):
+            code, message = reply.registry_error()
+            detail = message or code or reply.reason or "unauthorized"
+            raise self.failure(
+                target, f"{what} (token service {parts.netloc})", detail, status=reply.status
+            )
+        if reply.status != 200:
+            raise RegistryHTTPError(
+                f"token service {parts.netloc} of registry {target.registry} answered HTTP "
+                f"{reply.status} {reply.reason} for {what}",
+                registry=target.registry,
+                status=reply.status,
+            )
+        try:
+            doc = parse_manifest(reply.body)
+        except ValueError:
+            doc = {}
+        token = doc.get("token") or doc.get("access_token")
+        if not isinstance(token, str) or not token:
+            raise MalformedResponse(
+                f"token service {parts.netloc} of registry {target.registry} sent no token "
+                f"for {what}",
+                registry=target.registry,
+            )
+        lifetime = doc.get("expires_in")
+        seconds = (
+            float(lifetime)
+            if isinstance(lifetime, int | float) and lifetime > 0
+            else DEFAULT_TOKEN_LIFETIME
+        )
+        return f"Bearer {token}", time.monotonic() + max(seconds - TOKEN_EXPIRY_MARGIN, 1.0)

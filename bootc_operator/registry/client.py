@@ -20,14 +20,12 @@ manifest digest.
 
 A digest reference is checked the same way and must come back with that digest.
 
-Authentication follows the registry's ``401`` challenge (``challenge.py``):
-Bearer (token from the challenge's realm with ``service`` and
-``scope=repository:<repo>:pull``, Basic credentials sent to the token service
-when there are any) is preferred over Basic. The resulting ``Authorization`` is
-cached per (registry, repository, actions, credentials) until the token expires,
-so later requests go out pre-authorised. Credentials come from a dockerconfigjson
-matched to the registry (``credentials.py``); Docker Hub names are talked to at
-``registry-1.docker.io`` and single-component repositories get ``library/``.
+Authentication (``auth.py``) answers the registry's ``401`` challenge once per
+request, Bearer preferred over Basic; the answer is cached per (registry,
+repository, actions, credentials) so later requests go out pre-authorised.
+Credentials come from a dockerconfigjson matched to the registry
+(``credentials.py``); Docker Hub names are talked to at ``registry-1.docker.io``
+and single-component repositories get ``library/``.
 
 Transport: HTTPS verified against the system CAs plus ``RegistryOptions.ca_file``;
 registries in ``RegistryOptions.insecure_registries`` (``host`` or ``host:port``)
@@ -46,7 +44,6 @@ import asyncio
 import errno
 import os
 import ssl
-import time
 import urllib.parse
 from collections import OrderedDict
 from collections.abc import Collection, Mapping
@@ -59,7 +56,7 @@ from multidict import CIMultiDict, CIMultiDictProxy
 
 from bootc_operator import __version__
 from bootc_operator.api.imageref import ImageRef, InvalidImageRef, parse_image_ref
-from bootc_operator.registry.challenge import Challenge, parse_www_authenticate, pick_challenge
+from bootc_operator.registry.auth import Authenticator, parse_www_authenticate
 from bootc_operator.registry.credentials import (
     Credentials,
     DockerConfig,
@@ -68,12 +65,9 @@ from bootc_operator.registry.credentials import (
     parse_docker_config,
 )
 from bootc_operator.registry.errors import (
-    CredentialsRejected,
     InvalidReference,
     MalformedResponse,
     ManifestNotFound,
-    NoCredentials,
-    RegistryAuthError,
     RegistryError,
     RegistryHTTPError,
     RegistryTimeout,
@@ -99,14 +93,8 @@ from bootc_operator.registry.manifest import (
 )
 
 DEFAULT_USER_AGENT: Final = f"bootc-operator/{__version__}"
-#: Bearer tokens without ``expires_in`` are good for 60 s (distribution token spec).
-DEFAULT_TOKEN_LIFETIME: Final = 60.0
-#: Re-authenticate this long before a token expires.
-TOKEN_EXPIRY_MARGIN: Final = 10.0
 ERROR_BODY_LIMIT: Final = 64 * 1024
-TOKEN_BODY_LIMIT: Final = 1024 * 1024
 _INDEX_CACHE_SIZE: Final = 128
-_AUTH_CACHE_SIZE: Final = 1024
 
 DockerConfigInput = bytes | str | Mapping[str, Any] | DockerConfig | None
 
@@ -267,7 +255,7 @@ class RegistryClient:
         self._own_session = session is None
         self._ssl: ssl.SSLContext | None = None
         self._ssl_lock = asyncio.Lock()
-        self._auth: dict[tuple[str, str, str, str], tuple[str, float]] = {}
+        self.auth = Authenticator(self._http, self.options.is_insecure)
         self._schemes: dict[str, str] = {}
         self._indexes: OrderedDict[tuple[str, str], tuple[PlatformManifest, ...]] = OrderedDict()
 
@@ -317,15 +305,6 @@ class RegistryClient:
                             registry=registry,
                         ) from None
         return self._ssl
-
-    def _tokens(self) -> list[str]:
-        return [v.split(" ", 1)[1] for v, _ in self._auth.values() if v.startswith("Bearer ")]
-
-    def _secrets(self, target: Target | None) -> list[str]:
-        found = self._tokens()
-        if target is not None and target.credentials is not None:
-            found.extend(target.credentials.secrets())
-        return found
 
     async def _http(
         self,
@@ -390,7 +369,7 @@ class RegistryClient:
                 registry=registry,
             ) from None
         except aiohttp.ClientError as exc:
-            detail = scrub(one_line(str(exc) or type(exc).__name__), self._secrets(None))
+            detail = scrub(one_line(str(exc) or type(exc).__name__), self.auth.secrets(None))
             raise RegistryUnreachable(
                 f"connection to registry {host} failed ({what}): {detail}", registry=registry
             ) from None
@@ -448,126 +427,6 @@ class RegistryClient:
             self._schemes.setdefault(target.registry, scheme)
         return reply
 
-    # ------------------------------------------------------------------ auth
-
-    def _auth_key(self, target: Target, actions: tuple[str, ...]) -> tuple[str, str, str, str]:
-        fingerprint = target.credentials.fingerprint() if target.credentials else ""
-        return (target.registry, target.repository, ",".join(actions), fingerprint)
-
-    def _store_auth(self, key: tuple[str, str, str, str], value: str, expires: float) -> None:
-        now = time.monotonic()
-        for old in [k for k, (_, exp) in self._auth.items() if exp <= now]:
-            del self._auth[old]
-        while len(self._auth) >= _AUTH_CACHE_SIZE:
-            del self._auth[next(iter(self._auth))]
-        self._auth[key] = (value, expires)
-
-    def _cached_auth(self, key: tuple[str, str, str, str]) -> str | None:
-        cached = self._auth.get(key)
-        if cached is None:
-            return None
-        value, expires = cached
-        if time.monotonic() >= expires:
-            del self._auth[key]
-            return None
-        return value
-
-    def _auth_failure(
-        self, target: Target, what: str, detail: str, *, status: int
-    ) -> RegistryAuthError:
-        detail = scrub(one_line(detail), self._secrets(target))
-        if target.credentials is None:
-            return NoCredentials(
-                f"no credentials for host {target.registry}: the registry requires "
-                f"authentication for {what} (HTTP {status}: {detail})",
-                registry=target.registry,
-            )
-        return CredentialsRejected(
-            f"credentials rejected: registry {target.registry} refused user "
-            f'"{target.credentials.username}" for {what} (HTTP {status}: {detail})',
-            registry=target.registry,
-        )
-
-    async def _authorize(
-        self, target: Target, challenges: list[Challenge], actions: tuple[str, ...], what: str
-    ) -> tuple[str, float]:
-        """An ``Authorization`` value answering the challenge, and until when it is good."""
-        challenge = pick_challenge(challenges)
-        if challenge is None:
-            schemes = ", ".join(sorted({c.scheme for c in challenges})) or "none"
-            raise RegistryAuthError(
-                f"registry {target.registry} asks for an unsupported authentication scheme "
-                f"({schemes}) for {what}",
-                registry=target.registry,
-            )
-        if challenge.scheme == "basic":
-            if target.credentials is None:
-                raise self._auth_failure(target, what, "authentication required", status=401)
-            return target.credentials.basic_authorization(), float("inf")
-        return await self._bearer_token(target, challenge, actions, what)
-
-    async def _bearer_token(
-        self, target: Target, challenge: Challenge, actions: tuple[str, ...], what: str
-    ) -> tuple[str, float]:
-        realm = challenge.realm or ""
-        parts = urllib.parse.urlsplit(realm)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise MalformedResponse(
-                f"registry {target.registry} sent a Bearer challenge with an unusable realm "
-                f"{one_line(realm, 100)!r}",
-                registry=target.registry,
-            )
-        query: list[tuple[str, str]] = []
-        if challenge.service:
-            query.append(("service", challenge.service))
-        query.append(("scope", f"repository:{target.repository}:{','.join(actions)}"))
-        sep = "&" if parts.query else "?"
-        url = realm + sep + urllib.parse.urlencode(query)
-        headers = {"Accept": "application/json"}
-        if target.credentials is not None:
-            headers["Authorization"] = target.credentials.basic_authorization()
-        token_what = f"a token from {parts.netloc} for {what}"
-        reply = await self._http(
-            "GET",
-            url,
-            registry=target.registry,
-            what=token_what,
-            headers=headers,
-            max_body=TOKEN_BODY_LIMIT,
-            verify=not self.options.is_insecure(parts.netloc),
-        )
-        if reply.status in (401, 403):
-            code, message = reply.registry_error()
-            detail = message or code or reply.reason or "unauthorized"
-            raise self._auth_failure(
-                target, f"{what} (token service {parts.netloc})", detail, status=reply.status
-            )
-        if reply.status != 200:
-            raise RegistryHTTPError(
-                f"token service {parts.netloc} of registry {target.registry} answered HTTP "
-                f"{reply.status} {reply.reason} for {what}",
-                registry=target.registry,
-                status=reply.status,
-            )
-        try:
-            doc = parse_manifest(reply.body)
-        except ValueError:
-            doc = {}
-        token = doc.get("token") or doc.get("access_token")
-        if not isinstance(token, str) or not token:
-            raise MalformedResponse(
-                f"token service {parts.netloc} of registry {target.registry} sent no token "
-                f"for {what}",
-                registry=target.registry,
-            )
-        lifetime = doc.get("expires_in")
-        seconds = (
-            float(lifetime)
-            if isinstance(lifetime, int | float) and lifetime > 0
-            else DEFAULT_TOKEN_LIFETIME
-        )
-        return f"Bearer {token}", time.monotonic() + max(seconds - TOKEN_EXPIRY_MARGIN, 1.0)
-
     # ------------------------------------------------------------------ requests
 
     async def request(
@@ -589,9 +448,9 @@ class RegistryClient:
         ``CredentialsRejected`` for a final 401 or 403; every other status is returned.
         ``what`` names the operation in messages (``"pulling host/repo:tag"``).
         """
-        key = self._auth_key(target, actions)
+        key = self.auth.key(target, actions)
         base_headers = dict(headers or {})
-        authorization = self._cached_auth(key)
+        authorization = self.auth.cached(key)
         send_headers = dict(base_headers)
         if authorization:
             send_headers["Authorization"] = authorization
@@ -605,12 +464,11 @@ class RegistryClient:
             max_body=max_body,
         )
         if reply.status == 401:
-            self._auth.pop(key, None)
+            self.auth.forget(key)
             challenges = parse_www_authenticate(reply.headers.getall("WWW-Authenticate", []))
             if not challenges:
-                raise self._auth_failure(target, what, _status_detail(reply), status=401)
-            value, expires = await self._authorize(target, challenges, actions, what)
-            self._store_auth(key, value, expires)
+                raise self.auth.failure(target, what, _status_detail(reply), status=401)
+            value = await self.auth.answer(key, target, challenges, actions, what)
             reply = await self._exchange(
                 target,
                 method,
@@ -621,15 +479,15 @@ class RegistryClient:
                 max_body=max_body,
             )
         if reply.status in (401, 403):
-            error = self._auth_failure(target, what, _status_detail(reply), status=reply.status)
+            error = self.auth.failure(target, what, _status_detail(reply), status=reply.status)
             if reply.status == 401:
-                self._auth.pop(key, None)  # (after the message was scrubbed of it)
+                self.auth.forget(key)  # (after the message was scrubbed of it)
             raise error
         return reply
 
     def unexpected(self, target: Target, reply: Reply, what: str) -> RegistryError:
         """The exception for a status the caller cannot use."""
-        detail = scrub(_status_detail(reply), self._secrets(target))
+        detail = scrub(_status_detail(reply), self.auth.secrets(target))
         if reply.status == 429:
             message = f"registry {target.registry} is rate limiting requests ({what}): {detail}"
         else:
