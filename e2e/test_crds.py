@@ -653,3 +653,54 @@ async def test_owned_nodes_are_garbage_collected_with_their_pool(
         "the pool to be deleted",
     )
     assert not await objects.gone(NODES, bystander), "a BootcNode without owner must survive"
+
+
+# ------------------------------------------------------------------ kubectl explain
+
+
+@pytest.mark.parametrize(
+    ("path", "fragments"),
+    [
+        ("bnp.spec.rollout.maintenanceWindows", ["when new reboots may start", "days", "start"]),
+        ("bnp.spec.rollout.maintenanceWindows.duration", ['"4h", "90m" or "1h30m"']),
+        ("bnp.spec.rollout.maintenanceWindows.timeZone", ["IANA time zone"]),
+        ("bnp.spec.rollout.stageAhead", ["beyond the reboot slot holders"]),
+        ("bnp.spec.rollout.maxUnhealthy", ["unhealthy slot holders", "Unset: 2"]),
+        ("bnp.status.phase", ["one word"]),
+        ("bnp.status.nextMaintenanceWindow", ["next maintenance window opens"]),
+        ("bn.status.bootedShort", ["12 hex digits"]),
+    ],
+)
+async def test_kubectl_explain_shows_the_field_descriptions(
+    control_plane: ControlPlane, path: str, fragments: list[str]
+) -> None:
+    res = await asyncio.to_thread(control_plane.kubectl, "explain", path)
+    text = " ".join(res.stdout.split())  # explain wraps descriptions
+    for fragment in fragments:
+        assert fragment in text, res.stdout
+
+
+async def test_the_crd_refuses_malformed_maintenance_windows(objects: Objects) -> None:
+    cases: list[tuple[dict[str, Any], str]] = [
+        ({"maintenanceWindows": [{"start": "25:00", "duration": "1h"}]}, "start"),
+        ({"maintenanceWindows": [{"start": "22:00", "duration": "1d"}]}, "duration"),
+        (
+            {"maintenanceWindows": [{"start": "22:00", "duration": "4h", "days": ["Funday"]}]},
+            "days",
+        ),
+        ({"maxUnhealthy": 0}, "maxUnhealthy must be an integer >= 1"),
+        ({"maxUnhealthy": "0%"}, "maxUnhealthy must be an integer >= 1"),
+        ({"stageAhead": -1}, "stageAhead must be an integer >= 0"),
+    ]
+    for rollout, fragment in cases:
+        with pytest.raises(ApiException) as excinfo:
+            await objects.create(POOLS, raw_pool(unique_name("policy"), rollout=rollout))
+        assert excinfo.value.status == 422, excinfo.value.body
+        assert fragment in _status(excinfo.value)["message"], _status(excinfo.value)
+    ok = {
+        "maintenanceWindows": [{"days": ["Sat"], "start": "22:00", "duration": "1h30m"}],
+        "maxUnhealthy": "10%",
+        "stageAhead": 0,
+    }
+    created = await objects.create(POOLS, raw_pool(unique_name("policy"), rollout=ok))
+    assert created["spec"]["rollout"]["maintenanceWindows"][0]["timeZone"] == "UTC"  # default
