@@ -72,27 +72,18 @@ def build_status(
 ) -> Status:
     current = current or {}
     conditions = [dict(cond) for cond in current.get("conditions") or ()]
-    if decision.idle is not None:
-        idle = decision.idle
-        conditions = set_condition(
-            conditions,
-            c.COND_IDLE,
-            idle.status,
-            idle.reason,
-            idle.message,
-            observed_generation=generation,
-            now=now,
-        )
-    deg = decision.degraded
-    conditions = set_condition(
-        conditions,
-        c.COND_DEGRADED,
-        deg.status,
-        deg.reason,
-        deg.message,
-        observed_generation=generation,
-        now=now,
-    )
+    # Idle, then Degraded (their order on a new object); no Idle verdict keeps Idle as it is.
+    for cond_type, cond in ((c.COND_IDLE, decision.idle), (c.COND_DEGRADED, decision.degraded)):
+        if cond is not None:
+            conditions = set_condition(
+                conditions,
+                cond_type,
+                cond.status,
+                cond.reason,
+                cond.message,
+                observed_generation=generation,
+                now=now,
+            )
     status: Status = {"observedGeneration": generation}
     if images is None:
         for key in (*SLOTS, BOOTED_SHORT):
