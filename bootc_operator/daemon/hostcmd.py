@@ -73,6 +73,17 @@ class Result:
     seconds: float
 
 
+def _check(result: Result, kind: str, what: str, *, with_stdout: bool = False) -> None:
+    """Count a non-zero exit of ``what`` under ``kind`` and raise ``HostCommandError``."""
+    if result.returncode == 0:
+        return
+    m.COMMAND_FAILURES.labels(kind).inc()
+    stdout = result.stdout.decode("utf-8", "replace") if with_stdout else ""
+    raise HostCommandError(
+        f"{what} failed (exit code {result.returncode}): {error_text(result.stderr, stdout)}"
+    )
+
+
 def error_text(stderr: str, stdout: str = "") -> str:
     """The useful part of a failed command's output: from bootc's first ``error:`` line
     on (its error chain), else the last lines; trimmed to a condition-sized length."""
@@ -167,11 +178,7 @@ class HostCommands:
                 f"bootc status did not finish within {self.command_timeout:g}s (it waits for "
                 "the sysroot lock while another bootc command, such as a switch, runs)"
             ) from None
-        if result.returncode != 0:
-            m.COMMAND_FAILURES.labels("status").inc()
-            raise HostCommandError(
-                f"bootc status failed (exit code {result.returncode}): {error_text(result.stderr)}"
-            )
+        _check(result, "status", "bootc status")
         try:
             host = parse_status(result.stdout)
         except BootcStatusError as exc:
@@ -225,12 +232,7 @@ class HostCommands:
         except asyncio.CancelledError:
             await self._stop_after_cancel()
             raise
-        if result.returncode != 0:
-            m.COMMAND_FAILURES.labels("switch").inc()
-            raise HostCommandError(
-                f"bootc switch {image} failed (exit code {result.returncode}): "
-                f"{error_text(result.stderr, result.stdout.decode('utf-8', 'replace'))}"
-            )
+        _check(result, "switch", f"bootc switch {image}", with_stdout=True)
 
     async def _stop_after_cancel(self) -> None:
         # Cancelled again meanwhile: stop waiting; the caller re-raises anyway.
@@ -246,18 +248,8 @@ class HostCommands:
             raise CommandTimeout(
                 f"{what} did not finish within {self.command_timeout:g}s"
             ) from None
-        if result.returncode != 0:
-            m.COMMAND_FAILURES.labels("apply").inc()
-            raise HostCommandError(
-                f"{what} failed (exit code {result.returncode}): "
-                f"{error_text(result.stderr, result.stdout.decode('utf-8', 'replace'))}"
-            )
+        _check(result, "apply", what, with_stdout=True)
 
     async def reboot(self) -> None:
         result = await self.run("reboot", ["systemctl", "reboot"], self.command_timeout)
-        if result.returncode != 0:
-            m.COMMAND_FAILURES.labels("reboot").inc()
-            raise HostCommandError(
-                f"systemctl reboot failed (exit code {result.returncode}): "
-                f"{error_text(result.stderr)}"
-            )
+        _check(result, "reboot", "systemctl reboot")
