@@ -332,6 +332,10 @@ class StatusReconciler:
                 (c.COND_UP_TO_DATE, c.REASON_ALL_UPDATED): "RolloutComplete",
                 (c.COND_DEGRADED, c.REASON_HEALTHY): "Recovered",
             }.get((cond["type"], cond["reason"]), cond["reason"])
+            if (before or {}).get("reason") == c.REASON_AWAITING_MAINTENANCE_WINDOW and (
+                cond["reason"] != c.REASON_ALL_UPDATED
+            ):
+                reason = "MaintenanceWindowOpened"  # the rollout resumes
             note = f"{cond['type']}={cond['status']} ({cond['reason']}): {cond['message']}"
             self.ctx.recorder.emit(
                 pool_ref(pool),
