@@ -1,4 +1,4 @@
-"""Fixtures of the e2e tier: one real control plane per session, one API client per test.
+"""Fixtures of the e2e tier, shared by every module (helpers are in ``e2e/helpers.py``).
 
 ``control_plane`` is a sync, session-scoped :class:`hack.testenv.ControlPlane`
 (etcd + kube-apiserver + kube-controller-manager, CRDs installed); it is torn
@@ -6,6 +6,10 @@ down at the end of the session whatever happens. ``api`` is a
 kubernetes_asyncio ``ApiClient`` for it, closed after each test. When a test
 that used the control plane fails, the tails of the component logs are
 attached to its report.
+
+Registries (below): ``registry``, ``private_registry``, ``make_registry``. Nodes:
+``fleet`` (simulated daemons in this process, ``hack.testenv.fleet``) and
+``hosted`` (real daemon processes on simulated hosts, ``e2e.hostsenv``).
 
 Tests share the control plane: give objects unique names
 (``e2e.helpers.unique_name``) and delete what you create. Synchronise with
@@ -26,6 +30,8 @@ from kubernetes_asyncio.client import ApiClient
 
 from bootc_operator.kube import NODES, ApiError
 from bootc_operator.kube.rest import delete_object
+from e2e.daemonenv import Daemons
+from e2e.hostsenv import HostedNodes
 from hack.simlib import Sim
 from hack.testenv import ControlPlane, api_client
 from hack.testenv.fleet import Fleet
@@ -134,3 +140,13 @@ async def fleet(api: ApiClient) -> AsyncIterator[Fleet]:
         for name in list(f.hosts):
             with contextlib.suppress(ApiError):
                 await delete_object(api, NODES, name)
+
+
+@pytest.fixture
+async def hosted(
+    api: ApiClient, control_plane: ControlPlane, tmp_path: Path
+) -> AsyncIterator[HostedNodes]:
+    """Real daemons on simulated hosts, their reboots simulated; Nodes deleted afterwards."""
+    daemons = Daemons(control_plane.kubeconfig, tmp_path / "logs")
+    async with HostedNodes(api, daemons, tmp_path / "hosts") as nodes:
+        yield nodes

@@ -1,10 +1,9 @@
-"""Helpers for controller e2e tests: an in-process controller, pools, and a safety log.
+"""Helpers for controller e2e tests: an in-process controller, pools, pods and PDBs.
 
 ``running_controller(api)`` runs the real :class:`bootc_operator.controller.Controller`
 (informers, queues, reconcilers; no leader election) on the test's event loop.
-``SlotLog`` watches BootcNodes and Nodes from the start of a scenario and
-records, at every observed event, how many nodes of a pool hold a reboot slot
-and how many are cordoned — the evidence for "never more than maxUnavailable".
+The evidence for "never more than maxUnavailable" is the kit's one safety
+monitor, ``hack.testenv.monitor.SafetyMonitor``, as in the system tests.
 """
 
 from __future__ import annotations
@@ -13,28 +12,14 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from typing import Any
 
 from kubernetes_asyncio.client import ApiClient
 
-from bootc_operator.api import constants as c
 from bootc_operator.controller import Controller
-from bootc_operator.informers import EventHandler, Informer
-from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, NODES, PODS, ApiError, create_object
+from bootc_operator.kube import BOOTC_NODE_POOLS, PODS, ApiError, create_object
 from bootc_operator.kube.rest import delete_object, get_object, patch_object, request_json
 from hack.testenv.fleet import Fleet
-
-REPO = "registry.example.com/os"
-
-
-def digest(n: int) -> str:
-    return "sha256:" + f"{n:064x}"
-
-
-def image(n: int) -> str:
-    return f"{REPO}@{digest(n)}"
-
 
 SYNC_DEADLINE = 60.0
 
@@ -82,67 +67,6 @@ async def get_pool(api: ApiClient, name: str) -> dict[str, Any]:
 async def delete_quietly(api: ApiClient, resource: Any, name: str) -> None:
     with contextlib.suppress(ApiError):
         await delete_object(api, resource, name)
-
-
-def condition(obj: dict[str, Any], ctype: str) -> dict[str, Any]:
-    for cond in (obj.get("status") or {}).get("conditions") or ():
-        if cond["type"] == ctype:
-            return dict(cond)
-    return {}
-
-
-@dataclass
-class SlotLog:
-    """Max concurrent slot holders / cordoned nodes among ``nodes``, over time."""
-
-    api: ApiClient
-    nodes: set[str]
-    slots: dict[str, bool] = field(default_factory=dict)
-    cordoned: dict[str, bool] = field(default_factory=dict)
-    max_slots: int = 0
-    max_cordoned: int = 0
-    timeline: list[tuple[str, int, int]] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        self._bn = Informer(self.api, BOOTC_NODES)
-        self._nodes = Informer(self.api, NODES)
-        self._bn.add_event_handler(
-            EventHandler(on_add=self._bn_ev, on_update=lambda o, n: self._bn_ev(n))
-        )
-        self._nodes.add_event_handler(
-            EventHandler(on_add=self._node_ev, on_update=lambda o, n: self._node_ev(n))
-        )
-
-    def _record(self, what: str) -> None:
-        s = sum(self.slots.values())
-        k = sum(self.cordoned.values())
-        self.max_slots = max(self.max_slots, s)
-        self.max_cordoned = max(self.max_cordoned, k)
-        self.timeline.append((what, s, k))
-
-    def _bn_ev(self, obj: dict[str, Any]) -> None:
-        name = obj["metadata"]["name"]
-        if name in self.nodes:
-            ann = obj["metadata"].get("annotations") or {}
-            self.slots[name] = c.IN_REBOOT_SLOT_ANNOTATION in ann
-            self._record(f"bn {name}")
-
-    def _node_ev(self, obj: dict[str, Any]) -> None:
-        name = obj["metadata"]["name"]
-        if name in self.nodes:
-            self.cordoned[name] = bool(obj.get("spec", {}).get("unschedulable"))
-            self._record(f"node {name}")
-
-    async def __aenter__(self) -> SlotLog:
-        self._bn.start()
-        self._nodes.start()
-        await self._bn.wait_for_sync()
-        await self._nodes.wait_for_sync()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self._bn.stop()
-        await self._nodes.stop()
 
 
 PODS_PATH = "/api/v1/namespaces/{ns}/pods"

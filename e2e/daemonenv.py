@@ -28,20 +28,12 @@ from bootc_operator.api import constants as c
 from bootc_operator.informers import EventHandler, Informer
 from bootc_operator.kube import BOOTC_NODES, ApiError, create_object, get_object, patch_object
 from bootc_operator.kube.rest import delete_object
+from e2e.helpers import condition
 from hack.fakebootc import Host
 from hack.testenv.controlplane import free_port
 from hack.testenv.procs import Process, spawn
 
-REPO = "registry.example.com/os"
 SWITCH_UNIT = "bootc-operator-switch.service"
-
-
-def digest(n: int) -> str:
-    return "sha256:" + f"{n:064x}"
-
-
-def image(n: int) -> str:
-    return f"{REPO}@{digest(n)}"
 
 
 # ------------------------------------------------------------------ daemons
@@ -184,13 +176,6 @@ async def reboot_node(api: ApiClient, name: str, *, drained: bool = True) -> dic
 async def delete_bootc_node(api: ApiClient, name: str) -> None:
     with contextlib.suppress(ApiError):
         await delete_object(api, BOOTC_NODES, name)
-
-
-def condition(obj: dict[str, Any] | None, ctype: str) -> dict[str, Any]:
-    for cond in ((obj or {}).get("status") or {}).get("conditions") or ():
-        if cond.get("type") == ctype:
-            return dict(cond)
-    return {}
 
 
 def idle_reason(obj: dict[str, Any] | None) -> str | None:

@@ -28,7 +28,7 @@ from kubernetes_asyncio.client import ApiClient
 from bootc_operator.api import constants as c
 from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, NODES, ApiError
 from bootc_operator.kube.rest import create_object, delete_object, get_object, patch_object
-from e2e.controllerenv import condition
+from e2e.helpers import condition
 from hack.simlib import Sim
 from hack.simlib.images import digest_ref
 from hack.testenv.monitor import SafetyMonitor, Summary

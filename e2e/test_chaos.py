@@ -34,8 +34,7 @@ from kubernetes_asyncio.client import ApiClient
 from bootc_operator.api import constants as c
 from bootc_operator.kube import LEASES, ApiError
 from bootc_operator.kube.rest import get_object
-from e2e.controllerenv import condition
-from e2e.helpers import unique_name, wait_for
+from e2e.helpers import condition, unique_name, wait_for
 from e2e.simenv import PoolRun, digest_of, push, reboots_since
 from hack.simlib import Sim, SimConfig, SimError
 from hack.simlib.common import LEASE_NAME

@@ -14,16 +14,13 @@ import pytest
 from kubernetes_asyncio.client import ApiClient
 
 from bootc_operator.kube import BOOTC_NODE_POOLS, LEASES, NODES, ApiError
-from bootc_operator.kube.rest import get_object, patch_object, request_json
+from bootc_operator.kube.rest import get_object, patch_object
 from e2e.controllerenv import (
-    condition,
     create_pool,
     delete_quietly,
-    digest,
     get_pool,
-    image,
 )
-from e2e.helpers import unique_name, wait_for
+from e2e.helpers import condition, digest, ensure_namespace, image, unique_name, wait_for
 from hack.testenv import ControlPlane
 from hack.testenv.controlplane import free_port
 from hack.testenv.fleet import Fleet
@@ -91,19 +88,6 @@ def controllers(control_plane: ControlPlane, tmp_path: Path) -> Iterator[list[Co
             sys.stderr.write("".join(p.log_path.read_text().splitlines(True)[-20:]))
 
 
-async def ensure_namespace(api: ApiClient) -> None:
-    try:
-        await request_json(
-            api,
-            "POST",
-            "/api/v1/namespaces",
-            body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
-        )
-    except ApiError as err:
-        if err.status != 409:
-            raise
-
-
 async def holder(api: ApiClient) -> str:
     try:
         lease = await get_object(api, LEASES, LEASE, NAMESPACE)
@@ -123,7 +107,7 @@ def metric(text: str, name: str) -> float:
 async def test_only_the_leader_writes_and_a_standby_takes_over(
     api: ApiClient, controllers: list[ControllerProcess]
 ) -> None:
-    await ensure_namespace(api)
+    await ensure_namespace(api, NAMESPACE)
     fleet = Fleet(api, stage_delay=0.1, reboot_delay=0.3)
     await fleet.start()
     group = unique_name("le")

@@ -8,17 +8,15 @@ from typing import Any
 
 from kubernetes_asyncio.client import ApiClient
 
-from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, NODES, SECRETS, ApiError
+from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, SECRETS, ApiError
 from bootc_operator.kube.rest import create_object, delete_object, get_object, patch_object
 from e2e.controllerenv import (
-    condition,
     create_pool,
     delete_quietly,
     get_pool,
-    image,
     running_controller,
 )
-from e2e.helpers import unique_name, wait_for
+from e2e.helpers import condition, ensure_namespace, image, unique_name, wait_for
 from hack.testenv.fleet import Fleet
 from hack.testenv.pools import pool_body
 
@@ -31,22 +29,10 @@ def dockerconfig(password: str) -> str:
     return base64.b64encode(json.dumps(doc).encode()).decode()
 
 
-async def ensure_ns(api: ApiClient) -> None:
-    try:
-        await create_object(
-            api,
-            NODES.__class__("", "v1", "namespaces", namespaced=False),
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}},
-        )
-    except ApiError as err:
-        if err.status != 409:
-            raise
-
-
 async def test_pull_secret_reaches_every_node_and_survives_breakage(
     api: ApiClient, fleet: Fleet
 ) -> None:
-    await ensure_ns(api)
+    await ensure_namespace(api, NS)
     group = unique_name("ps")
     secret = f"{group}-pull"
     nodes = [f"{group}-n{i}" for i in range(2)]

@@ -8,24 +8,22 @@ from bootc_operator.api import constants as c
 from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, NODES
 from bootc_operator.kube.rest import get_object, patch_object
 from e2e.controllerenv import (
-    SlotLog,
     add_nodes,
-    condition,
     create_pool,
     delete_quietly,
     get_pool,
-    image,
     running_controller,
 )
-from e2e.helpers import unique_name, wait_for
+from e2e.helpers import condition, image, unique_name, wait_for
 from hack.testenv.fleet import Fleet
+from hack.testenv.monitor import SafetyMonitor
 from hack.testenv.pools import pool_body
 
 
 async def test_three_nodes_roll_strictly_one_at_a_time(api: ApiClient, fleet: Fleet) -> None:
     group = unique_name("one")
     nodes = await add_nodes(fleet, group, 3, image(1))
-    async with SlotLog(api, set(nodes)) as log, running_controller(api):
+    async with SafetyMonitor(api, group, 1) as monitor, running_controller(api):
         pool = await create_pool(api, pool_body(group, {"group": group}, image(1)))
 
         async def all_idle_on(n: int) -> bool:
@@ -47,8 +45,8 @@ async def test_three_nodes_roll_strictly_one_at_a_time(api: ApiClient, fleet: Fl
         p = await get_pool(api, group)
         assert p["status"]["deployedDigest"] == image(2).split("@")[1]
         assert p["status"]["updateAvailable"] is False
-    assert log.max_slots == 1, log.timeline
-    assert log.max_cordoned == 1, log.timeline
+    assert monitor.summary.max_slots == 1, monitor.timeline
+    assert monitor.summary.max_cordoned_by_us == 1, monitor.timeline
     assert sorted(n for n, _ in fleet.reboots) == nodes
     for name in nodes:
         node = await get_object(api, NODES, name)

@@ -21,20 +21,17 @@ from bootc_operator.kube.rest import (
     request_json,
 )
 from e2e.controllerenv import (
-    SlotLog,
     add_nodes,
-    condition,
     create_blocking_pdb,
     create_pod,
     create_pool,
     delete_quietly,
-    digest,
     get_pool,
-    image,
     running_controller,
 )
-from e2e.helpers import unique_name, wait_for
+from e2e.helpers import condition, digest, image, unique_name, wait_for
 from hack.testenv.fleet import Fleet
+from hack.testenv.monitor import SafetyMonitor
 from hack.testenv.pools import pool_body
 
 
@@ -70,22 +67,22 @@ async def node(api: ApiClient, name: str) -> dict[str, Any]:
 
 async def test_percentage_max_unavailable(api: ApiClient, fleet: Fleet) -> None:
     group = unique_name("pct")
-    nodes = await add_nodes(fleet, group, 5, image(1))
-    async with SlotLog(api, set(nodes)) as log, running_controller(api):
+    await add_nodes(fleet, group, 5, image(1))
+    async with SafetyMonitor(api, group, 2) as monitor, running_controller(api):
         await create_pool(api, pool_body(group, {"group": group}, image(1), "40%"))
         await wait_for(lambda: up_to_date_on(api, group, 1, 5), 90, "pool on image 1")
         await set_image(api, group, 2)
         await wait_for(lambda: up_to_date_on(api, group, 2, 5), 120, "pool on image 2")
     # 40% of 5 rounds up to 2: two at a time, never three
-    assert log.max_slots == 2, log.timeline
-    assert log.max_cordoned <= 2
+    assert monitor.summary.max_slots == 2, monitor.timeline
+    assert monitor.summary.max_cordoned_by_us <= 2
     await delete_quietly(api, BOOTC_NODE_POOLS, group)
 
 
 async def test_pause_blocks_reboots_but_staging_completes(api: ApiClient, fleet: Fleet) -> None:
     group = unique_name("pause")
     nodes = await add_nodes(fleet, group, 3, image(1))
-    async with SlotLog(api, set(nodes)) as log, running_controller(api):
+    async with SafetyMonitor(api, group, 3) as monitor, running_controller(api):
         await create_pool(api, pool_body(group, {"group": group}, image(1), 3, paused=True))
         await wait_for(lambda: up_to_date_on(api, group, 1, 3), 90, "pool on image 1")
         await set_image(api, group, 2)
@@ -106,10 +103,10 @@ async def test_pause_blocks_reboots_but_staging_completes(api: ApiClient, fleet:
             return cond.get("reason") == "Paused" and "3 staged" in cond.get("message", "")
 
         await wait_for(paused_condition, 90, "UpToDate=False/Paused naming 3 staged")
-        assert log.max_slots == 0 and not fleet.reboots
+        assert monitor.summary.max_slots == 0 and not fleet.reboots
         await set_rollout(api, group, paused=False)
         await wait_for(lambda: up_to_date_on(api, group, 2, 3), 120, "resumed rollout done")
-    assert log.max_slots == 3
+    assert monitor.summary.max_slots == 3
     await delete_quietly(api, BOOTC_NODE_POOLS, group)
 
 
@@ -156,7 +153,7 @@ async def test_two_unhealthy_slot_holders_halt_and_recovery_resumes(
 ) -> None:
     group = unique_name("halt")
     nodes = await add_nodes(fleet, group, 5, image(1))
-    async with SlotLog(api, set(nodes)) as log, running_controller(api):
+    async with SafetyMonitor(api, group, 2) as monitor, running_controller(api):
         await create_pool(
             api, pool_body(group, {"group": group}, image(1), 2, rebootTimeoutSeconds=2)
         )
@@ -185,14 +182,14 @@ async def test_two_unhealthy_slot_holders_halt_and_recovery_resumes(
 
         await wait_for(halted, 120, "RolloutHalted naming the unhealthy holders")
         # no further slot was handed out while halted
-        assert log.max_slots == 2
+        assert monitor.summary.max_slots == 2
         assert sorted({n for n, _ in fleet.reboots}) == nodes[:2]
         # the two hosts come back: finish their reboots
         fleet.never_ready.clear()
         for name in nodes[:2]:
             fleet.poke(name)
         await wait_for(lambda: up_to_date_on(api, group, 2, 5), 120, "rollout resumed and done")
-    assert log.max_slots == 2
+    assert monitor.summary.max_slots == 2
     await delete_quietly(api, BOOTC_NODE_POOLS, group)
 
 
@@ -301,7 +298,8 @@ async def test_previously_cordoned_node_stays_cordoned(api: ApiClient, fleet: Fl
     nodes = await add_nodes(fleet, group, 2, image(1))
     await patch_object(api, NODES, nodes[1], {"spec": {"unschedulable": True}})
     async with running_controller(api):
-        await create_pool(api, pool_body(group, {"group": group}, image(1)))
+        # 2: the node cordoned by someone else counts against maxUnavailable throughout
+        await create_pool(api, pool_body(group, {"group": group}, image(1), 2))
         await wait_for(lambda: up_to_date_on(api, group, 1, 2), 90, "pool on image 1")
         await set_image(api, group, 2)
         await wait_for(lambda: up_to_date_on(api, group, 2, 2), 120, "pool on image 2")
@@ -317,6 +315,37 @@ async def test_previously_cordoned_node_stays_cordoned(api: ApiClient, fleet: Fl
     assert "cordoned; draining" in notes[nodes[0]]["Cordoned"], notes
     assert "Cordoned" not in notes[nodes[1]], notes
     assert "already cordoned by someone else" in notes[nodes[1]]["AlreadyCordoned"], notes
+    await delete_quietly(api, BOOTC_NODE_POOLS, group)
+
+
+async def test_a_node_cordoned_by_someone_else_uses_the_budget_and_is_named(
+    api: ApiClient, fleet: Fleet
+) -> None:
+    """maxUnavailable counts every unavailable member, like a Deployment: with 1 and a
+    node an admin keeps cordoned, the cordoned node is updated first (it costs no
+    capacity), then the rest wait, named, until the admin uncordons it."""
+    group = unique_name("budget")
+    a, b, z = await add_nodes(fleet, group, 3, image(1))
+    await patch_object(api, NODES, z, {"spec": {"unschedulable": True}})
+    async with running_controller(api):
+        await create_pool(api, pool_body(group, {"group": group}, image(1), 1))
+        await wait_for(lambda: up_to_date_on(api, group, 1, 3), 90, "pool on image 1")
+        await set_image(api, group, 2)
+
+        async def blocked() -> bool:
+            up = condition(await get_pool(api, group), "UpToDate")
+            return up.get("reason") == "RolloutBlocked" and (
+                f"waiting: {z} cordoned by someone else" in up.get("message", "")
+            )
+
+        await wait_for(blocked, 90, "the rollout waiting, naming the cordoned node")
+        booted = {n: (await bn(api, n))["status"]["booted"]["imageDigest"] for n in (a, b, z)}
+        assert booted == {a: digest(1), b: digest(1), z: digest(2)}  # z went first
+        assert [name for name, _ in fleet.reboots] == [z]
+        pool = await get_pool(api, group)
+        assert pool["status"]["phase"] == "Blocked"
+        await patch_object(api, NODES, z, {"spec": {"unschedulable": None}})
+        await wait_for(lambda: up_to_date_on(api, group, 2, 3), 120, "pool on image 2")
     await delete_quietly(api, BOOTC_NODE_POOLS, group)
 
 
@@ -534,7 +563,7 @@ async def test_drain_timeout_goes_around_the_node(api: ApiClient, fleet: Fleet) 
     pod_name = f"{group}-pod"
     await create_pod(api, pod_name, nodes[0], app)
     await create_blocking_pdb(api, group, app)
-    async with SlotLog(api, set(nodes)) as log, running_controller(api):
+    async with SafetyMonitor(api, group, 1) as monitor, running_controller(api):
         await create_pool(
             api, pool_body(group, {"group": group}, image(1), 1, drainTimeoutSeconds=2)
         )
@@ -567,7 +596,7 @@ async def test_drain_timeout_goes_around_the_node(api: ApiClient, fleet: Fleet) 
             return any(e["reason"] == "DrainTimeout" and pod_name in e["note"] for e in items)
 
         await wait_for(timeout_event, 90, "a DrainTimeout event naming the pod")
-    assert log.max_slots == 1
+    assert monitor.summary.max_slots == 1
     assert nodes[0] not in {n for n, _ in fleet.reboots}
     await delete_quietly(api, BOOTC_NODE_POOLS, group)
 
@@ -591,7 +620,10 @@ async def test_open_drains_never_starve_the_controllers_requests(
     requests = await load_api_client(control_plane.kubeconfig, max_connections=2)
     watches = await load_api_client(control_plane.kubeconfig, max_connections=0)
     try:
-        async with SlotLog(api, set(nodes)) as log, running_controller(requests, watch_api=watches):
+        async with (
+            SafetyMonitor(api, group, 4) as monitor,
+            running_controller(requests, watch_api=watches),
+        ):
             await create_pool(api, pool_body(group, {"group": group}, image(1), 4))
             await wait_for(lambda: up_to_date_on(api, group, 1, 4), 90, "pool on image 1")
             await set_image(api, group, 2)
@@ -611,7 +643,7 @@ async def test_open_drains_never_starve_the_controllers_requests(
                 api, "DELETE", f"/apis/policy/v1/namespaces/default/poddisruptionbudgets/{group}"
             )
             await wait_for(lambda: up_to_date_on(api, group, 2, 4), 120, "pool on image 2")
-        assert log.max_slots == 4
+        assert monitor.summary.max_slots == 4
     finally:
         await requests.close()
         await watches.close()
@@ -626,7 +658,7 @@ async def test_restarted_controller_resumes_the_drain_from_annotations(
     app = {"app": group}
     await create_pod(api, f"{group}-pod", nodes[0], app)
     await create_blocking_pdb(api, group, app)
-    async with SlotLog(api, set(nodes)) as log:
+    async with SafetyMonitor(api, group, 1) as monitor:
         async with running_controller(api):
             await create_pool(api, pool_body(group, {"group": group}, image(1)))
             await wait_for(lambda: up_to_date_on(api, group, 1, 2), 90, "pool on image 1")
@@ -644,7 +676,7 @@ async def test_restarted_controller_resumes_the_drain_from_annotations(
             await wait_for(lambda: up_to_date_on(api, group, 2, 2), 120, "new controller finishes")
         # the slot was resumed, not taken twice: one holder at a time throughout
         assert taken
-        assert log.max_slots == 1
+        assert monitor.summary.max_slots == 1
     await delete_quietly(api, BOOTC_NODE_POOLS, group)
 
 

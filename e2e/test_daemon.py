@@ -26,25 +26,21 @@ from bootc_operator.kube import BOOTC_NODES, SECRETS, ApiError, create_object, p
 from bootc_operator.kube.resources import Resource
 from bootc_operator.kube.rest import delete_object, request_json
 from e2e.daemonenv import (
-    REPO,
     SWITCH_UNIT,
     Daemons,
     NodeLog,
-    condition,
     create_bootc_node,
     degraded_message,
     delete_bootc_node,
-    digest,
     get_bootc_node,
     idle_reason,
-    image,
     is_degraded,
     reboot_node,
     set_spec,
     settled,
     slot_image,
 )
-from e2e.helpers import unique_name, wait_for
+from e2e.helpers import REPO, condition, digest, image, unique_name, wait_for
 from hack.fakebootc import Host, make_host
 from hack.fakebootc.shims import unit_record
 from hack.testenv import ControlPlane

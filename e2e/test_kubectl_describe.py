@@ -23,15 +23,12 @@ from bootc_operator.reconcilers.context import pool_ref
 from bootc_operator.runtime.events import EventRecorder
 from e2e.controllerenv import (
     add_nodes,
-    condition,
     create_pool,
     delete_quietly,
-    digest,
     get_pool,
-    image,
     running_controller,
 )
-from e2e.helpers import unique_name, wait_for
+from e2e.helpers import condition, digest, image, unique_name, wait_for
 from hack.testenv.fleet import Fleet
 from hack.testenv.pools import pool_body
 

@@ -32,9 +32,9 @@ from bootc_operator.registry import (
     RegistryUnreachable,
     resolve_digest,
 )
-from e2e.helpers import unique_name
+from e2e.helpers import push, unique_name
 from hack.fakebootc import Host, make_host
-from hack.testenv.push import Image, make_image, make_index, push_image, push_index
+from hack.testenv.push import make_image, make_index, push_image, push_index
 from hack.testenv.registry import Registry, dockerconfigjson
 
 BOOTED = "quay.io/example/os@sha256:" + "0" * 64
@@ -42,12 +42,6 @@ BOOTED = "quay.io/example/os@sha256:" + "0" * 64
 
 def repo() -> str:
     return unique_name("os")
-
-
-async def push(reg: Registry, ref: str, image: Image) -> str:
-    config = reg.dockerconfigjson() if reg.auth else None
-    async with RegistryClient(reg.options()) as client:
-        return await push_image(client, ref, image, dockerconfigjson=config)
 
 
 # ---------------------------------------------------------------- open registry

@@ -12,11 +12,9 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import AsyncIterator, Callable
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
-import pytest
 from kubernetes_asyncio.client import ApiClient
 
 from bootc_operator.api import constants as c
@@ -29,38 +27,19 @@ from bootc_operator.kube.rest import (
     patch_object,
     request_json,
 )
-from bootc_operator.registry import RegistryClient
 from e2e.controllerenv import (
     add_nodes,
-    condition,
     create_pool,
     delete_quietly,
     get_pool,
-    image,
     running_controller,
 )
-from e2e.daemonenv import Daemons
-from e2e.helpers import unique_name, wait_for
+from e2e.helpers import condition, image, push, unique_name, wait_for
 from e2e.hostsenv import HostedNodes
 from hack.testenv import ControlPlane
 from hack.testenv.fleet import Fleet
 from hack.testenv.pools import pool_body
-from hack.testenv.push import make_image, push_image
 from hack.testenv.registry import Registry
-
-
-@pytest.fixture
-async def hosted(
-    api: ApiClient, control_plane: ControlPlane, tmp_path: Path
-) -> AsyncIterator[HostedNodes]:
-    daemons = Daemons(control_plane.kubeconfig, tmp_path / "logs")
-    async with HostedNodes(api, daemons, tmp_path / "hosts") as nodes:
-        yield nodes
-
-
-async def push(registry: Registry, ref: str, content: str) -> str:
-    async with RegistryClient(registry.options()) as client:
-        return await push_image(client, ref, make_image(content))
 
 
 def kubectl_wait(control_plane: ControlPlane, pool: str, timeout: int = 180) -> float:

@@ -44,8 +44,7 @@ from bootc_operator.kube.rest import (
     patch_object,
 )
 from bootc_operator.registry import RegistryClient
-from e2e.controllerenv import condition
-from e2e.helpers import unique_name, wait_for
+from e2e.helpers import condition, unique_name, wait_for
 from e2e.simenv import NAMESPACE, PoolRun, booted_image, digest_of, push, reboots_since
 from hack.simlib import Sim, SimConfig
 from hack.simlib.workload import LABELS as WORKLOAD_LABELS

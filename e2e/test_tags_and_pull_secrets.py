@@ -19,11 +19,9 @@ import json
 import re
 import stat
 import time
-from collections.abc import AsyncIterator, Callable
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
-import pytest
 from kubernetes_asyncio.client import ApiClient
 
 from bootc_operator.informers import EventHandler, Informer
@@ -33,59 +31,22 @@ from bootc_operator.kube.rest import (
     delete_object,
     get_object,
     patch_object,
-    request_json,
 )
 from bootc_operator.registry import RegistryClient
 from e2e.controllerenv import (
-    condition,
     create_pool,
     delete_quietly,
     get_pool,
-    image,
     running_controller,
 )
-from e2e.daemonenv import Daemons
-from e2e.helpers import unique_name, wait_for
+from e2e.helpers import condition, ensure_namespace, image, push, unique_name, wait_for
 from e2e.hostsenv import HostedNodes
-from hack.testenv import ControlPlane
 from hack.testenv.fleet import Fleet
 from hack.testenv.pools import pool_body
-from hack.testenv.push import make_image, make_index, push_image, push_index
+from hack.testenv.push import make_image, make_index, push_index
 from hack.testenv.registry import Registry
 
 NS = "bootc-operator"
-
-
-@pytest.fixture
-async def hosted(
-    api: ApiClient, control_plane: ControlPlane, tmp_path: Path
-) -> AsyncIterator[HostedNodes]:
-    daemons = Daemons(control_plane.kubeconfig, tmp_path / "logs")
-    async with HostedNodes(api, daemons, tmp_path / "hosts") as nodes:
-        yield nodes
-
-
-async def push(registry: Registry, ref: str, content: str, **image: Any) -> str:
-    async with RegistryClient(registry.options()) as client:
-        creds = registry.dockerconfigjson() if registry.auth else None
-        return await push_image(client, ref, make_image(content, **image), dockerconfigjson=creds)
-
-
-async def ensure_ns(api: ApiClient) -> None:
-    try:
-        await request_json(
-            api,
-            "POST",
-            "/api/v1/namespaces",
-            body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}},
-        )
-    except ApiError as err:
-        if err.status != 409:
-            raise
-
-
-async def pool_state(api: ApiClient, name: str) -> dict[str, Any]:
-    return await get_pool(api, name)
 
 
 def up_to_date(pool: dict[str, Any], digest: str, count: int) -> bool:
@@ -172,7 +133,7 @@ async def test_tag_resolves_moves_and_fails_clearly(
 async def test_private_registry_needs_and_propagates_the_pull_secret(
     api: ApiClient, hosted: HostedNodes, private_registry: Registry
 ) -> None:
-    await ensure_ns(api)
+    await ensure_namespace(api, NS)
     reg = private_registry
     assert reg.ca_file is not None
     hosted.trust(reg.host, reg.ca_file)
@@ -330,7 +291,7 @@ async def test_malformed_pull_secret_with_a_digest_ref_is_reported_not_propagate
     api: ApiClient, fleet: Fleet
 ) -> None:
     """A digest ref never asks the registry, so the secret must be checked on its own."""
-    await ensure_ns(api)
+    await ensure_namespace(api, NS)
     group = unique_name("badauth")
     secret = f"{group}-pull"
     nodes = [f"{group}-n{i}" for i in range(2)]

@@ -1,5 +1,9 @@
 """The safety monitor: watches a cluster during a scenario and checks the invariants.
 
+The kit's one monitor, for every tier that rolls a pool out: the controller
+scenarios on the in-process fleet (``e2e/test_controller_*.py``), the kwok drain
+test and the system and chaos tiers on the simulated cluster (``e2e.simenv``).
+
 ``SafetyMonitor(api, pool, max_unavailable)`` runs informers on Nodes,
 BootcNodes, Pods and PodDisruptionBudgets from ``start()`` to ``stop()`` and
 records a timeline. ``violations`` lists every breach of:

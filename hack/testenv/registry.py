@@ -33,7 +33,6 @@ import json
 import os
 import secrets
 import shutil
-import socket
 import ssl
 import subprocess
 import time
@@ -47,6 +46,7 @@ import yaml
 
 from bootc_operator.registry import RegistryOptions
 from hack.testenv.certs import ServingPki, generate_serving_pki
+from hack.testenv.controlplane import free_port
 from hack.testenv.procs import Component, Process, StartupError, log_tail, spawn
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -75,12 +75,6 @@ def find_binary(*, install: bool = True) -> str:
     raise StartupError(
         f"docker-registry not found (set ${BIN_ENV} or run hack/install-registry.sh)"
     )
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def htpasswd_line(username: str, password: str) -> str:
