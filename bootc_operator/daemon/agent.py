@@ -325,6 +325,7 @@ class Agent:
                 )
 
     async def _act(self, key: str, decision: Decision, desired: Desired | None) -> float | None:
+        requeue = decision.requeue_after
         if decision.cancel_switch:
             log.info(
                 "cancelling the running switch",
@@ -336,14 +337,14 @@ class Agent:
             )
             await self._cancel_switch()
             self._host_stale = True
-            self.queue.add(key)  # deferred until this reconcile is done: decide again
+            requeue = 0.0  # decide again, once this reconcile is done
         if decision.start_switch is not None:
             self._start_switch(decision.start_switch)
         if decision.apply_staged and desired is not None:
             await self._apply_staged(desired.image)
-        if decision.reboot and desired is not None:
-            await self._reboot(desired.image)
-        return decision.requeue_after
+        if decision.reboot and desired is not None and not await self._reboot(desired.image):
+            requeue = 0.0  # the reboot failed: decide again (its backoff is in decide)
+        return requeue
 
     # ------------------------------------------------------------ switch
 
@@ -409,7 +410,8 @@ class Agent:
         self._last = Attempt("apply", image, attempts, self.clock(), error)
         self.host_changed()  # judge it from a fresh bootc status
 
-    async def _reboot(self, image: str) -> None:
+    async def _reboot(self, image: str) -> bool:
+        """``systemctl reboot`` on the host; False when it failed."""
         log.info("rebooting into the staged image", extra={**self._ctx, "image": image})
         try:
             await self.host.reboot()
@@ -417,10 +419,10 @@ class Agent:
             attempts = self._attempts("reboot", image)
             log.warning("reboot failed: %s", exc, extra={**self._ctx, "image": image})
             self._last = Attempt("reboot", image, attempts, self.clock(), str(exc))
-            self.queue.add(self.node)
-            return
+            return False
         self._reboot_requested = image
         self._last = None
+        return True
 
     # ------------------------------------------------------------ pull secret
 
