@@ -17,10 +17,11 @@ Workqueue metrics: :mod:`bootc_operator.workqueue.metrics`.
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 
-from prometheus_client import REGISTRY, CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry, Counter
+
+from bootc_operator.promreg import per_registry
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,52 +34,45 @@ class InformerMetrics:
     errors: Counter
 
 
-_informer: weakref.WeakKeyDictionary[CollectorRegistry, InformerMetrics] = (
-    weakref.WeakKeyDictionary()
-)
+def _build(reg: CollectorRegistry) -> InformerMetrics:
+    return InformerMetrics(
+        lists=Counter(
+            "informer_lists_total",
+            "LIST requests completed by informers",
+            ["resource"],
+            registry=reg,
+        ),
+        watch_lists=Counter(
+            "informer_watch_lists_total",
+            "Streaming lists (WATCH with sendInitialEvents) started by informers",
+            ["resource"],
+            registry=reg,
+        ),
+        watches=Counter(
+            "informer_watches_total",
+            "WATCH requests started by informers",
+            ["resource"],
+            registry=reg,
+        ),
+        relists=Counter(
+            "informer_relists_total",
+            "Initial state fetched again after the watch's resourceVersion expired (410 Gone)",
+            ["resource"],
+            registry=reg,
+        ),
+        events=Counter(
+            "informer_watch_events_total",
+            "Watch events received by informers",
+            ["resource", "type"],
+            registry=reg,
+        ),
+        errors=Counter(
+            "informer_errors_total",
+            "Failed LIST and WATCH attempts of informers",
+            ["resource", "op"],
+            registry=reg,
+        ),
+    )
 
 
-def informer_metrics(registry: CollectorRegistry | None = None) -> InformerMetrics:
-    reg = REGISTRY if registry is None else registry
-    found = _informer.get(reg)
-    if found is None:
-        found = InformerMetrics(
-            lists=Counter(
-                "informer_lists_total",
-                "LIST requests completed by informers",
-                ["resource"],
-                registry=reg,
-            ),
-            watch_lists=Counter(
-                "informer_watch_lists_total",
-                "Streaming lists (WATCH with sendInitialEvents) started by informers",
-                ["resource"],
-                registry=reg,
-            ),
-            watches=Counter(
-                "informer_watches_total",
-                "WATCH requests started by informers",
-                ["resource"],
-                registry=reg,
-            ),
-            relists=Counter(
-                "informer_relists_total",
-                "Initial state fetched again after the watch's resourceVersion expired (410 Gone)",
-                ["resource"],
-                registry=reg,
-            ),
-            events=Counter(
-                "informer_watch_events_total",
-                "Watch events received by informers",
-                ["resource", "type"],
-                registry=reg,
-            ),
-            errors=Counter(
-                "informer_errors_total",
-                "Failed LIST and WATCH attempts of informers",
-                ["resource", "op"],
-                registry=reg,
-            ),
-        )
-        _informer[reg] = found
-    return found
+informer_metrics = per_registry(_build)

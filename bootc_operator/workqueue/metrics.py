@@ -13,10 +13,11 @@ registry. Tests pass their own ``CollectorRegistry`` so nothing collides.
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 
-from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from bootc_operator.promreg import per_registry
 
 # controller-runtime: prometheus.ExponentialBuckets(10e-9, 10, 12) = 1e-8 s .. 1e3 s
 DURATION_BUCKETS = tuple(1e-8 * 10**i for i in range(12))
@@ -33,57 +34,50 @@ class WorkqueueMetrics:
     longest_running: Gauge
 
 
-_workqueue: weakref.WeakKeyDictionary[CollectorRegistry, WorkqueueMetrics] = (
-    weakref.WeakKeyDictionary()
-)
+def _build(reg: CollectorRegistry) -> WorkqueueMetrics:
+    label = ["name"]
+    return WorkqueueMetrics(
+        depth=Gauge("workqueue_depth", "Current depth of workqueue", label, registry=reg),
+        adds=Counter(
+            "workqueue_adds_total",
+            "Total number of adds handled by workqueue",
+            label,
+            registry=reg,
+        ),
+        queue_duration=Histogram(
+            "workqueue_queue_duration_seconds",
+            "How long in seconds an item stays in workqueue before being requested",
+            label,
+            buckets=DURATION_BUCKETS,
+            registry=reg,
+        ),
+        work_duration=Histogram(
+            "workqueue_work_duration_seconds",
+            "How long in seconds processing an item from workqueue takes",
+            label,
+            buckets=DURATION_BUCKETS,
+            registry=reg,
+        ),
+        retries=Counter(
+            "workqueue_retries_total",
+            "Total number of retries handled by workqueue",
+            label,
+            registry=reg,
+        ),
+        unfinished_work=Gauge(
+            "workqueue_unfinished_work_seconds",
+            "How many seconds of work has been done that is in progress and hasn't been "
+            "observed by work_duration. Large values indicate stuck threads.",
+            label,
+            registry=reg,
+        ),
+        longest_running=Gauge(
+            "workqueue_longest_running_processor_seconds",
+            "How many seconds has the longest running processor for workqueue been running",
+            label,
+            registry=reg,
+        ),
+    )
 
 
-def workqueue_metrics(registry: CollectorRegistry | None = None) -> WorkqueueMetrics:
-    reg = REGISTRY if registry is None else registry
-    found = _workqueue.get(reg)
-    if found is None:
-        label = ["name"]
-        found = WorkqueueMetrics(
-            depth=Gauge("workqueue_depth", "Current depth of workqueue", label, registry=reg),
-            adds=Counter(
-                "workqueue_adds_total",
-                "Total number of adds handled by workqueue",
-                label,
-                registry=reg,
-            ),
-            queue_duration=Histogram(
-                "workqueue_queue_duration_seconds",
-                "How long in seconds an item stays in workqueue before being requested",
-                label,
-                buckets=DURATION_BUCKETS,
-                registry=reg,
-            ),
-            work_duration=Histogram(
-                "workqueue_work_duration_seconds",
-                "How long in seconds processing an item from workqueue takes",
-                label,
-                buckets=DURATION_BUCKETS,
-                registry=reg,
-            ),
-            retries=Counter(
-                "workqueue_retries_total",
-                "Total number of retries handled by workqueue",
-                label,
-                registry=reg,
-            ),
-            unfinished_work=Gauge(
-                "workqueue_unfinished_work_seconds",
-                "How many seconds of work has been done that is in progress and hasn't been "
-                "observed by work_duration. Large values indicate stuck threads.",
-                label,
-                registry=reg,
-            ),
-            longest_running=Gauge(
-                "workqueue_longest_running_processor_seconds",
-                "How many seconds has the longest running processor for workqueue been running",
-                label,
-                registry=reg,
-            ),
-        )
-        _workqueue[reg] = found
-    return found
+workqueue_metrics = per_registry(_build)

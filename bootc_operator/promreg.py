@@ -1,0 +1,34 @@
+"""One set of Prometheus collectors per registry (``per_registry``).
+
+A library module (informers, workqueue) creates its collectors on first use for
+the registry it is given and returns the same objects afterwards; ``None``
+means prometheus-client's global registry. Tests pass their own
+``CollectorRegistry`` so nothing collides. Kept apart so both packages can use
+it without importing each other.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from typing import TypeVar
+
+from prometheus_client import REGISTRY, CollectorRegistry
+
+M = TypeVar("M")
+
+
+def per_registry(
+    build: Callable[[CollectorRegistry], M],
+) -> Callable[[CollectorRegistry | None], M]:
+    """``get(registry)``: ``build(registry)`` the first time, the same result afterwards."""
+    made: weakref.WeakKeyDictionary[CollectorRegistry, M] = weakref.WeakKeyDictionary()
+
+    def get(registry: CollectorRegistry | None = None) -> M:
+        reg = REGISTRY if registry is None else registry
+        found = made.get(reg)
+        if found is None:
+            found = made[reg] = build(reg)
+        return found
+
+    return get
