@@ -24,8 +24,33 @@ the target, none is cordoned by us, the pool is ``UpToDate=True``; nodes named i
 first, and then the pool must instead count every other node updated and the
 excluded ones degraded.
 
+Optional invariants of the rollout policies (``spec.rollout``), each on only
+when given, so a scenario checks what its pool asks for:
+
+- ``outside_causes=True`` (the unavailability-aware budget): whenever a node that
+  was schedulable takes a new reboot slot, the slot holders plus the members that
+  are NotReady or cordoned *by anyone* must not exceed ``max_unavailable`` (a node
+  someone else had cordoned may take a slot whatever the others: updating it costs
+  no capacity). Slots come from the BootcNode watch and cordons from the Node
+  watch, two streams that may lag each other, so each take is judged against the
+  cluster *as it was at the take's resourceVersion* (etcd revisions order both
+  streams), once the Node stream has passed that revision (or at ``stop()``).
+  A node cordoned or turning NotReady at the very instant of a take (faster than
+  the controller's cache can tell) counts too: enable it where nothing outside
+  the test changes nodes during takes.
+- ``windows`` (the pool's ``maintenanceWindows``, as written in the spec): no new
+  slot outside a window, judged by ``bootc_operator.reconcilers.windows`` at the
+  time the slot annotation records and at the time the monitor saw it (allowing
+  ``WINDOW_GRACE`` for the watch's delay past a closing).
+- ``stage_ahead`` with ``target`` (a digest): never more than ``stage_ahead``
+  members *on their way*: ``desiredImage`` names the target, the node does not
+  run it yet, holds no slot and is not Degraded (the planner does not count
+  degraded members: they are not staging).
+
 ``summary`` gives max concurrent slot holders / cordoned / NotReady / unavailable
-nodes, the reboots seen and the duration. The monitor also watches the pool
+nodes, staging nodes (``Idle=False/Staging``) and, with ``target``, nodes on their
+way, the reboots seen and the duration; ``wall(t)`` turns a monitor time into
+wall-clock time. The monitor also watches the pool
 itself: ``takes``/``releases`` list every reboot slot taken/released (monitor
 time, node) and ``halts`` every period the pool reported ``Degraded/RolloutHalted``
 (``halt_messages`` what it said), so a scenario can check that no slot was taken
@@ -39,21 +64,30 @@ the gap, so the monitor checks once the re-LIST is fully applied instead.
 
 from __future__ import annotations
 
+import bisect
 import builtins
+import datetime as dt
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from kubernetes_asyncio.client import ApiClient
 
 from bootc_operator.api import constants as c
-from bootc_operator.informers import EventHandler, Informer, Obj, unwrap
+from bootc_operator.api.timefmt import parse_time
+from bootc_operator.informers import DeletedFinalStateUnknown, EventHandler, Informer, Obj, unwrap
 from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, NODES, PODS, Resource
 from bootc_operator.kube.rest import get_object
 from bootc_operator.reconcilers.drainplan import must_leave
+from bootc_operator.reconcilers.windows import Window, parse_windows, window_state
 
 PDBS = Resource("policy", "v1", "poddisruptionbudgets", namespaced=True, kind="PodDisruptionBudget")
+
+#: how late the monitor may see a slot taken just before a maintenance window closed
+WINDOW_GRACE = dt.timedelta(seconds=5)
+
+T = TypeVar("T")
 
 
 class _Informer(Informer):
@@ -94,6 +128,10 @@ class Summary:
     max_not_ready: int = 0
     #: most pool nodes cordoned by us or NotReady at once
     max_unavailable: int = 0
+    #: most pool members reporting Idle=False/Staging at once
+    max_staging: int = 0
+    #: most pool members on their way to ``target`` at once (with ``target`` only)
+    max_on_the_way: int = 0
     reboots: int = 0
     slots_taken: int = 0
     duration: float = 0.0
@@ -104,6 +142,7 @@ class Summary:
         return (
             f"max reboot slots {self.max_slots}, max cordoned by us {self.max_cordoned_by_us}, "
             f"max NotReady {self.max_not_ready}, max unavailable {self.max_unavailable}, "
+            f"max staging {self.max_staging}, max on their way {self.max_on_the_way}, "
             f"slots taken {self.slots_taken}, reboots {self.reboots}, "
             f"{self.events} events over {self.duration:.1f}s, "
             f"{len(self.violations)} violations"
@@ -117,11 +156,116 @@ def _ready(node: dict[str, Any] | None) -> bool:
     )
 
 
+def _rv(obj: Mapping[str, Any]) -> int | None:
+    try:
+        return int((obj.get("metadata") or {}).get("resourceVersion") or "")
+    except ValueError:
+        return None
+
+
+class Versions(Generic[T]):
+    """Every object's successive states by resourceVersion (etcd revision), so the
+    cluster can be read as it was at one revision: ``at(name, rv)``."""
+
+    def __init__(self) -> None:
+        self._rvs: dict[str, list[int]] = {}
+        self._states: dict[str, list[T | None]] = {}
+
+    def record(self, name: str, rv: int, state: T | None) -> None:
+        """``name`` is in ``state`` (None: gone) from revision ``rv`` on; a revision not
+        newer than the last one recorded (a re-LIST re-delivering it) changes nothing."""
+        rvs = self._rvs.setdefault(name, [])
+        if rvs and rv <= rvs[-1]:
+            return
+        states = self._states.setdefault(name, [])
+        if states and states[-1] == state:
+            return
+        rvs.append(rv)
+        states.append(state)
+
+    def at(self, name: str, rv: int) -> T | None:
+        """``name``'s state at revision ``rv`` (None: unknown or gone then)."""
+        rvs = self._rvs.get(name) or []
+        i = bisect.bisect_right(rvs, rv)
+        return self._states[name][i - 1] if i else None
+
+    def names(self) -> list[str]:
+        return sorted(self._rvs)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeFacts:
+    unschedulable: bool
+    ready: bool
+
+
+@dataclass(frozen=True, slots=True)
+class MemberFacts:
+    member: bool  # labelled with the monitored pool
+    in_slot: bool
+    was_cordoned: bool  # the slot's ``was-cordoned`` annotation says "true"
+
+
+def on_the_way(bn: Mapping[str, Any], target: str) -> bool:
+    """``desiredImage`` names ``target`` (a digest), the node does not run it yet, holds
+    no reboot slot and is not Degraded (see the module docstring)."""
+    desired = str((bn.get("spec") or {}).get("desiredImage") or "")
+    if desired.rpartition("@")[2] != target:
+        return False
+    if c.IN_REBOOT_SLOT_ANNOTATION in ((bn.get("metadata") or {}).get("annotations") or {}):
+        return False
+    status = bn.get("status") or {}
+    booted = status.get("booted") or {}
+    if target in (booted.get("imageDigest"), str(booted.get("image") or "").rpartition("@")[2]):
+        return False
+    return not any(
+        x.get("type") == c.COND_DEGRADED and x.get("status") == "True"
+        for x in status.get("conditions") or ()
+    )
+
+
+def staging(bn: Mapping[str, Any]) -> bool:
+    """The node reports ``Idle=False/Staging``."""
+    return any(
+        x.get("type") == c.COND_IDLE
+        and x.get("status") == "False"
+        and x.get("reason") == c.REASON_STAGING
+        for x in (bn.get("status") or {}).get("conditions") or ()
+    )
+
+
 class SafetyMonitor:
-    def __init__(self, api: ApiClient, pool: str, max_unavailable: int) -> None:
+    def __init__(
+        self,
+        api: ApiClient,
+        pool: str,
+        max_unavailable: int,
+        *,
+        outside_causes: bool = False,
+        windows: Sequence[Mapping[str, Any]] | None = None,
+        stage_ahead: int | None = None,
+        target: str | None = None,
+        clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
+    ) -> None:
+        """See the module docstring; ``clock`` (wall time) is for the window check."""
         self.api = api
         self.pool = pool
         self.max_unavailable = max_unavailable
+        self.outside_causes = outside_causes
+        self.windows: list[Window] | None = None
+        if windows is not None:
+            parsed, problems = parse_windows(windows)
+            if problems:
+                raise ValueError("; ".join(problems))
+            self.windows = parsed
+        self.stage_ahead = stage_ahead
+        self.target = target
+        self.clock = clock
+        self._wall_start = clock()
+        self._node_versions: Versions[NodeFacts] = Versions()
+        self._member_versions: Versions[MemberFacts] = Versions()
+        self._node_rv = 0  # the Node watch has delivered every change up to this revision
+        self._pending_takes: list[tuple[int, str]] = []  # (revision, node) to judge
         self.summary = Summary()
         self.timeline: list[tuple[float, str]] = []
         self._start = 0.0
@@ -143,6 +287,21 @@ class SafetyMonitor:
         self.pools = _Informer(
             api, BOOTC_NODE_POOLS, relisted, field_selector=f"metadata.name={pool}"
         )
+        # Versions first: a take's check reads the revision its event brought.
+        self.nodes.add_event_handler(
+            EventHandler(
+                on_add=self._node_version,
+                on_update=lambda _o, n: self._node_version(n),
+                on_delete=self._node_gone,
+            )
+        )
+        self.bootc_nodes.add_event_handler(
+            EventHandler(
+                on_add=self._member_version,
+                on_update=lambda _o, n: self._member_version(n),
+                on_delete=self._member_gone,
+            )
+        )
         on = EventHandler(on_add=self._event, on_update=lambda _o, n: self._event(n))
         for inf in self._informers:
             inf.add_event_handler(on)
@@ -159,6 +318,10 @@ class SafetyMonitor:
         """The pool's nodes holding a reboot slot, as last seen."""
         return set(self._slotted)
 
+    def wall(self, t: float) -> dt.datetime:
+        """Monitor time ``t`` as wall-clock time (``clock``)."""
+        return self._wall_start + dt.timedelta(seconds=t)
+
     def takes_between(self, start: float, end: float | None = None) -> list[str]:
         """Nodes that took a reboot slot in [start, end] (monitor time)."""
         return [n for t, n in self.takes if t >= start and (end is None or t <= end)]
@@ -171,21 +334,28 @@ class SafetyMonitor:
 
     async def start(self) -> SafetyMonitor:
         self._start = time.monotonic()
+        self._wall_start = self.clock()
         for inf in self._informers:
             inf.start()
         for inf in self._informers:
             await inf.wait_for_sync()
+        self.begin()
+        return self
+
+    def begin(self) -> None:
+        """Start checking the informers' caches as they are (``start()`` does it once
+        they synced; a unit test feeding the informers itself calls it directly)."""
         self._precordoned = {
             n["metadata"]["name"]
             for n in self.nodes.list()
             if n.get("spec", {}).get("unschedulable")
         }
         self._event({"kind": "start", "metadata": {"name": self.pool}})
-        return self
 
     async def stop(self) -> Summary:
         for inf in self._informers:
             await inf.stop()
+        self.judge_takes(force=True)
         self.summary.duration = time.monotonic() - self._start
         return self.summary
 
@@ -211,6 +381,109 @@ class SafetyMonitor:
     def _relisted(self, informer: _Informer) -> None:
         self._event({"kind": "relist", "metadata": {"name": informer.resource.plural}})
 
+    # ------------------------------------------------------------ versions
+
+    def _node_version(self, node: Obj) -> None:
+        rv = _rv(node)
+        if rv is None:
+            return
+        spec = node.get("spec") or {}
+        facts = NodeFacts(bool(spec.get("unschedulable")), _ready(node))
+        self._node_versions.record(node["metadata"]["name"], rv, facts)
+        self._node_rv = max(self._node_rv, rv)
+        self.judge_takes()
+
+    def _node_gone(self, obj: Obj | DeletedFinalStateUnknown) -> None:
+        node = unwrap(obj)
+        rv = _rv(node) if not isinstance(obj, DeletedFinalStateUnknown) else None
+        rv = rv or _rv({"metadata": {"resourceVersion": self.nodes.resource_version}})
+        if rv is not None:
+            self._node_versions.record(node["metadata"]["name"], rv, None)
+
+    def _member_version(self, bn: Obj) -> None:
+        rv = _rv(bn)
+        if rv is None:
+            return
+        meta = bn.get("metadata") or {}
+        annotations = meta.get("annotations") or {}
+        facts = MemberFacts(
+            member=(meta.get("labels") or {}).get(c.POOL_LABEL) == self.pool,
+            in_slot=c.IN_REBOOT_SLOT_ANNOTATION in annotations,
+            was_cordoned=annotations.get(c.WAS_CORDONED_ANNOTATION) == "true",
+        )
+        self._member_versions.record(meta["name"], rv, facts)
+
+    def _member_gone(self, obj: Obj | DeletedFinalStateUnknown) -> None:
+        bn = unwrap(obj)
+        rv = _rv(bn) if not isinstance(obj, DeletedFinalStateUnknown) else None
+        rv = rv or _rv({"metadata": {"resourceVersion": self.bootc_nodes.resource_version}})
+        if rv is not None:
+            self._member_versions.record(bn["metadata"]["name"], rv, None)
+
+    def judge_takes(self, *, force: bool = False) -> None:
+        """Check the budget at every pending take the Node watch has caught up with
+        (``force``: all of them, e.g. at ``stop()``); see ``outside_causes``."""
+        if not self._pending_takes:
+            return
+        if not force and any(inf.relisting for inf in self._informers):
+            return  # the Node versions may be half-recorded; judged once the re-LIST is in
+        # a bookmark or a list moves the Node watch past revisions that changed no Node
+        listed = _rv({"metadata": {"resourceVersion": self.nodes.resource_version}})
+        self._node_rv = max(self._node_rv, listed or 0)
+        ready = [(rv, n) for rv, n in self._pending_takes if force or rv <= self._node_rv]
+        if not ready:
+            return
+        self._pending_takes = [t for t in self._pending_takes if t not in ready]
+        for rv, name in ready:
+            self._judge_take(rv, name)
+
+    def _judge_take(self, rv: int, name: str) -> None:
+        members = {}
+        for n in self._member_versions.names():
+            facts = self._member_versions.at(n, rv)
+            if facts is not None and facts.member:
+                members[n] = facts
+        holders = sorted(n for n, f in members.items() if f.in_slot)
+        outside = []
+        for n in sorted(set(members) - set(holders)):
+            node = self._node_versions.at(n, rv)
+            if node is not None and (node.unschedulable or not node.ready):
+                why = "NotReady" if not node.ready else "cordoned"
+                outside.append(f"{n} {why}")
+        taker = self._node_versions.at(name, rv)
+        own = members.get(name)
+        if taker is not None and taker.unschedulable and own is not None and own.was_cordoned:
+            return  # already cordoned by someone else: its update costs no capacity
+        if len(holders) + len(outside) > self.max_unavailable:
+            self._violation(
+                f"{name} took a reboot slot (revision {rv}) with {len(holders)} slot holders "
+                f"{holders} and {len(outside)} other members unavailable {outside}: more than "
+                f"maxUnavailable {self.max_unavailable}"
+            )
+
+    def _check_window(self, name: str, bn: dict[str, Any]) -> None:
+        if self.windows is None:
+            return
+        seen = self.clock()
+        stamp = parse_time(
+            (bn["metadata"].get("annotations") or {}).get(c.IN_REBOOT_SLOT_ANNOTATION)
+        )
+        if stamp is not None and not window_state(self.windows, stamp).open:
+            self._violation(
+                f"{name} took a reboot slot at {stamp:%Y-%m-%d %H:%M:%S} UTC, outside every "
+                "maintenance window"
+            )
+        elif not (
+            window_state(self.windows, seen).open
+            or window_state(self.windows, seen - WINDOW_GRACE).open
+        ):
+            self._violation(
+                f"{name} took a reboot slot seen at {seen:%Y-%m-%d %H:%M:%S} UTC, outside every "
+                "maintenance window"
+            )
+
+    # ------------------------------------------------------------ the checks at each event
+
     def _event(self, obj: Any) -> None:
         self.summary.events += 1
         if self._precordoned is None or any(inf.relisting for inf in self._informers):
@@ -231,9 +504,16 @@ class SafetyMonitor:
         not_ready = [n for n in members if self.nodes.get(n) and not _ready(self.nodes.get(n))]
         unavailable = sorted(set(cordoned) | set(not_ready))
         at = self.now()
+        starting = unwrap(obj).get("kind") == "start"
         for name in sorted(set(slots) - self._slotted):
             self.takes.append((at, name))
             self.summary.slots_taken += 1
+            if starting:
+                continue  # held before the scenario: not a take the monitor saw
+            self._check_window(name, members[name])
+            rv = _rv(members[name])
+            if self.outside_causes and rv is not None:
+                self._pending_takes.append((rv, name))
         for name in sorted(self._slotted - set(slots)):
             self.releases.append((at, name))
         self._slotted = set(slots)
@@ -248,6 +528,16 @@ class SafetyMonitor:
             self._violation(f"{len(cordoned)} nodes cordoned by us: {sorted(cordoned)}")
         if len(unavailable) > self.max_unavailable:
             self._violation(f"{len(unavailable)} nodes unavailable: {unavailable}")
+        s.max_staging = max(s.max_staging, sum(1 for b in members.values() if staging(b)))
+        if self.target is not None:
+            way = sorted(n for n, b in members.items() if on_the_way(b, self.target))
+            s.max_on_the_way = max(s.max_on_the_way, len(way))
+            if self.stage_ahead is not None and len(way) > self.stage_ahead:
+                self._violation(
+                    f"{len(way)} nodes on their way to the target {way}: more than "
+                    f"stageAhead {self.stage_ahead}"
+                )
+        self.judge_takes()
         self._check_pool()
         what = f"{unwrap(obj).get('kind', '')} {unwrap(obj)['metadata'].get('name')}"
         self.timeline.append(
