@@ -8,6 +8,11 @@ request (the daemon ran ``systemctl reboot``) it stops that daemon, marks the
 Node NotReady, performs the host's reboot (staged → booted), marks it Ready and
 starts the daemon again — what a real node does, minus the firmware
 (``hack.testenv.machine``, the same as the sim's node simulator).
+
+Knobs of the simulated machines: ``reboot_seconds`` (how long a Node stays down
+in a reboot, default 0) and ``hold(*names)`` / ``unhold(*names)``: a held node that
+reboots stays down (daemon stopped, Node NotReady) until unheld — a slow reboot,
+or a host that fails to come back.
 """
 
 from __future__ import annotations
@@ -37,6 +42,15 @@ class HostedNodes:
         self.reboots: list[str] = []
         self._task: asyncio.Task[None] | None = None
         self._trust: list[tuple[str, Path]] = []
+        self.reboot_seconds = 0.0
+        self.holding: set[str] = set()
+
+    def hold(self, *names: str) -> None:
+        """A reboot of these nodes does not complete until ``unhold``."""
+        self.holding.update(names)
+
+    def unhold(self, *names: str) -> None:
+        self.holding.difference_update(names)
 
     def trust(self, registry_host: str, ca_file: Path) -> None:
         """Every host (present and future) trusts ``ca_file`` for ``registry_host``."""
@@ -94,5 +108,7 @@ class HostedNodes:
             stop_daemon=self.running[name].stop,
             set_ready=lambda ready: self._set_ready(name, ready),
             start_daemon=start,
+            down_seconds=self.reboot_seconds,
+            held=lambda: name in self.holding,
         )
         self.reboots.append(name)
