@@ -365,7 +365,7 @@ class ControlPlane(Component):
                 )
                 if status != 200:
                     return False
-                conditions = json.loads(body).get("status", {}).get("conditions", [])
+                conditions = (json.loads(body).get("status") or {}).get("conditions") or []
                 if not any(
                     c["type"] == "Established" and c["status"] == "True" for c in conditions
                 ):
