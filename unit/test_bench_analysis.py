@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hack.perf.analysis import percentiles, reaction_latencies, rollout_figures
+from hack.perf.analysis import peak_staging, percentiles, reaction_latencies, rollout_figures
 from hack.perf.observer import BnFacts, NodeFacts
 
 A, B = "sha256:a", "sha256:b"
@@ -91,3 +91,43 @@ def test_percentiles() -> None:
     assert percentiles([])["p50"] is None
     p = percentiles([float(i) for i in range(1, 101)])
     assert (p["p50"], p["p99"], p["max"], p["n"]) == (50.0, 99.0, 100.0, 100)
+
+
+def staging(name: str, t: float) -> tuple[float, str, BnFacts]:
+    return (t, name, bn(idle="Staging", booted=A))
+
+
+def staged(name: str, t: float) -> tuple[float, str, BnFacts]:
+    return (t, name, bn(idle="Staged", booted=A))
+
+
+def test_peak_staging_counts_overlaps_not_totals() -> None:
+    # n1 and n2 overlap in [1.5, 2.0]; n3 starts after both finished
+    log: BnLog = [
+        staging("n1", 1.0),
+        staging("n2", 1.5),
+        staged("n1", 2.0),
+        staged("n2", 2.5),
+        staging("n3", 3.0),
+        staged("n3", 4.0),
+    ]
+    assert peak_staging(log, 0.0, 10.0) == 2
+    assert peak_staging(log, 2.6, 10.0) == 1
+
+
+def test_peak_staging_carries_the_state_at_t0_and_ignores_after_t1() -> None:
+    log: BnLog = [
+        staging("n1", 1.0),  # still staging at t0 = 2.0
+        staging("n2", 3.0),
+        staged("n1", 4.0),
+        staging("n3", 6.0),  # after t1
+        staging("n4", 6.5),
+    ]
+    assert peak_staging(log, 2.0, 5.0) == 2
+    assert peak_staging(log, 2.0, 2.5) == 1, "no entry in the window: the state at t0"
+    assert peak_staging(log, 0.0, 0.5) == 0
+
+
+def test_a_node_staging_twice_counts_once() -> None:
+    log: BnLog = [staging("n1", 1.0), staging("n1", 1.2), staged("n1", 2.0)]
+    assert peak_staging(log, 0.0, 3.0) == 1

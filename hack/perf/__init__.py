@@ -1,7 +1,8 @@
 """The scale and performance benchmark behind ``hack/bench`` / ``make bench`` (issue 9).
 
 - :mod:`hack.perf.cli`: the command, the table and the JSON;
-- :mod:`hack.perf.scale`: figures 1-4 for one N (membership, rollout, reaction, cost);
+- :mod:`hack.perf.scale`: figures 1-4 for one N (membership, rollout, reaction, cost)
+  and the stage-ahead comparison;
 - :mod:`hack.perf.daemons`: figure 5 (real daemon processes);
 - :mod:`hack.perf.simfleet`: the simulated fleet (a child process);
 - :mod:`hack.perf.nodes`: kubelet-like Nodes and the bounded-concurrency runner (shared

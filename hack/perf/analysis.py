@@ -18,14 +18,19 @@ Definitions (all timestamps are the observer's watch events, see ``observer``):
 - **fleet reaction**: ``desiredImageState: Booted`` → the fleet reports Rebooting
   (the simulated daemon's own delay, to show it is not the bottleneck);
 - **slot hold**: slot taken → released (the reboot time R is part of it);
-- **slot utilisation**: the time-average of slots held over the rollout / M.
+- **slot utilisation**: the time-average of slots held over the rollout / M;
+- **peak staging**: the most BootcNodes reporting ``Idle=False/Staging`` at
+  the same time (pulling the image) during a rollout, the figure
+  ``spec.rollout.stageAhead`` bounds.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
+from bootc_operator.api import constants as c
 from hack.perf.observer import BnFacts, NodeFacts
 
 
@@ -152,3 +157,35 @@ def rollout_figures(
         "slot_hold": percentiles(holds),
         "slot_utilisation": utilisation,
     }
+
+
+def peak_count(
+    bn_log: list[tuple[float, str, BnFacts]],
+    t0: float,
+    t1: float,
+    counted: Callable[[BnFacts], bool],
+) -> int:
+    """The most BootcNodes whose facts were ``counted`` at the same time within [t0, t1].
+
+    Entries before ``t0`` set each node's state at ``t0`` (a node already
+    counted then counts from the start); entries after ``t1`` are ignored.
+    """
+    now: set[str] = set()
+    peak: int | None = None  # None until the first entry at or after t0
+    for t, name, facts in bn_log:  # appended in arrival order
+        if t > t1:
+            break
+        if t >= t0 and peak is None:
+            peak = len(now)  # the state at t0
+        if counted(facts):
+            now.add(name)
+        else:
+            now.discard(name)
+        if peak is not None:
+            peak = max(peak, len(now))
+    return len(now) if peak is None else peak
+
+
+def peak_staging(bn_log: list[tuple[float, str, BnFacts]], t0: float, t1: float) -> int:
+    """The most nodes staging (``Idle=False/Staging``) at once within [t0, t1]."""
+    return peak_count(bn_log, t0, t1, lambda f: f.idle == c.REASON_STAGING)

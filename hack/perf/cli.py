@@ -4,8 +4,10 @@ For each N (default 100, 1,000 and 5,000; ``--quick``: 100 only) a fresh etcd +
 kube-apiserver, N simulated nodes (``hack.perf.simfleet``) and the real
 controller process (``hack.perf.scale``): membership convergence against a bare
 client's throughput, rollout efficiency, reaction latencies, controller cost.
-Then N = 20 real daemon processes on simulated hosts (``hack.perf.daemons``):
-idle RSS and CPU, API requests per node per rollout.
+At N = 1,000 (``--quick``: 100; ``--stage-ahead-sizes``) two more rollouts
+stage as they go, ``stageAhead`` = M vs unset: their times and the most nodes
+staging at once. Then N = 20 real daemon processes on simulated hosts
+(``hack.perf.daemons``): idle RSS and CPU, API requests per node per rollout.
 
 Prints the machine and a table; writes every figure as JSON (``--json``,
 default ``.cache/bench/results.json``). Nothing fails on a number. The machine
@@ -16,6 +18,7 @@ processes took during each run, so repeat runs before trusting a difference.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import tempfile
@@ -84,6 +87,17 @@ def table(results: dict[str, Any]) -> str:
     )
     row("   slot utilisation", lambda r: f"{r['rollout']['slot_utilisation'] * 100:.0f}%")
     row("   slot hold p50 / p99 (ms)", lambda r: _pair(r["rollout"], "slot_hold"))
+    row(
+        "   stage-ahead: rollout with staging, unset / stageAhead=M (s)",
+        lambda r: f"{r['stage_ahead']['unset']['seconds']} / {r['stage_ahead']['set']['seconds']}",
+    )
+    row(
+        "   peak nodes staging at once, unset / stageAhead=M",
+        lambda r: (
+            f"{r['stage_ahead']['unset']['peak_staging']} / "
+            f"{r['stage_ahead']['set']['peak_staging']}"
+        ),
+    )
     row(
         "3. reaction: status change -> next write p50 / p99 (ms)",
         lambda r: _pair(r["rollout"], "reaction_latency"),
@@ -204,6 +218,11 @@ def main(argv: list[str] | None = None) -> int:
         type=Path,
         help="run the controller from this checkout (e.g. a git worktree of an older commit)",
     )
+    p.add_argument(
+        "--stage-ahead-sizes",
+        help="the N at which to also roll out twice staging as it goes, stageAhead = M vs "
+        "unset (default: 1000, or 100 with --quick; 'none' skips it)",
+    )
     args = p.parse_args(argv)
     # The harness's own informers warn with context (resource, error), as the operator does.
     setup_logging("text", "warning")
@@ -211,6 +230,10 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [100] if args.quick else [100, 1000, 5000]
     if args.sizes:
         sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    compare = {100} if args.quick else {1000}
+    if args.stage_ahead_sizes:
+        spec = args.stage_ahead_sizes.strip()
+        compare = set() if spec == "none" else {int(s) for s in spec.split(",") if s.strip()}
     info = machine()
     print(header(info), flush=True)
     results: dict[str, Any] = {
@@ -230,7 +253,8 @@ def main(argv: list[str] | None = None) -> int:
         logs = args.logs or Path(tmp)
         started = time.monotonic()
         for n in sizes:
-            results["sizes"].append(scale.run(n, opts, logs / f"n{n}"))
+            sized = dataclasses.replace(opts, stage_ahead_compare=n in compare)
+            results["sizes"].append(scale.run(n, sized, logs / f"n{n}"))
             write(args.json, results)  # partial figures survive an interrupted run
             print(table(results), flush=True)
         if args.daemons:

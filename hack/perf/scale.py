@@ -12,7 +12,13 @@ Sequence (every wait is on the observer's watch, with a deadline):
    BootcNode names B (the controller's N spec writes), then every node Staged.
 5. **rollout**: unpause → every node booted B, no slot held, nothing cordoned.
    ideal = ceil(N/M) * R; efficiency = ideal / actual.
-6. stop the controller and the fleet; **bare client**: the same kind of writes
+6. **stage-ahead** (``Options.stage_ahead_compare``): two more rollouts that stage
+   *during* the rollout (image C, then D, unpaused): ``stageAhead`` unset, then
+   ``stageAhead: M``; for each its time (new image → every node booted it, no
+   slot held, nothing cordoned) and the most nodes staging at once. Run after
+   figure 4's final scrape, so the controller's whole-run figures do not include
+   them.
+7. stop the controller and the fleet; **bare client**: the same kind of writes
    as membership (N BootcNode creates + N Node label patches) by a plain client,
    one at a time and with ``concurrency`` in flight.
 
@@ -45,7 +51,7 @@ from bootc_operator.kube import (
 )
 from bootc_operator.reconcilers.ownership import member_body
 from hack.perf import components as comp
-from hack.perf.analysis import rollout_figures
+from hack.perf.analysis import peak_staging, rollout_figures
 from hack.perf.nodes import bounded, kubelet_node
 from hack.perf.observer import Observer
 from hack.perf.procinfo import MachineCpu, counters, loadavg, proc_cpu
@@ -79,6 +85,7 @@ class Options:
     timeout: float = 900.0
     profile: Path | None = None  # py-spy the controller into this directory
     controller_source: Path | None = None  # run the controller from this checkout
+    stage_ahead_compare: bool = False  # also roll out with stageAhead = M vs unset
 
 
 def node_body(i: int) -> dict[str, Any]:
@@ -229,11 +236,7 @@ async def run_size(cp: ControlPlane, n: int, opts: Options, log_dir: Path) -> di
                 api, BOOTC_NODE_POOLS, POOL, {"spec": {"rollout": {"paused": False}}}
             )
             t_done = await observer.wait(
-                lambda: (
-                    observer.count(("idle-on", digest(2))) >= n
-                    and observer.count("slot") == 0
-                    and observer.count("cordoned") == 0
-                ),
+                rolled_out(observer, digest(2), n),
                 opts.timeout,
                 "every node booted B, no slot held, nothing cordoned",
             )
@@ -360,6 +363,10 @@ async def run_size(cp: ControlPlane, n: int, opts: Options, log_dir: Path) -> di
             result["load_after"] = [round(x, 2) for x in loadavg()]
             return result
 
+        # ---------------------------------------------------------- stage-ahead
+        if opts.stage_ahead_compare:
+            result["stage_ahead"] = await stage_ahead_rollouts(api, observer, cpu, n, m, opts)
+
         # ---------------------------------------------------------- bare client
         controller.stop()
         await fleet.stop()
@@ -380,6 +387,61 @@ async def run_size(cp: ControlPlane, n: int, opts: Options, log_dir: Path) -> di
         result["rollout"]["efficiency_vs_bound"] = round(max(ideal, bound) / actual, 3)
         result["load_after"] = [round(x, 2) for x in loadavg()]
         return result
+
+
+def rolled_out(observer: Observer, target: str, n: int) -> Callable[[], bool]:
+    """Every node booted ``target`` and is Idle, no slot held, nothing cordoned."""
+    return lambda: (
+        observer.count(("idle-on", target)) >= n
+        and observer.count("slot") == 0
+        and observer.count("cordoned") == 0
+    )
+
+
+async def stage_ahead_rollouts(
+    api: Any, observer: Observer, cpu: Cpu, n: int, m: int, opts: Options
+) -> dict[str, Any]:
+    """Two rollouts that stage as they go: ``stageAhead`` unset (image C), then
+    ``stageAhead: M`` (image D). A phase that times out is reported as such; the
+    size's other figures stand."""
+    out: dict[str, Any] = {
+        "stage_ahead": m,
+        "ideal_seconds": math.ceil(n / m) * opts.reboot_seconds,
+    }
+    for key, img, rollout in (("unset", 3, {}), ("set", 4, {"stageAhead": m})):
+        cpu.mark(f"{key}-start")
+        t0 = time.monotonic()
+        await patch_object(
+            api,
+            BOOTC_NODE_POOLS,
+            POOL,
+            {"spec": {"image": {"ref": image(img)}, "rollout": rollout}},
+        )
+        try:
+            t_done = await observer.wait(
+                rolled_out(observer, digest(img), n),
+                opts.timeout,
+                f"every node booted image {img} (stageAhead {rollout.get('stageAhead', 'unset')})",
+            )
+            await observer.wait(lambda: observer.pool_up_to_date, opts.timeout, "the pool UpToDate")
+        except TimeoutError as err:
+            log(f"N={n}: {err}")
+            out[key] = {
+                "error": str(err),
+                "peak_staging": peak_staging(observer.bn_log, t0, time.monotonic()),
+            }
+            return out
+        cpu.mark(f"{key}-end")
+        out[key] = {
+            "seconds": round(t_done - t0, 2),
+            "peak_staging": peak_staging(observer.bn_log, t0, t_done),
+            "controller_cpu_seconds": cpu.between(f"{key}-start", f"{key}-end")["controller"],
+        }
+        log(
+            f"N={n}: rollout with staging, stageAhead {rollout.get('stageAhead', 'unset')}: "
+            f"{t_done - t0:.1f}s, at most {out[key]['peak_staging']} nodes staging at once"
+        )
+    return out
 
 
 def profile_until_exit(pid: int, out: Path) -> Callable[[], Awaitable[None]]:
