@@ -3,9 +3,10 @@
 Only the hosts (``hack.fakebootc``) and kubelets (the node simulator, kwok) are
 simulated. The first test drives the ``hack/sim`` command the way a user does
 (``up``, ``image push``, ``down``) and rolls a pool out to a second image through
-real daemon processes and simulated reboots; the others check that no process
-outlives a simulation, even when its supervisor is SIGKILLed, and the in-process
-``Sim`` API that later whole-system tests build on.
+real daemon processes and simulated reboots; the next one has ``up`` and ``pool``
+apply a pool from a pool file and rollout-policy flags; the others check that no
+process outlives a simulation, even when its supervisor is SIGKILLed, and the
+in-process ``Sim`` API that later whole-system tests build on.
 """
 
 from __future__ import annotations
@@ -40,10 +41,12 @@ pytestmark = pytest.mark.slow
 MAX_UNAVAILABLE = 2
 
 
-def sim_cli(state_dir: Path, *args: str, timeout: float = 300.0) -> str:
-    """Run ``hack/sim --dir STATE_DIR ARGS`` (its Python entry point); return stdout."""
+def run_sim_cli(
+    state_dir: Path, *args: str, timeout: float = 300.0
+) -> subprocess.CompletedProcess[str]:
+    """Run ``hack/sim --dir STATE_DIR ARGS`` (its Python entry point)."""
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    res = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-m", "hack.simlib.cli", "--dir", str(state_dir), *args],
         capture_output=True,
         text=True,
@@ -52,6 +55,11 @@ def sim_cli(state_dir: Path, *args: str, timeout: float = 300.0) -> str:
         cwd=REPO_ROOT,
         check=False,
     )
+
+
+def sim_cli(state_dir: Path, *args: str, timeout: float = 300.0) -> str:
+    """``run_sim_cli`` that must succeed; returns stdout."""
+    res = run_sim_cli(state_dir, *args, timeout=timeout)
     assert res.returncode == 0, f"hack/sim {' '.join(args)} failed:\n{res.stderr[-4000:]}"
     return res.stdout
 
@@ -161,6 +169,79 @@ async def test_rollout_through_real_daemons_and_down_leaves_nothing(state_dir: P
 
     await asyncio.to_thread(sim_cli, state_dir, "down")
     assert not await asyncio.to_thread(state_dir.exists)
+    assert leftovers(state_dir) == []
+
+
+async def test_up_and_pool_apply_a_pool_file_and_policy_flags(
+    state_dir: Path, tmp_path: Path
+) -> None:
+    pool_file = tmp_path / "pool.yaml"
+    pool_file.write_text(
+        "metadata: {name: edge}\n"
+        "spec:\n"
+        "  rollout: {maxUnavailable: 1, maxUnhealthy: 3}\n"
+        "  disruption: {rebootPolicy: AllowSoftReboot}\n"
+    )
+    window = "Mon-Fri 22:00 4h Europe/Berlin"
+    await asyncio.to_thread(
+        sim_cli,
+        state_dir,
+        "up",
+        "--nodes=1",
+        "--controllers=1",
+        f"--pool-file={pool_file}",
+        "--stage-ahead=1",
+        "--max-unhealthy=50%",
+        f"--maintenance-window={window}",
+    )
+    info = SimInfo.load(state_dir)
+    assert info is not None and info.ready
+    async with await api_client(info.kubeconfig) as api:
+        pool = await get_object(api, BOOTC_NODE_POOLS, "edge")
+        spec = pool["spec"]
+        assert spec["image"] == {"ref": info.first_image}, "filled in: the first image"
+        assert spec["nodeSelector"] == {"matchLabels": {"node-role.kubernetes.io/worker": ""}}
+        assert spec["disruption"] == {"rebootPolicy": "AllowSoftReboot"}, "kept from the file"
+        rollout = spec["rollout"]
+        assert (rollout["maxUnavailable"], rollout["maxUnhealthy"], rollout["stageAhead"]) == (
+            1,
+            "50%",
+            1,
+        ), "a flag beats the file"
+        assert rollout["maintenanceWindows"] == [
+            {
+                "days": ["Mon", "Tue", "Wed", "Thu", "Fri"],
+                "start": "22:00",
+                "duration": "4h",
+                "timeZone": "Europe/Berlin",
+            }
+        ]
+
+        async def accepted() -> bool:  # the controller took the spec (no InvalidSpec)
+            obj = await get_object(api, BOOTC_NODE_POOLS, "edge")
+            return up_to_date_on(obj, info.first_image.rsplit("@", 1)[1], 1)
+
+        await wait_for(accepted, 60, "the pool UpToDate on the first image")
+
+        # `pool` re-applies: the new flags, the pool's image kept, dropped fields gone
+        await asyncio.to_thread(
+            sim_cli, state_dir, "pool", f"--pool-file={pool_file}", "--stage-ahead=2"
+        )
+        spec = (await get_object(api, BOOTC_NODE_POOLS, "edge"))["spec"]
+        assert spec["image"] == {"ref": info.first_image}
+        assert spec["rollout"]["stageAhead"] == 2
+        assert spec["rollout"]["maxUnhealthy"] == 3, "the file's value again"
+        assert "maintenanceWindows" not in spec["rollout"]
+
+    # A bad window fails before anything starts: the running simulation is untouched.
+    res = await asyncio.to_thread(
+        run_sim_cli, state_dir, "up", "--maintenance-window=22:00 4h Mars/Olympus"
+    )
+    assert res.returncode == 1 and "Mars/Olympus" in res.stderr, res.stderr
+    again = SimInfo.load(state_dir)
+    assert again is not None and again.pids == info.pids
+
+    await asyncio.to_thread(sim_cli, state_dir, "down")
     assert leftovers(state_dir) == []
 
 

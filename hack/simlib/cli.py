@@ -3,6 +3,7 @@
     eval "$(hack/sim up --nodes 6)"      # export KUBECONFIG=... SIM_REGISTRY=... SIM_IMAGE=...
     hack/sim image push os:v2            # prints 127.0.0.1:PORT/os:v2@sha256:...
     hack/sim workload                    # a Deployment spread over the nodes + its PDB
+    hack/sim pool --stage-ahead 1 --image REF   # create/update the pool ``workers``
     hack/sim status
     hack/sim kubectl get bnp,bn          # the cached kubectl, pointed at the simulation
     hack/sim down
@@ -12,6 +13,12 @@ component, waits until it reports ready (every Node Ready, every daemon healthy,
 a controller leading) and returns; all state lives in one directory (``--dir``,
 default ``.cache/sim``). ``down``, and ``up`` before it starts anything, clean up
 whatever a previous ``up`` left there, even after crashes (``hack.simlib.reaper``).
+
+``up`` with a pool option (``--pool-file``, ``--max-unavailable``,
+``--max-unhealthy``, ``--stage-ahead``, ``--maintenance-window``; see
+``hack.simlib.policy``) also applies a pool over the worker nodes on the first
+image; ``pool`` applies one (the same options, plus ``--image``) to a running
+simulation, keeping its image unless told another.
 """
 
 from __future__ import annotations
@@ -26,11 +33,19 @@ import sys
 import time
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from hack.simlib.common import DEFAULT_DIR, MARKER_ENV, SIM_FILE, SimConfig, SimInfo
 from hack.simlib.images import ImageError
+from hack.simlib.policy import (
+    PolicyError,
+    add_pool_arguments,
+    describe_rollout,
+    pool_manifest,
+    wants_pool,
+)
 from hack.simlib.reaper import belongs, recorded_pids, teardown
-from hack.simlib.sim import AttachedSim, SimError
+from hack.simlib.sim import AttachedSim, SimError, SimOps
 from hack.testenv.cli import run_command, take_down
 from hack.testenv.controlplane import REPO_ROOT
 from hack.testenv.procs import log_tail, pid_alive
@@ -171,6 +186,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         log_level=args.log_level,
         tag_resolution_interval=args.tag_resolution_interval,
     )
+    if wants_pool(args):
+        pool_manifest(args, image="")  # a bad file or flag fails before anything starts
     started = time.monotonic()
     info = start_detached(args.dir, config, use_registry=not args.no_registry)
     _err(
@@ -180,8 +197,40 @@ def cmd_up(args: argparse.Namespace) -> int:
     _err(f"registry {info.registry or '(catalog)'}; first image {info.first_image}")
     _err(f"kubectl: {info.kubectl}   (or: hack/sim kubectl get bnp,bn)")
     _err(f"logs: {args.dir / 'logs'}, {args.dir / 'controlplane' / 'logs'}")
+    rc = 0
+    if wants_pool(args):
+        try:
+            apply_pool(AttachedSim(info), args, info.first_image)
+        except SimError as exc:  # the CRD refused it: the simulation is up all the same
+            _err(f"the pool was not created: {exc}")
+            _err("fix it and apply it with: hack/sim pool --pool-file FILE ...")
+            rc = 1
     _err("stop with: hack/sim down")
     sys.stdout.write(exports(info))
+    return rc
+
+
+def apply_pool(sim: SimOps, args: argparse.Namespace, image: str) -> dict[str, Any]:
+    """``kubectl apply`` the pool of the pool options (``image`` unless the file names one)."""
+    pool = pool_manifest(args, image=image)
+    sim.kubectl("apply", "-f", "-", input=json.dumps(pool))
+    spec = pool["spec"]
+    _err(
+        f"pool {pool['metadata']['name']} applied: image {spec['image']['ref']}; "
+        f"{describe_rollout(spec.get('rollout') or {})}"
+    )
+    return pool
+
+
+def cmd_pool(args: argparse.Namespace) -> int:
+    sim = AttachedSim.open(args.dir)
+    image = args.image
+    if image is None:  # keep the pool's image: re-applying a policy must not roll back
+        name = pool_manifest(args, image="").get("metadata", {}).get("name")
+        res = sim.kubectl("get", "bootcnodepool", str(name), "-o", "json", check=False)
+        current = json.loads(res.stdout) if res.returncode == 0 else {}
+        image = ((current.get("spec") or {}).get("image") or {}).get("ref") or sim.info.first_image
+    apply_pool(sim, args, image)
     return 0
 
 
@@ -275,6 +324,7 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument(
         "--no-registry", action="store_true", help="no OCI registry: images come from a catalog"
     )
+    add_pool_arguments(up)
     up.set_defaults(func=cmd_up)
     down = sub.add_parser("down", help="stop everything and remove the state directory")
     down.set_defaults(func=cmd_down)
@@ -288,9 +338,19 @@ def build_parser() -> argparse.ArgumentParser:
     wl = sub.add_parser("workload", help="deploy a sample Deployment with a PodDisruptionBudget")
     wl.add_argument("--replicas", type=int, default=None, help="default: one per node")
     wl.set_defaults(func=cmd_workload)
+    pl = sub.add_parser(
+        "pool",
+        help="create or update a pool from a file and/or rollout-policy flags",
+        description="kubectl apply a BootcNodePool: --pool-file and/or the policy flags; "
+        "a missing name, nodeSelector or image is filled in (workers, every worker node, "
+        "the pool's current image or the first one).",
+    )
+    pl.add_argument("--image", help="spec.image.ref (e.g. what `hack/sim image push` printed)")
+    add_pool_arguments(pl)
+    pl.set_defaults(func=cmd_pool)
     kc = sub.add_parser("kubectl", help="run the cached kubectl against the simulation")
     kc.set_defaults(func=cmd_kubectl)
-    for leaf in (up, down, status, push, wl, kc):  # --dir also after the subcommand
+    for leaf in (up, down, status, push, wl, pl, kc):  # --dir also after the subcommand
         leaf.add_argument("--dir", type=Path, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     kc.add_argument("args", nargs=argparse.REMAINDER)
     return parser
@@ -313,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.dir = args.dir.resolve()
     interrupt_on_sigterm()
-    return run_command(args, (SimError, ImageError), _err)
+    return run_command(args, (SimError, ImageError, PolicyError), _err)
 
 
 if __name__ == "__main__":

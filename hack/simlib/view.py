@@ -10,7 +10,8 @@ of lines in place with ANSI cursor movement.
 A node's state: ``UpToDate`` when it runs the pool's target and is idle, else the
 reason of its BootcNode ``Idle`` condition (``Staging``, ``Staged``,
 ``Rebooting``), ``Degraded`` when its BootcNode says so, ``Pending`` otherwise
-(no status yet, or idle on an older image before the daemon starts staging).
+(no status yet, idle on an older image before the daemon starts staging, or not
+told the target yet under ``stageAhead``).
 """
 
 from __future__ import annotations
@@ -79,6 +80,11 @@ class Snapshot:
     @property
     def unavailable(self) -> int:
         return sum(r.unavailable for r in self.rows)
+
+    @property
+    def staging(self) -> int:
+        """Nodes pulling the image now (what ``stageAhead`` bounds)."""
+        return sum(r.state == c.REASON_STAGING for r in self.rows)
 
     @property
     def in_slots(self) -> int:
@@ -219,7 +225,7 @@ def render(
     lines += [
         "",
         f"  unavailable now {snap.unavailable} (max so far {max_unavailable}); "
-        f"in reboot slots {snap.in_slots}; reboots {reboots}",
+        f"staging {snap.staging}; in reboot slots {snap.in_slots}; reboots {reboots}",
     ]
     return lines
 
