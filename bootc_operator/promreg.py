@@ -11,24 +11,26 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 from prometheus_client import REGISTRY, CollectorRegistry
 
 M = TypeVar("M")
 
 
-def per_registry(
-    build: Callable[[CollectorRegistry], M],
-) -> Callable[[CollectorRegistry | None], M]:
+class PerRegistry(Generic[M]):
     """``get(registry)``: ``build(registry)`` the first time, the same result afterwards."""
-    made: weakref.WeakKeyDictionary[CollectorRegistry, M] = weakref.WeakKeyDictionary()
 
-    def get(registry: CollectorRegistry | None = None) -> M:
+    def __init__(self, build: Callable[[CollectorRegistry], M]) -> None:
+        self._build = build
+        self._made: weakref.WeakKeyDictionary[CollectorRegistry, M] = weakref.WeakKeyDictionary()
+
+    def __call__(self, registry: CollectorRegistry | None = None) -> M:
         reg = REGISTRY if registry is None else registry
-        found = made.get(reg)
+        found = self._made.get(reg)
         if found is None:
-            found = made[reg] = build(reg)
+            found = self._made[reg] = self._build(reg)
         return found
 
-    return get
+
+per_registry = PerRegistry
