@@ -249,8 +249,9 @@ async def demo(args: argparse.Namespace) -> int:
     )
     say(f"   max reboot slots held   {watch.max_slots}")
     ahead = rollout.get("stageAhead")
+    plural = "" if watch.max_staging == 1 else "s"
     say(
-        f"   max staging at once     {watch.max_staging} nodes "
+        f"   max staging at once     {watch.max_staging} node{plural} "
         f"(stageAhead {'unset: all at once' if ahead is None else ahead})"
     )
     say(f"   cluster start-up        {up_seconds:.1f}s")
