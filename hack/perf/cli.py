@@ -198,6 +198,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sizes", help="comma-separated N values (default 100,1000,5000)")
     p.add_argument("--json", type=Path, default=DEFAULT_JSON, help="where to write the figures")
     p.add_argument("--reboot-seconds", type=float, default=3.0, help="simulated reboot time R")
+    p.add_argument(
+        "--stage-seconds",
+        type=float,
+        default=1.0,
+        help="how long the simulated fleet takes to stage an image (pull + deploy)",
+    )
     p.add_argument("--workers", type=int, default=4, help="the controller's --workers")
     p.add_argument("--daemons", type=int, default=20, help="real daemon processes (0: skip)")
     p.add_argument("--daemon-idle-seconds", type=float, default=60.0)
@@ -244,6 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     opts = scale.Options(
         reboot_seconds=args.reboot_seconds,
+        stage_seconds=args.stage_seconds,
         workers=args.workers,
         profile=args.profile,
         controller_source=args.controller_source,

@@ -120,7 +120,12 @@ class Cpu:
 async def run_size(cp: ControlPlane, n: int, opts: Options, log_dir: Path) -> dict[str, Any]:
     m = max(1, math.ceil(n * 0.10))
     r = opts.reboot_seconds
-    result: dict[str, Any] = {"nodes": n, "max_unavailable": m, "reboot_seconds": r}
+    result: dict[str, Any] = {
+        "nodes": n,
+        "max_unavailable": m,
+        "reboot_seconds": r,
+        "stage_seconds": opts.stage_seconds,
+    }
     result["load_before"] = [round(x, 2) for x in loadavg()]
     async with contextlib.AsyncExitStack() as stack:
         api = await load_api_client(cp.kubeconfig, max_connections=opts.concurrency + 16)
