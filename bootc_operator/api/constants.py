@@ -30,6 +30,15 @@ REBOOT_REQUESTED_ANNOTATION: Final = "bootc.dev/reboot-requested"
 # BootcNode annotation set when a drain timed out: the node is skipped (and shown
 # degraded) until its target changes or an admin removes the annotation.
 DRAIN_BLOCKED_ANNOTATION: Final = "bootc.dev/drain-blocked"
+# BootcNode annotation: the target digest this node failed its health check on and
+# was rolled back from; it is not offered that digest again until the pool's target
+# changes (or an admin removes the annotation).
+HEALTH_FAILED_ANNOTATION: Final = "bootc.dev/health-failed"
+# BootcNode annotation written by the rollout while a node is checked after its
+# reboot: "Pending|Passed|Failed: <check>: <message>" (kubectl describe bn).
+HEALTH_CHECK_ANNOTATION: Final = "bootc.dev/health-check"
+# Node label: canaries are chosen among labelled nodes first (then by name).
+CANARY_LABEL: Final = "bootc.dev/canary"
 # Finalizer on pools: nodes are unlabelled/uncordoned before BootcNodes are collected.
 POOL_FINALIZER: Final = "node.bootc.dev/pool-cleanup"
 
@@ -56,6 +65,10 @@ REASON_NO_MATCHING_NODES: Final = "NoMatchingNodes"
 REASON_ROLLOUT_BLOCKED: Final = "RolloutBlocked"
 # Outside every maintenance window: no new reboot slots.
 REASON_AWAITING_MAINTENANCE_WINDOW: Final = "AwaitingMaintenanceWindow"
+# Canaries passed; spec.rollout.approvedDigest does not name the target yet.
+REASON_AWAITING_APPROVAL: Final = "AwaitingApproval"
+# Updated nodes are still being checked (spec.health) before their slots are released.
+REASON_HEALTH_CHECK_PENDING: Final = "HealthCheckPending"
 # (UpToDate is also False with InvalidSpec, TagResolutionError or RolloutHalted:
 # the Degraded reason that stops the rollout.)
 
@@ -66,6 +79,7 @@ PHASE_PAUSED: Final = "Paused"
 PHASE_BLOCKED: Final = "Blocked"
 PHASE_HALTED: Final = "Halted"
 PHASE_AWAITING_WINDOW: Final = "AwaitingWindow"
+PHASE_AWAITING_APPROVAL: Final = "AwaitingApproval"
 PHASE_DEGRADED: Final = "Degraded"
 PHASE_UP_TO_DATE: Final = "UpToDate"
 PHASES: Final = (
@@ -75,6 +89,7 @@ PHASES: Final = (
     PHASE_BLOCKED,
     PHASE_HALTED,
     PHASE_AWAITING_WINDOW,
+    PHASE_AWAITING_APPROVAL,
     PHASE_DEGRADED,
     PHASE_UP_TO_DATE,
 )
@@ -84,6 +99,8 @@ REASON_HEALTHY: Final = "Healthy"
 REASON_NODE_DEGRADED: Final = "NodeDegraded"
 REASON_NODE_CONFLICT: Final = "NodeConflict"
 REASON_ROLLOUT_HALTED: Final = "RolloutHalted"
+# A node failed its post-reboot health check (spec.health): halted, maybe rolled back.
+REASON_HEALTH_CHECK_FAILED: Final = "HealthCheckFailed"
 REASON_PULL_SECRET_ERROR: Final = "PullSecretError"
 REASON_INVALID_SPEC: Final = "InvalidSpec"
 REASON_TAG_RESOLUTION_ERROR: Final = "TagResolutionError"
@@ -91,6 +108,7 @@ DEGRADED_PRECEDENCE: Final = (
     REASON_NODE_DEGRADED,
     REASON_NODE_CONFLICT,
     REASON_ROLLOUT_HALTED,
+    REASON_HEALTH_CHECK_FAILED,
     REASON_PULL_SECRET_ERROR,
     REASON_INVALID_SPEC,
     REASON_TAG_RESOLUTION_ERROR,

@@ -198,6 +198,26 @@ class MaintenanceWindow(WireModel):
     )
 
 
+class CanarySpec(WireModel):
+    """Nodes that try a new target first."""
+
+    nodes: int | str = Field(
+        default=1,
+        description="how many canaries: an integer (>= 1) or a percentage of the pool (\"10%\", "
+        "rounded up, at least 1). Nodes labelled bootc.dev/canary come first, then by name. "
+        "Defaults to 1.",
+        json_schema_extra={
+            "x-kubernetes-int-or-string": True,
+            "x-kubernetes-validations": INT_OR_PERCENT_CEL("canary.nodes", minimum=1),
+        },
+    )
+    require_approval: bool | None = Field(
+        default=None,
+        description="after the canaries pass, wait until spec.rollout.approvedDigest equals "
+        "the target digest (UpToDate=False/AwaitingApproval).",
+    )
+
+
 class RolloutSpec(WireModel):
     """How updates roll out across the pool's nodes."""
 
@@ -254,6 +274,18 @@ class RolloutSpec(WireModel):
         "closes.",
         json_schema_extra={"x-kubernetes-list-type": "atomic"},
     )
+    canary: CanarySpec | None = Field(
+        default=None,
+        description="canary nodes update first, alone, and must pass the health gate before "
+        "any other node takes a reboot slot; unset: no canaries.",
+    )
+    approved_digest: str | None = Field(
+        default=None,
+        pattern=r"^sha(256:[a-f0-9]{64}|512:[a-f0-9]{128})$",
+        description="with canary.requireApproval, the rollout continues past the canaries only "
+        "while this equals status.targetDigest (sha256:...); approving one digest never "
+        "approves another.",
+    )
 
 
 class RebootPolicy(StrEnum):
@@ -268,6 +300,60 @@ class DisruptionSpec(WireModel):
         default=RebootPolicy.REBOOT_ONLY,
         description='"RebootOnly" always reboots fully; "AllowSoftReboot" restarts userspace '
         "only when the update supports it.",
+    )
+
+
+class HealthFailurePolicy(StrEnum):
+    HALT = "Halt"
+    ROLLBACK = "Rollback"
+
+
+class HealthPods(WireModel):
+    """Pods that must be Ready on an updated node."""
+
+    selector: LabelSelector = Field(
+        description="selects the pods (e.g. the CNI's and the workload's DaemonSet pods); at "
+        "least one must run on the node and every one must be Ready.",
+        json_schema_extra={"x-kubernetes-map-type": "atomic"},
+    )
+    namespaces: list[str] | None = Field(
+        default=None,
+        description="the namespaces to look in; unset or empty: all.",
+        json_schema_extra={"x-kubernetes-list-type": "set"},
+    )
+
+
+DEFAULT_HEALTH_TIMEOUT_SECONDS = 600
+
+
+class HealthSpec(WireModel):
+    """The checks an updated node must pass before its reboot slot is released."""
+
+    min_ready_seconds: int | None = Field(
+        default=None,
+        ge=0,
+        description="the Node must have been Ready continuously this long.",
+        json_schema_extra={"format": "int32"},
+    )
+    boot_complete: bool | None = Field(
+        default=None,
+        description="the host must reach systemd's boot-complete.target (Automatic Boot "
+        "Assessment, greenboot-style checks), as reported by the daemon.",
+    )
+    pods: HealthPods | None = Field(default=None, description="pods that must be Ready.")
+    timeout_seconds: int | None = Field(
+        default=None,
+        ge=1,
+        description="counted from the reboot request; a node still not healthy then has "
+        f"failed. Unset: {DEFAULT_HEALTH_TIMEOUT_SECONDS}.",
+        json_schema_extra={"format": "int32"},
+    )
+    on_failure: HealthFailurePolicy = Field(
+        default=HealthFailurePolicy.HALT,
+        description='"Halt": the node keeps its slot and no new slots are taken; "Rollback": '
+        "the node boots its previous deployment again (bootc rollback), is released and is "
+        "not offered that digest again until the target changes. Either way the pool is "
+        "Degraded/HealthCheckFailed.",
     )
 
 
@@ -292,6 +378,11 @@ class BootcNodePoolSpec(WireModel):
     pull_secret_ref: SecretReference | None = Field(
         default=None, description="a dockerconfigjson Secret with credentials for the image."
     )
+    health: HealthSpec | None = Field(
+        default=None,
+        description="checks an updated node must pass before it counts as updated; unset: "
+        "Ready and running the target is enough.",
+    )
 
 
 class PoolPhase(StrEnum):
@@ -301,6 +392,7 @@ class PoolPhase(StrEnum):
     BLOCKED = c.PHASE_BLOCKED
     HALTED = c.PHASE_HALTED
     AWAITING_WINDOW = c.PHASE_AWAITING_WINDOW
+    AWAITING_APPROVAL = c.PHASE_AWAITING_APPROVAL
     DEGRADED = c.PHASE_DEGRADED
     UP_TO_DATE = c.PHASE_UP_TO_DATE
 
@@ -447,6 +539,23 @@ class BootcNodeSpec(WireModel):
     )
 
 
+class BootAssessmentState(StrEnum):
+    PENDING = "Pending"
+    COMPLETE = "Complete"
+    FAILED = "Failed"
+    UNKNOWN = "Unknown"
+
+
+class BootAssessment(WireModel):
+    """Whether the current boot reached systemd's boot-complete.target."""
+
+    state: BootAssessmentState = Field(
+        description='"Pending": not yet; "Complete": reached; "Failed": the boot finished '
+        'without reaching it (a required check failed); "Unknown": could not be read.'
+    )
+    message: str | None = Field(default=None, description="details, e.g. the failed units.")
+
+
 class BootcNodeStatus(WireModel):
     """The observed state of a node, written by the daemon."""
 
@@ -464,6 +573,9 @@ class BootcNodeStatus(WireModel):
         default=None,
         description="the first 12 hex digits of the booted image's digest as the pool targets "
         "it (the digest of the reference bootc switched to, else imageDigest); kubectl get.",
+    )
+    boot_assessment: BootAssessment | None = Field(
+        default=None, description="the current boot's assessment (boot-complete.target)."
     )
     conditions: list[Condition] | None = Field(
         default=None, description='"Idle" and "Degraded".', json_schema_extra=_CONDITIONS_EXTRA
