@@ -49,6 +49,7 @@ from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, NODES, load_api_c
 from bootc_operator.reconcilers import metrics as m
 from bootc_operator.reconcilers.context import Context, Obj
 from bootc_operator.reconcilers.drain import DrainManager
+from bootc_operator.reconcilers.healthpods import HealthPods
 from bootc_operator.reconcilers.membership import MembershipReconciler
 from bootc_operator.reconcilers.ownership import POOL_INDEX, index_by_pool, pool_of
 from bootc_operator.reconcilers.pullsecrets import SecretState, SecretWatcher, ref_of
@@ -116,6 +117,11 @@ class Controller:
         self.drains = DrainManager(
             self.ctx, on_change=lambda _node, pool: self.member_changed(pool, membership=False)
         )
+        # Pods on nodes under a health check (spec.health.pods): a pod turning Ready
+        # may pass the gate, so rollout and status look again.
+        self.health_pods = HealthPods(
+            self.ctx, on_change=lambda _node, pool: self.member_changed(pool, membership=False)
+        )
         self.secrets = SecretWatcher(self.watch_api, on_change=self._secret_changed)
         self.membership = MembershipReconciler(
             self.ctx,
@@ -123,7 +129,7 @@ class Controller:
             secret_state=self.secret_state,
             on_processed=self.queues["status"].add,
         )
-        self.rollout = RolloutReconciler(self.ctx, self.drains)
+        self.rollout = RolloutReconciler(self.ctx, self.drains, self.health_pods)
         self.registry = RegistryClient(registry)
         self.tags = TagReconciler(
             self.ctx,
@@ -136,6 +142,7 @@ class Controller:
         self.status = StatusReconciler(
             self.ctx,
             self.drains,
+            self.health_pods,
             extra_problems=self.tags.problems,
             secret_state=self.secret_state,
             membership=self.membership.progress,
@@ -296,6 +303,7 @@ class Controller:
                 for queue in queues:
                     await queue.shut_down_with_drain()
         await self.drains.stop()
+        await self.health_pods.stop()
         await self.secrets.stop()
         await self.recorder.stop()
         await self.registry.close()

@@ -732,7 +732,12 @@ def test_take_patch_records_the_slot_and_who_cordoned() -> None:
 @pytest.mark.parametrize("state", ["Staged", "Booted"])
 def test_release_patch_clears_the_whole_memory_and_never_leaves_booted(state: str) -> None:
     patch = release_patch(state)
-    assert patch["metadata"]["annotations"] == {SLOT: None, WAS: None, REQ: None}
+    assert patch["metadata"]["annotations"] == {
+        SLOT: None,
+        WAS: None,
+        REQ: None,
+        c.HEALTH_CHECK_ANNOTATION: None,
+    }
     assert patch.get("spec") == (None if state == "Staged" else {"desiredImageState": "Staged"})
     blocked = release_patch(state, {c.DRAIN_BLOCKED_ANNOTATION: "why"})
     assert blocked["metadata"]["annotations"][c.DRAIN_BLOCKED_ANNOTATION] == "why"

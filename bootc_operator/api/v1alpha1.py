@@ -203,7 +203,7 @@ class CanarySpec(WireModel):
 
     nodes: int | str = Field(
         default=1,
-        description="how many canaries: an integer (>= 1) or a percentage of the pool (\"10%\", "
+        description='how many canaries: an integer (>= 1) or a percentage of the pool ("10%", '
         "rounded up, at least 1). Nodes labelled bootc.dev/canary come first, then by name. "
         "Defaults to 1.",
         json_schema_extra={

@@ -39,6 +39,7 @@ from bootc_operator.reconcilers.fanout import each
 from bootc_operator.reconcilers.membership_plan import assign_nodes
 from bootc_operator.reconcilers.ownership import (
     desired_digest_label,
+    held_back_from,
     member_body,
     pool_of,
     retarget_patch,
@@ -229,7 +230,9 @@ class MembershipReconciler:
             held = bn["metadata"].get("annotations") or {}
             # Under stageAhead the rollout retargets waiting nodes a few at a time; a
             # slot holder is retargeted at once (its drain is void).
-            may_retarget = not stage_ahead or c.IN_REBOOT_SLOT_ANNOTATION in held
+            may_retarget = (
+                not stage_ahead or c.IN_REBOOT_SLOT_ANNOTATION in held
+            ) and not held_back_from(held, desired)
             if desired is not None and current.get("desiredImage") != desired and may_retarget:
                 patch = retarget_patch(desired)
                 annotations: dict[str, Any] = patch["metadata"]["annotations"]

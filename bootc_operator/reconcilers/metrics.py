@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 from typing import Final
 
-from prometheus_client import Gauge, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 
 POOL_NODES: Final = Gauge(
     "bootc_operator_pool_nodes", "Nodes of a pool by state", ["pool", "state"]
@@ -42,6 +42,21 @@ NODE_UPDATE_DURATION: Final = Histogram(
     "Time from taking a reboot slot (node Staged) to the node running the target (UpToDate)",
     buckets=(10, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200),
 )
+HEALTH_CHECK_DURATION: Final = Histogram(
+    "bootc_operator_health_check_duration_seconds",
+    "Time from a node's reboot request to passing its health gate (spec.health)",
+    buckets=(5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600),
+)
+HEALTH_CHECK_FAILURES: Final = Counter(
+    "bootc_operator_health_check_failures_total",
+    "Nodes that failed their health gate (spec.health), by the check that failed",
+    ["pool", "check"],
+)
+ROLLBACKS: Final = Counter(
+    "bootc_operator_rollbacks_total",
+    "Nodes told to roll back (bootc rollback) after failing their health gate",
+    ["pool"],
+)
 IS_LEADER: Final = Gauge("bootc_operator_leader", "1 when this controller is the leader")
 
 
@@ -53,10 +68,11 @@ def forget_pool(pool: str) -> None:
         REBOOT_SLOTS_IN_USE,
         REBOOT_SLOTS_MAX,
         DRAIN_BLOCKED,
+        ROLLBACKS,
     ):
         with contextlib.suppress(KeyError):
             gauge.remove(pool)
-    for gauge in (POOL_NODES, POOL_DEGRADED):
+    for gauge in (POOL_NODES, POOL_DEGRADED, HEALTH_CHECK_FAILURES):
         for labels in list(gauge._metrics):  # no public way to list series
             if labels[0] == pool:
                 gauge.remove(*labels)

@@ -74,6 +74,25 @@ class NodeView:
     #: when it took its reboot slot / was told to reboot (the rollout's annotations)
     slot_since: dt.datetime | None = None
     reboot_requested_at: dt.datetime | None = None
+    #: since when the Node's Ready condition has its current status
+    ready_since: dt.datetime | None = None
+    #: status.bootAssessment as the daemon reported it (state "" when absent)
+    boot_assessment: str = ""
+    boot_assessment_message: str = ""
+    #: the target digest it failed its health check on and was rolled back from
+    #: (``bootc.dev/health-failed``), and whether that is one of the current targets
+    health_failed: str | None = None
+    held_back: bool = False
+    health_note: str = ""  # ``bootc.dev/health-check``
+    #: the rollback deployment as a digest ref (what a rollback writes to desiredImage)
+    rollback_image: str | None = None
+    booted_desired: bool = False  # the booted deployment runs spec.desiredImage
+    canary_label: bool = False  # the Node carries ``bootc.dev/canary``
+
+    @property
+    def rolling_back(self) -> bool:
+        """Held back from the target while still holding the slot it failed in."""
+        return self.held_back and self.in_slot
 
 
 def classify(bootc_node: Mapping[str, Any], targets: frozenset[str]) -> NodeState:
@@ -109,6 +128,32 @@ def _degraded_message(degraded: Mapping[str, Any] | None, annotations: Mapping[s
     return annotations.get(c.DRAIN_BLOCKED_ANNOTATION, "")
 
 
+def rollback_ref(info: Mapping[str, Any] | None) -> str | None:
+    """A deployment as ``repo@digest`` (desiredImage of a rollback), None if unknown.
+
+    The digest of the reference bootc switched to when that was a digest ref (a
+    multi-arch index stays its index), else the per-architecture ``imageDigest``.
+    """
+    if not info:
+        return None
+    image = str(info.get("image") or "")
+    if "@" in image:
+        return image
+    digest = info.get("imageDigest")
+    if not image or not digest:
+        return None
+    repo = image
+    slash = repo.rfind("/")
+    if ":" in repo[slash + 1 :]:
+        repo = repo[: slash + 1] + repo[slash + 1 :].split(":", 1)[0]
+    return f"{repo}@{digest}"
+
+
+def _ready_since(node: Mapping[str, Any] | None) -> dt.datetime | None:
+    ready = get_condition(((node or {}).get("status") or {}).get("conditions"), "Ready")
+    return parse_time(ready.get("lastTransitionTime")) if ready else None
+
+
 def view(
     bootc_node: Mapping[str, Any], node: Mapping[str, Any] | None, targets: frozenset[str]
 ) -> NodeView:
@@ -120,9 +165,16 @@ def view(
     idle = get_condition(conditions, c.COND_IDLE)
     degraded = get_condition(conditions, c.COND_DEGRADED)
     desired = spec.get("desiredImage", "")
+    assessment = status.get("bootAssessment") or {}
+    health_failed = annotations.get(c.HEALTH_FAILED_ANNOTATION)
+    held_back = bool(health_failed) and health_failed in targets
+    state = classify(bootc_node, targets)
+    if held_back and state is NodeState.UP_TO_DATE:
+        state = NodeState.PENDING  # it failed there: runs it only until rolled back
+    desired_digest = _digest(desired)
     return NodeView(
         name=meta.get("name", ""),
-        state=classify(bootc_node, targets),
+        state=state,
         desired_image=desired,
         desired_image_state=spec.get("desiredImageState", ""),
         spec_in_sync=_digest(desired) in targets,
@@ -137,6 +189,16 @@ def view(
         staged_digest=_image_digest(status.get("staged")),
         slot_since=parse_time(annotations.get(c.IN_REBOOT_SLOT_ANNOTATION)),
         reboot_requested_at=parse_time(annotations.get(c.REBOOT_REQUESTED_ANNOTATION)),
+        ready_since=_ready_since(node),
+        boot_assessment=str(assessment.get("state") or ""),
+        boot_assessment_message=str(assessment.get("message") or ""),
+        health_failed=health_failed,
+        held_back=held_back,
+        health_note=annotations.get(c.HEALTH_CHECK_ANNOTATION, ""),
+        rollback_image=rollback_ref(status.get("rollback")),
+        booted_desired=desired_digest is not None
+        and deployment_matches(status.get("booted"), frozenset({desired_digest})),
+        canary_label=c.CANARY_LABEL in (((node or {}).get("metadata") or {}).get("labels") or {}),
     )
 
 

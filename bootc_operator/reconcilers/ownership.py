@@ -70,11 +70,23 @@ def index_by_pool(bootc_node: Obj) -> list[str]:
 def retarget_patch(desired_image: str) -> Obj:
     """The BootcNode merge patch that points a member at a new image: desiredImage and
     ``desiredImageState: Staged`` in one request (a new image is never paired with
-    Booted), its label, and any drain-blocked mark of the previous target cleared."""
+    Booted), its label, and any drain-blocked or health-check mark of the previous
+    target cleared."""
     return {
         "spec": {"desiredImage": desired_image, "desiredImageState": "Staged"},
         "metadata": {
             "labels": desired_digest_label(desired_image),
-            "annotations": {c.DRAIN_BLOCKED_ANNOTATION: None},
+            "annotations": {
+                c.DRAIN_BLOCKED_ANNOTATION: None,
+                c.HEALTH_FAILED_ANNOTATION: None,
+                c.HEALTH_CHECK_ANNOTATION: None,
+            },
         },
     }
+
+
+def held_back_from(annotations: Obj, desired_image: str | None) -> bool:
+    """The member failed its health check on ``desired_image``'s digest and was rolled
+    back: it is not pointed at that digest again (until the target changes)."""
+    failed = annotations.get(c.HEALTH_FAILED_ANNOTATION)
+    return bool(failed) and bool(desired_image) and str(desired_image).endswith(f"@{failed}")

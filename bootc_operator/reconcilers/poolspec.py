@@ -22,6 +22,8 @@ from bootc_operator.api.intstr import (
     resolve_int_or_percent,
     resolve_max_unavailable,
 )
+from bootc_operator.api.v1alpha1 import DEFAULT_HEALTH_TIMEOUT_SECONDS
+from bootc_operator.reconcilers.health import HealthPolicy
 from bootc_operator.reconcilers.selectors import InvalidSelector, validate_selector
 from bootc_operator.reconcilers.windows import Window, parse_windows
 
@@ -43,6 +45,22 @@ class PoolSpecCheck:
     max_unhealthy: int | str | None = None
     stage_ahead: int | str | None = None
     windows: tuple[Window, ...] = ()
+    health: HealthPolicy | None = None
+    canary_nodes: int | str | None = None  # spec.rollout.canary.nodes; None: no canaries
+    require_approval: bool = False
+    approved_digest: str | None = None
+
+    @property
+    def awaiting_approval(self) -> bool:
+        """Canaries need approval and spec.rollout.approvedDigest does not name the target."""
+        return self.require_approval and self.approved_digest != self.target_digest
+
+    def resolve_canaries(self, total: int) -> int:
+        """How many canaries (0: none); a percentage rounds up, at least 1."""
+        if self.canary_nodes is None or total == 0:
+            return 0
+        count = resolve_int_or_percent(self.canary_nodes, total, field="canary.nodes", default=1)
+        return max(1, min(count, total))
 
     @property
     def valid(self) -> bool:
@@ -120,6 +138,21 @@ def check_pool(pool: Mapping[str, Any], resolved: Mapping[str, str] | None = Non
     windows, window_problems = parse_windows(rollout.get("maintenanceWindows"))
     problems.extend(window_problems)
 
+    health = _health_policy(spec.get("health"), problems)
+    canary = rollout.get("canary")
+    canary_nodes: int | str | None = None
+    if isinstance(canary, Mapping):
+        canary_nodes = canary.get("nodes", 1)
+        try:
+            resolve_int_or_percent(canary_nodes, 1, field="canary.nodes")
+        except InvalidIntOrPercent as err:
+            problems.append(f"spec.rollout.canary.nodes: {err}")
+            canary_nodes = None
+        if canary_nodes in (0, "0%"):
+            problems.append("spec.rollout.canary.nodes must be at least 1")
+    elif canary is not None:
+        problems.append("spec.rollout.canary must be an object")
+
     def seconds(name: str) -> float | None:
         value = rollout.get(name)
         if value is None or value == 0:
@@ -145,4 +178,48 @@ def check_pool(pool: Mapping[str, Any], resolved: Mapping[str, str] | None = Non
         max_unhealthy=rollout.get("maxUnhealthy"),
         stage_ahead=rollout.get("stageAhead"),
         windows=tuple(windows),
+        health=health,
+        canary_nodes=canary_nodes,
+        require_approval=isinstance(canary, Mapping) and bool(canary.get("requireApproval")),
+        approved_digest=rollout.get("approvedDigest"),
+    )
+
+
+def _health_policy(health: Any, problems: list[str]) -> HealthPolicy | None:
+    """``spec.health`` as a ``HealthPolicy``; problems go to ``problems``."""
+    if health is None:
+        return None
+    if not isinstance(health, Mapping):
+        problems.append("spec.health must be an object")
+        return None
+
+    def number(name: str, minimum: int, default: int) -> int:
+        value = health.get(name)
+        if value is None:
+            return default
+        if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+            problems.append(f"spec.health.{name} must be an integer >= {minimum}, not {value!r}")
+            return default
+        return value
+
+    pods = health.get("pods")
+    selector: Mapping[str, Any] | None = None
+    namespaces: frozenset[str] = frozenset()
+    if pods is not None:
+        selector = (pods or {}).get("selector") if isinstance(pods, Mapping) else None
+        try:
+            if selector is None:
+                raise InvalidSelector("is required")
+            validate_selector(selector)
+        except InvalidSelector as err:
+            problems.append(f"spec.health.pods.selector: {err}")
+            selector = None
+        namespaces = frozenset((pods or {}).get("namespaces") or ())
+    return HealthPolicy(
+        min_ready_seconds=number("minReadySeconds", 0, 0),
+        boot_complete=bool(health.get("bootComplete")),
+        pods_selector=selector,
+        pods_namespaces=namespaces,
+        timeout_seconds=float(number("timeoutSeconds", 1, DEFAULT_HEALTH_TIMEOUT_SECONDS)),
+        rollback=health.get("onFailure") == "Rollback",
     )

@@ -8,8 +8,10 @@ RolloutHalted < PullSecretError < InvalidSpec < TagResolutionError);
 ``rollout_condition`` says what UpToDate is and why, and never claims more than
 is known: it is True only once membership has processed the pool's current
 generation and every matched node runs a known target; a pool that cannot
-progress says what blocks it (InvalidSpec, TagResolutionError, RolloutHalted,
-Paused, RolloutBlocked for maxUnavailable 0), not "in progress";
+progress says what blocks it (InvalidSpec, TagResolutionError, HealthCheckFailed,
+RolloutHalted, Paused, AwaitingMaintenanceWindow, AwaitingApproval, RolloutBlocked
+for maxUnavailable 0), not "in progress"; updated nodes still being checked make
+it HealthCheckPending, naming the pending check;
 ``phase`` condenses both conditions into the one word ``kubectl get`` shows.
 """
 
@@ -33,6 +35,7 @@ class Counts:
     draining: int = 0  # staged and holding a slot, not yet told to reboot
     rebooting: int = 0  # told to reboot (Booted) or reporting Rebooting
     degraded: int = 0
+    rolled_back: int = 0  # failed the health check on the target, rolled back, held
 
     @property
     def updating(self) -> int:
@@ -42,7 +45,17 @@ class Counts:
 def count_states(views: Iterable[NodeView], *, without_bootc_node: int = 0) -> Counts:
     """Tally ``views``; ``without_bootc_node`` matched nodes not yet members count as pending."""
     tally = dict.fromkeys(
-        ("total", "updated", "pending", "staging", "staged", "draining", "rebooting", "degraded"),
+        (
+            "total",
+            "updated",
+            "pending",
+            "staging",
+            "staged",
+            "draining",
+            "rebooting",
+            "degraded",
+            "rolled_back",
+        ),
         0,
     )
     tally["total"] = tally["pending"] = without_bootc_node
@@ -52,6 +65,8 @@ def count_states(views: Iterable[NodeView], *, without_bootc_node: int = 0) -> C
             tally["degraded"] += 1
         elif v.state is NodeState.UP_TO_DATE:
             tally["updated"] += 1
+        elif v.held_back and not v.in_slot:
+            tally["rolled_back"] += 1
         elif v.state is NodeState.REBOOTING or (
             v.in_slot and v.desired_image_state == DesiredImageState.BOOTED
         ):
@@ -78,6 +93,7 @@ def progress_message(counts: Counts) -> str:
             (counts.draining, "draining"),
             (counts.rebooting, "rebooting"),
             (counts.degraded, "degraded"),
+            (counts.rolled_back, "rolled back"),
         )
         if n
     ]
@@ -102,6 +118,10 @@ class RolloutFacts:
     window_closed: bool = False  # outside every maintenance window
     next_window: str = ""  # "the next maintenance window opens ..."
     budget_used_by: str = ""  # outside members using up maxUnavailable, named
+    health_failed: str = ""  # HealthCheckFailed message (the rollout is halted)
+    health_pending: str = ""  # holders still being checked, named with their check
+    canaries: str = ""  # "canaries first: ..." while canaries go alone
+    awaiting_approval: str = ""  # canaries passed, approvedDigest not the target
 
 
 def rollout_condition(facts: RolloutFacts) -> tuple[bool, str, str]:
@@ -126,6 +146,8 @@ def rollout_condition(facts: RolloutFacts) -> tuple[bool, str, str]:
     if f.counts.updated == f.counts.total:
         reason = c.REASON_ALL_UPDATED if f.counts.total else c.REASON_NO_MATCHING_NODES
         return True, reason, progress
+    if f.health_failed:
+        return False, c.REASON_HEALTH_CHECK_FAILED, f"{f.health_failed}; {progress}"
     if f.halted:
         return False, c.REASON_ROLLOUT_HALTED, f"{f.halted}; {progress}"
     if f.paused:
@@ -136,6 +158,12 @@ def rollout_condition(facts: RolloutFacts) -> tuple[bool, str, str]:
             c.REASON_AWAITING_MAINTENANCE_WINDOW,
             f"no new reboots outside maintenance windows; {f.next_window}; {progress}",
         )
+    if f.awaiting_approval:
+        return False, c.REASON_AWAITING_APPROVAL, f"{f.awaiting_approval}; {progress}"
+    if f.canaries:
+        progress += f"; {f.canaries}"
+    if f.health_pending:
+        return False, c.REASON_HEALTH_CHECK_PENDING, f"{progress}; {f.health_pending}"
     if f.max_unavailable == 0:
         return (
             False,
@@ -152,7 +180,7 @@ def rollout_condition(facts: RolloutFacts) -> tuple[bool, str, str]:
 
 def phase(up_reason: str, degraded: bool, degraded_reason: str) -> str:
     """The one word of ``kubectl get bnp``'s PHASE column, from the two conditions."""
-    if degraded and degraded_reason == c.REASON_ROLLOUT_HALTED:
+    if degraded and degraded_reason in (c.REASON_ROLLOUT_HALTED, c.REASON_HEALTH_CHECK_FAILED):
         return c.PHASE_HALTED
     if degraded:
         return c.PHASE_DEGRADED
@@ -164,6 +192,8 @@ def phase(up_reason: str, degraded: bool, degraded_reason: str) -> str:
         c.REASON_ROLLOUT_BLOCKED: c.PHASE_BLOCKED,
         c.REASON_AWAITING_MAINTENANCE_WINDOW: c.PHASE_AWAITING_WINDOW,
         c.REASON_ROLLOUT_HALTED: c.PHASE_HALTED,
+        c.REASON_HEALTH_CHECK_FAILED: c.PHASE_HALTED,
+        c.REASON_AWAITING_APPROVAL: c.PHASE_AWAITING_APPROVAL,
     }.get(up_reason, c.PHASE_PROGRESSING)
 
 

@@ -14,7 +14,16 @@ keep their order:
 2. **take** new slots: annotate the BootcNode (``bootc.dev/in-reboot-slot`` =
    time taken, ``bootc.dev/was-cordoned``) *then* cordon the Node, then start
    its drain;
-3. **drain** every holder that still needs it: keep it cordoned, keep its drain
+3. **health gate** (``spec.health``, ``health.py``): a holder that rebooted into
+   the target keeps its slot until its checks pass; its BootcNode's
+   ``bootc.dev/health-check`` annotation says which check is pending. A failed
+   gate halts the rollout; with ``onFailure: Rollback`` the holder is pointed
+   at its rollback deployment (``desiredImage`` = that digest, ``Booted``,
+   ``bootc.dev/health-failed`` = the target digest, a fresh
+   ``reboot-requested``, in one write): our daemon applies it with ``bootc
+   rollback`` and reboots (the node is still cordoned and drained), and once it
+   runs that image again its slot is released like any other;
+4. **drain** every holder that still needs it: keep it cordoned, keep its drain
    task running; once drained set ``desiredImageState: Booted`` and
    ``bootc.dev/reboot-requested`` (the reboot timeout's start) in one write (with a
    resourceVersion precondition, so a desiredImage change that raced us wins);
@@ -36,9 +45,20 @@ from bootc_operator.api.timefmt import now_rfc3339, parse_time
 from bootc_operator.reconcilers.context import Context, Obj, pool_ref
 from bootc_operator.reconcilers.drain import DrainManager
 from bootc_operator.reconcilers.fanout import each
-from bootc_operator.reconcilers.metrics import NODE_UPDATE_DURATION
+from bootc_operator.reconcilers.health import (
+    GateResult,
+    Verdict,
+)
+from bootc_operator.reconcilers.healthpods import HealthPods, health_gates
+from bootc_operator.reconcilers.metrics import (
+    HEALTH_CHECK_DURATION,
+    HEALTH_CHECK_FAILURES,
+    NODE_UPDATE_DURATION,
+    ROLLBACKS,
+)
 from bootc_operator.reconcilers.nodestate import NodeState, NodeView
 from bootc_operator.reconcilers.ownership import retarget_patch
+from bootc_operator.reconcilers.poolspec import PoolSpecCheck
 from bootc_operator.reconcilers.slots import (
     BOOTED,
     STAGED,
@@ -61,9 +81,10 @@ def slot_taken_at(bn: Obj) -> dt.datetime | None:
 class RolloutReconciler:
     name = "rollout"
 
-    def __init__(self, ctx: Context, drains: DrainManager) -> None:
+    def __init__(self, ctx: Context, drains: DrainManager, health_pods: HealthPods) -> None:
         self.ctx = ctx
         self.drains = drains
+        self.health_pods = health_pods
 
     async def reconcile(self, pool_name: str) -> float | None:
         async with self.ctx.pool_lock(pool_name):
@@ -86,12 +107,22 @@ class RolloutReconciler:
         if not check.valid or not check.targets:
             return None
         now = ctx.now()
-        plan, window = plan_pool(check, list(views.values()), now)
+        gates = health_gates(self.health_pods, pool_name, check, views.values(), now, watch=True)
+        plan, window = plan_pool(check, list(views.values()), now, gates)
         # Per-node steps run concurrently (bounded); every release completes before
         # any take starts, so holders never exceed maxUnavailable.
         await each(
             plan.release,
-            lambda n: self._release(pool, bns[n], views[n], cancelled=n in plan.cancel),
+            lambda n: self._release(
+                pool, bns[n], views[n], cancelled=n in plan.cancel, gate=gates.get(n)
+            ),
+        )
+        await each(
+            [n for n, g in gates.items() if n not in plan.release and n not in plan.rollback],
+            lambda n: self._note_gate(pool, bns[n], views[n], gates[n]),
+        )
+        await each(
+            plan.rollback, lambda n: self._roll_back(pool, bns[n], views[n], gates[n], check)
         )
         await each(plan.take, lambda n: self._take(pool, bns[n], now))
         requeue: float | None = None
@@ -112,7 +143,56 @@ class RolloutReconciler:
             deadline = opens if deadline is None else min(deadline, opens)
         if deadline is not None:
             requeue = deadline if requeue is None else min(requeue, deadline)
+        for gate in gates.values():
+            if gate.wait is not None:  # minReadySeconds or the gate's timeout
+                requeue = gate.wait if requeue is None else min(requeue, gate.wait)
         return requeue
+
+    async def _note_gate(self, pool: Obj, bn: Obj, v: NodeView, gate: GateResult) -> None:
+        """Say on the BootcNode which check is pending (or failed), once per change."""
+        note = gate.describe()[:1000]
+        if note == v.health_note:
+            return
+        await self.ctx.patch_bootc_node(
+            bn, {"metadata": {"annotations": {c.HEALTH_CHECK_ANNOTATION: note}}}
+        )
+        if gate.verdict is not Verdict.FAILED:
+            return
+        pool_name = pool["metadata"]["name"]
+        HEALTH_CHECK_FAILURES.labels(pool_name, gate.check).inc()
+        msg = (
+            f"{v.name} failed its health check on {v.booted_digest}: {gate.check}: "
+            f"{gate.message}; it keeps its reboot slot and no new reboots start"
+        )
+        log.warning(msg, extra={"pool": pool_name, "node": v.name})
+        summary = "{n} nodes failed their health check; the rollout is halted"
+        self._report(pool, v.name, "Warning", "HealthCheckFailed", msg, summary)
+
+    async def _roll_back(
+        self, pool: Obj, bn: Obj, v: NodeView, gate: GateResult, check: PoolSpecCheck
+    ) -> None:
+        """Point a holder that failed its health gate at its rollback deployment."""
+        ctx = self.ctx
+        assert v.rollback_image is not None  # plan_rollout only rolls back when known
+        failed_on = check.target_digest or v.booted_digest or ""
+        patch = retarget_patch(v.rollback_image)
+        patch["spec"]["desiredImageState"] = BOOTED
+        patch["metadata"]["annotations"] = {
+            c.HEALTH_FAILED_ANNOTATION: failed_on,
+            c.HEALTH_CHECK_ANNOTATION: gate.describe()[:1000],
+            c.REBOOT_REQUESTED_ANNOTATION: now_rfc3339(ctx.now()),
+        }
+        await ctx.patch_bootc_node(bn, patch)
+        pool_name = pool["metadata"]["name"]
+        HEALTH_CHECK_FAILURES.labels(pool_name, gate.check).inc()
+        ROLLBACKS.labels(pool_name).inc()
+        msg = (
+            f"{v.name} failed its health check on {failed_on}: {gate.check}: {gate.message}; "
+            f"rolling back to {v.rollback_image}"
+        )
+        log.warning(msg, extra={"pool": pool_name, "node": v.name})
+        summary = "{n} nodes failed their health check and are being rolled back"
+        self._report(pool, v.name, "Warning", "HealthCheckFailed", msg, summary)
 
     async def _retarget(self, bn: Obj, desired: str) -> None:
         await self.ctx.patch_bootc_node(bn, retarget_patch(desired))
@@ -134,15 +214,30 @@ class RolloutReconciler:
         summary = "{n} nodes had desiredImageState Booted without a drained reboot slot; restored"
         self._report(pool, v.name, "Warning", "UnsafeBootedRestored", msg, summary)
 
-    async def _release(self, pool: Obj, bn: Obj, v: NodeView, *, cancelled: bool) -> None:
+    async def _release(
+        self, pool: Obj, bn: Obj, v: NodeView, *, cancelled: bool, gate: GateResult | None
+    ) -> None:
         ctx = self.ctx
         name = v.name
         self.drains.cancel(name)
         if must_uncordon(bn["metadata"].get("annotations") or {}):
             await ctx.set_unschedulable(name, False)
         taken = slot_taken_at(bn)
-        await ctx.patch_bootc_node(bn, release_patch(v.desired_image_state))
+        # a rolled-back node keeps the note saying why it was held back
+        keep = {c.HEALTH_CHECK_ANNOTATION: v.health_note} if v.rolling_back else None
+        await ctx.patch_bootc_node(bn, release_patch(v.desired_image_state, keep))
         pool_name = pool["metadata"]["name"]
+        if v.rolling_back:
+            kept = "left cordoned as it was before" if v.was_cordoned else "uncordoned"
+            msg = (
+                f"{name} was rolled back to {v.booted_digest} after failing its health check "
+                f"on {v.health_failed}; {kept}, slot released; it is not updated to "
+                f"{v.health_failed} again until the pool's target changes"
+            )
+            log.info(msg, extra={"pool": pool_name, "node": name})
+            summary = "{n} nodes were rolled back after failing their health check"
+            self._report(pool, name, "Warning", "RolledBack", msg, summary)
+            return
         if cancelled:
             msg = f"{name}: target changed before its reboot; drain cancelled, slot released"
             log.info(msg, extra={"pool": pool_name, "node": name})
@@ -152,7 +247,12 @@ class RolloutReconciler:
         if taken is not None:
             NODE_UPDATE_DURATION.observe(max(0.0, (ctx.now() - taken).total_seconds()))
         kept = "left cordoned as it was before" if v.was_cordoned else "uncordoned"
-        msg = f"{name} runs {v.booted_digest or 'the target'}; {kept}, slot released"
+        checked = ""
+        if gate is not None and v.reboot_requested_at is not None:
+            took = max(0.0, (ctx.now() - v.reboot_requested_at).total_seconds())
+            HEALTH_CHECK_DURATION.observe(took)
+            checked = f", healthy {took:.0f}s after its reboot request"
+        msg = f"{name} runs {v.booted_digest or 'the target'}{checked}; {kept}, slot released"
         log.info("node updated", extra={"pool": pool_name, "node": name})
         summary = "{n} nodes updated and released their slots"
         self._report(pool, name, "Normal", "NodeUpdated", msg, summary)

@@ -44,6 +44,7 @@ from typing import Any
 
 from bootc_operator.api import constants as c
 from bootc_operator.api.v1alpha1 import DesiredImageState
+from bootc_operator.reconcilers.health import GateResult, Verdict, choose_canaries
 from bootc_operator.reconcilers.nodestate import NodeState, NodeView
 from bootc_operator.reconcilers.poolspec import PoolSpecCheck
 from bootc_operator.reconcilers.windows import WindowState, window_state
@@ -69,6 +70,20 @@ class RolloutPlan:
     window_closed: bool = False  # candidates wait for a maintenance window
     max_unhealthy: int = 2
     stage: tuple[str, ...] = ()  # stageAhead: members to point at the target now
+    # the health gate (spec.health): holders still being checked (name, check, message)
+    gate_pending: tuple[tuple[str, str, str], ...] = ()
+    # holders that failed it and keep their slot (Halt, or nothing to roll back to)
+    health_failed: tuple[tuple[str, str, str], ...] = ()
+    rollback: tuple[str, ...] = ()  # holders that failed it: roll back now (Rollback)
+    held_back: tuple[str, ...] = ()  # members rolled back from the current target
+    canaries: tuple[str, ...] = ()
+    canary_pending: tuple[str, ...] = ()  # canaries not yet updated (and passed)
+    awaiting_approval: bool = False  # canaries passed; approvedDigest is not the target
+
+    @property
+    def health_halted(self) -> bool:
+        """A node failed its health check on the current target: no new slots."""
+        return bool(self.health_failed or self.rollback or self.held_back)
 
 
 def reboot_clock(v: NodeView) -> dt.datetime | None:
@@ -122,6 +137,7 @@ def release_annotations() -> dict[str, str | None]:
         c.IN_REBOOT_SLOT_ANNOTATION: None,
         c.WAS_CORDONED_ANNOTATION: None,
         c.REBOOT_REQUESTED_ANNOTATION: None,
+        c.HEALTH_CHECK_ANNOTATION: None,
     }
 
 
@@ -165,12 +181,16 @@ def must_restore_staged(v: NodeView) -> bool:
     return v.desired_image_state == BOOTED and not holds_drained_slot(v)
 
 
-def should_release(v: NodeView) -> tuple[bool, bool]:
-    """(release?, because the target moved?) for a slot holder."""
+def should_release(v: NodeView, gate: GateResult | None = None) -> tuple[bool, bool]:
+    """(release?, because the target moved?) for a slot holder; ``gate``: its health
+    gate's verdict, when the pool has one and the holder arrived on the target."""
     if v.state is NodeState.DEGRADED or not v.ready:
         return False, False
+    if v.rolling_back:
+        # failed its health check: done once it runs the image it was rolled back to
+        return v.idle and v.booted_desired, False
     if v.state is NodeState.UP_TO_DATE and v.idle:
-        return True, False
+        return gate is None or gate.verdict is Verdict.PASSED, False
     target_moved = v.state in (NodeState.PENDING, NodeState.STAGING) or not v.spec_in_sync
     if target_moved and v.desired_image_state == STAGED:
         return True, True
@@ -180,6 +200,7 @@ def should_release(v: NodeView) -> tuple[bool, bool]:
 def is_candidate(v: NodeView) -> bool:
     return (
         not v.in_slot
+        and not v.held_back
         and v.state is NodeState.STAGED
         and v.spec_in_sync
         and v.ready
@@ -216,7 +237,17 @@ def plan_rollout(
     reboot_timeout: float | None = None,
     max_unhealthy: int = 2,
     window_open: bool = True,
+    gates: Mapping[str, GateResult] | None = None,
+    rollback_on_failure: bool = False,
+    canaries: frozenset[str] = frozenset(),
+    approval_needed: bool = False,
 ) -> RolloutPlan:
+    """The slot decisions (module doc). ``gates``: health-gate verdicts of the holders
+    that arrived on the target (``health.gate_results``); a failed one with
+    ``rollback_on_failure`` and a rollback deployment is rolled back, else it keeps
+    its slot; either halts the rollout. ``canaries``: while any of them is not
+    updated, only they may take slots; then, with ``approval_needed``, none."""
+    gates = gates or {}
     nodes = sorted(views, key=lambda v: v.name)
     release: list[str] = []
     cancel: list[str] = []
@@ -227,7 +258,7 @@ def plan_rollout(
             if why := outside_unavailable(v):
                 outside.append((v.name, why))
             continue
-        free, moved = should_release(v)
+        free, moved = should_release(v, gates.get(v.name))
         if free:
             release.append(v.name)
             if moved:
@@ -238,8 +269,36 @@ def plan_rollout(
             kept.append(v)
     unhealthy = [v.name for v in kept if is_unhealthy_holder(v, now, reboot_timeout)]
     halted = len(unhealthy) >= max(1, max_unhealthy)
+    gate_pending: list[tuple[str, str, str]] = []
+    health_failed: list[tuple[str, str, str]] = []
+    rollback: list[str] = []
+    for v in kept:
+        gate = gates.get(v.name)
+        if gate is None or gate.verdict is Verdict.PASSED:
+            continue
+        if gate.verdict is Verdict.PENDING:
+            gate_pending.append((v.name, gate.check, gate.message))
+        elif rollback_on_failure and v.rollback_image:
+            rollback.append(v.name)
+        elif rollback_on_failure:
+            note = f"{gate.message}; no rollback deployment on the host to roll back to"
+            health_failed.append((v.name, gate.check, note))
+        else:
+            health_failed.append((v.name, gate.check, gate.message))
+    held_back = [v.name for v in nodes if v.held_back]
     candidates = sorted((v for v in nodes if is_candidate(v)), key=slot_order)
-    capacity = 0 if paused or halted or not window_open else max(0, max_unavailable - len(kept))
+    canary_pending = [
+        v.name
+        for v in nodes
+        if v.name in canaries and not (v.state is NodeState.UP_TO_DATE and not v.in_slot)
+    ]
+    awaiting_approval = False
+    if canary_pending:
+        candidates = [v for v in candidates if v.name in canaries]
+    elif approval_needed and candidates:
+        awaiting_approval = True
+    stopped = halted or bool(health_failed or rollback or held_back) or awaiting_approval
+    capacity = 0 if paused or stopped or not window_open else max(0, max_unavailable - len(kept))
     # unavailable members (holders and outside) may not exceed max_unavailable
     budget = max_unavailable - len(kept) - len(outside)
     take: list[str] = []
@@ -275,10 +334,19 @@ def plan_rollout(
         budget_blocked=budget_blocked,
         window_closed=not window_open and bool(candidates),
         max_unhealthy=max(1, max_unhealthy),
+        gate_pending=tuple(gate_pending),
+        health_failed=tuple(health_failed),
+        rollback=tuple(rollback),
+        held_back=tuple(held_back),
+        canaries=tuple(sorted(canaries)),
+        canary_pending=tuple(canary_pending),
+        awaiting_approval=awaiting_approval,
     )
 
 
-def plan_staging(views: Iterable[NodeView], stage_ahead: int | None) -> tuple[str, ...]:
+def plan_staging(
+    views: Iterable[NodeView], stage_ahead: int | None, canaries: frozenset[str] = frozenset()
+) -> tuple[str, ...]:
     """Members to point at the target now, under ``spec.rollout.stageAhead``.
 
     Like a player buffering ahead: at most ``stage_ahead`` members beyond the slot
@@ -286,7 +354,8 @@ def plan_staging(views: Iterable[NodeView], stage_ahead: int | None) -> tuple[st
     staging, or staged and waiting for a slot). Members already running the target
     are retargeted at once (nothing to stage); degraded ones do not count (they
     are not staging). Among the rest: already-unavailable members first (they
-    take slots first), then by name. None: unlimited, membership retargets
+    take slots first), then by name; canaries before all of them. Members held
+    back from the target (rolled back) never. None: unlimited, membership retargets
     everyone (nothing left here).
     """
     if stage_ahead is None:
@@ -299,22 +368,27 @@ def plan_staging(views: Iterable[NodeView], stage_ahead: int | None) -> tuple[st
         and not v.in_slot
         and v.state in (NodeState.PENDING, NodeState.STAGING, NodeState.STAGED)
     )
-    behind = [v for v in nodes if not v.spec_in_sync and not v.in_slot]
+    behind = [v for v in nodes if not v.spec_in_sync and not v.in_slot and not v.held_back]
     free = [v.name for v in behind if v.state is NodeState.UP_TO_DATE]
     rest = sorted(
         (v for v in behind if v.state is not NodeState.UP_TO_DATE),
-        key=lambda v: (not v.unschedulable, v.name),
+        key=lambda v: (v.name not in canaries, not v.unschedulable, v.name),
     )
     room = max(0, stage_ahead - on_the_way)
     return tuple(free + [v.name for v in rest[:room]])
 
 
 def plan_pool(
-    check: PoolSpecCheck, views: Sequence[NodeView], now: dt.datetime
+    check: PoolSpecCheck,
+    views: Sequence[NodeView],
+    now: dt.datetime,
+    gates: Mapping[str, GateResult] | None = None,
 ) -> tuple[RolloutPlan, WindowState]:
-    """``plan_rollout`` with the pool's own settings, and its maintenance-window state."""
+    """``plan_rollout`` with the pool's own settings, and its maintenance-window state;
+    ``gates``: the health-gate verdicts (``health.gate_results``)."""
     window = window_state(check.windows, now)
     max_unavailable = check.resolve_max_unavailable(len(views))
+    canaries = choose_canaries(views, check.resolve_canaries(len(views)))
     plan = plan_rollout(
         views,
         max_unavailable,
@@ -323,8 +397,14 @@ def plan_pool(
         reboot_timeout=check.reboot_timeout,
         max_unhealthy=check.resolve_max_unhealthy(len(views)),
         window_open=window.open,
+        gates=gates,
+        rollback_on_failure=check.health is not None and check.health.rollback,
+        canaries=canaries,
+        approval_needed=check.awaiting_approval,
     )
-    stage = plan_staging(views, check.resolve_stage_ahead(len(views), max_unavailable))
+    stage = plan_staging(
+        views, check.resolve_stage_ahead(len(views), max_unavailable), canaries=canaries
+    )
     return replace(plan, stage=stage), window
 
 
@@ -346,3 +426,62 @@ def next_reboot_deadline(
     ]
     future = [w for w in waits if w > 0]
     return min(future) + 0.5 if future else None
+
+
+@dataclass(frozen=True, slots=True)
+class GateNews:
+    """What the pool's status says about health gates and canaries (messages, "" = none)."""
+
+    failed: str = ""  # HealthCheckFailed (Degraded and UpToDate)
+    pending: str = ""  # holders still being checked
+    canaries: str = ""  # canaries going first
+    approval: str = ""  # AwaitingApproval
+
+
+def _names(items: Sequence[str], limit: int = 5) -> str:
+    shown = list(items[:limit])
+    if len(items) > limit:
+        shown.append(f"and {len(items) - limit} more")
+    return ", ".join(shown)
+
+
+def gate_news(plan: RolloutPlan, views: Mapping[str, NodeView], check: PoolSpecCheck) -> GateNews:
+    """The status messages of a plan's health-gate and canary parts."""
+    target = check.target_digest or "the target"
+    failed = [
+        f"{name} failed its health check on {target}: {what}: {message}; it keeps its reboot slot"
+        for name, what, message in plan.health_failed
+    ]
+    for name in plan.rollback:
+        failed.append(f"{name} failed its health check on {target} and is being rolled back")
+    for name in plan.held_back:
+        v = views[name]
+        how = "is being rolled back" if v.in_slot else "was rolled back"
+        why = v.health_note.split(": ", 1)[1] if ": " in v.health_note else v.health_note
+        failed.append(
+            f"{name} failed its health check on {v.health_failed} and {how}"
+            + (f" ({why})" if why else "")
+        )
+    if failed:
+        failed.append("no new reboots until the target changes or the nodes recover")
+    pending = [f"{name} ({what}: {message})" for name, what, message in plan.gate_pending]
+    canaries = ""
+    if plan.canary_pending:
+        done = len(plan.canaries) - len(plan.canary_pending)
+        canaries = (
+            f"canaries first: {_names(plan.canaries)} ({done} of {len(plan.canaries)} "
+            "updated and healthy)"
+        )
+    approval = ""
+    if plan.awaiting_approval:
+        n = len(plan.canaries)
+        approval = (
+            f"{n} {'canary' if n == 1 else 'canaries'} healthy on {target}; set "
+            f"spec.rollout.approvedDigest to {target} to continue"
+        )
+    return GateNews(
+        failed="; ".join(failed),
+        pending=f"waiting for health checks: {'; '.join(pending)}" if pending else "",
+        canaries=canaries,
+        approval=approval,
+    )

@@ -33,6 +33,7 @@ from bootc_operator.kube import ApiError
 from bootc_operator.reconcilers import metrics as m
 from bootc_operator.reconcilers.context import Context, Obj, pool_ref
 from bootc_operator.reconcilers.drain import DrainManager
+from bootc_operator.reconcilers.healthpods import HealthPods, health_gates
 from bootc_operator.reconcilers.membership import MembershipProgress
 from bootc_operator.reconcilers.membership_plan import assign_nodes, claims
 from bootc_operator.reconcilers.nodestate import NodeState
@@ -46,7 +47,7 @@ from bootc_operator.reconcilers.poolstatus import (
 )
 from bootc_operator.reconcilers.pullsecrets import SecretState
 from bootc_operator.reconcilers.selectors import is_empty
-from bootc_operator.reconcilers.slots import next_reboot_deadline, plan_pool
+from bootc_operator.reconcilers.slots import GateNews, gate_news, next_reboot_deadline, plan_pool
 from bootc_operator.reconcilers.windows import ALWAYS_OPEN, describe_opening
 
 log = logging.getLogger("status")
@@ -74,6 +75,7 @@ class StatusReconciler:
         self,
         ctx: Context,
         drains: DrainManager,
+        health_pods: HealthPods,
         extra_problems: Callable[[Obj], Mapping[str, str]] = lambda pool: {},
         secret_state: Callable[[Obj], SecretState | None] = lambda pool: None,
         membership: Callable[[str], MembershipProgress] = lambda pool: MembershipProgress(),
@@ -81,6 +83,7 @@ class StatusReconciler:
         self.ctx = ctx
         self._membership = membership
         self.drains = drains
+        self.health_pods = health_pods
         self._extra_problems = extra_problems
         self._secret_state = secret_state
         self._degraded: dict[str, dict[str, str]] = {}  # pool -> node -> message
@@ -128,9 +131,18 @@ class StatusReconciler:
             requeue = min(requeue or 5.0, 5.0)
         window = ALWAYS_OPEN
         waiting_on = ""  # members outside the rollout that use up the budget
+        gated = GateNews()
         if check.valid and check.targets:
             max_unavailable = check.resolve_max_unavailable(len(views))
-            plan, window = plan_pool(check, views, ctx.now())
+            now = ctx.now()
+            gates = health_gates(self.health_pods, pool_name, check, views, now, watch=False)
+            plan, window = plan_pool(check, views, now, gates)
+            gated = gate_news(plan, {v.name: v for v in views}, check)
+            if gated.failed:
+                problems[c.REASON_HEALTH_CHECK_FAILED] = gated.failed
+            for gate in gates.values():
+                if gate.wait is not None:
+                    requeue = gate.wait if requeue is None else min(requeue, gate.wait)
             if plan.halted:
                 problems[c.REASON_ROLLOUT_HALTED] = (
                     f"{len(plan.unhealthy)} nodes holding reboot slots are unhealthy "
@@ -168,6 +180,10 @@ class StatusReconciler:
             window_closed=not window.open,
             next_window=describe_opening(window) if not window.open else "",
             budget_used_by=waiting_on,
+            health_failed=gated.failed,
+            health_pending=gated.pending,
+            canaries=gated.canaries,
+            awaiting_approval=gated.approval,
             selects_all=check.selector_ok and is_empty(pool["spec"].get("nodeSelector")),
         )
         up, up_reason, up_message = rollout_condition(facts)

@@ -1,0 +1,217 @@
+"""The post-reboot health gate (``spec.health``) and canary choice. Pure.
+
+A slot holder that rebooted into its target (runs it, Idle, its reboot requested
+by the rollout) *arrives*; with ``spec.health`` set it counts as updated, and its
+slot is released, only once ``evaluate`` says ``Passed``. The checks, in the order
+they are reported:
+
+- ``Ready``: the Node is Ready (always, as without a health spec);
+- ``bootComplete`` (``bootComplete: true``): the daemon reports the boot reached
+  ``boot-complete.target`` (``status.bootAssessment.state: Complete``); a boot
+  that finished without reaching it (``Failed``) fails the gate at once;
+- ``minReadySeconds``: the Node's Ready condition has been True that long
+  (``lastTransitionTime``; a NotReady flap restarts the count);
+- ``pods``: at least one pod matching the selector (in the namespaces, if given)
+  runs on the node, and every such pod is Ready.
+
+Anything still pending ``timeoutSeconds`` (default 600) after the reboot was
+requested fails the gate, naming the first pending check. What a failure does
+(``Halt`` or ``Rollback``) is ``slots.plan_rollout``'s business.
+
+``choose_canaries`` picks a pool's canaries: nodes labelled ``bootc.dev/canary``
+first, then by name, ``canary.nodes`` of them (a percentage rounds up, at least 1).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from bootc_operator.api.v1alpha1 import DEFAULT_HEALTH_TIMEOUT_SECONDS, BootAssessmentState
+from bootc_operator.reconcilers.nodestate import NodeState, NodeView
+
+CHECK_READY = "Ready"
+CHECK_BOOT_COMPLETE = "bootComplete"
+CHECK_MIN_READY = "minReadySeconds"
+CHECK_PODS = "pods"
+CHECKS = (CHECK_READY, CHECK_BOOT_COMPLETE, CHECK_MIN_READY, CHECK_PODS)
+
+
+class Verdict(StrEnum):
+    PASSED = "Passed"
+    PENDING = "Pending"
+    FAILED = "Failed"
+
+
+@dataclass(frozen=True, slots=True)
+class HealthPolicy:
+    """``spec.health``, checked (see ``poolspec``)."""
+
+    min_ready_seconds: int = 0
+    boot_complete: bool = False
+    #: ``spec.health.pods.selector`` (a LabelSelector dict); None: no pod check
+    pods_selector: Mapping[str, Any] | None = None
+    pods_namespaces: frozenset[str] = frozenset()
+    timeout_seconds: float = float(DEFAULT_HEALTH_TIMEOUT_SECONDS)
+    rollback: bool = False  # onFailure: Rollback
+
+
+@dataclass(frozen=True, slots=True)
+class PodHealth:
+    """One pod on the node that the pod check selects."""
+
+    key: str  # namespace/name
+    ready: bool
+    phase: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class GateResult:
+    verdict: Verdict
+    check: str = ""  # the first check not passed ("" when passed)
+    message: str = ""
+    #: seconds until the verdict can change by time alone (minReadySeconds, timeout)
+    wait: float | None = None
+
+    def describe(self) -> str:
+        """``Pending: pods: ...`` (the BootcNode's health-check annotation)."""
+        if self.verdict is Verdict.PASSED:
+            return f"{Verdict.PASSED}: all checks passed"
+        return f"{self.verdict}: {self.check}: {self.message}"
+
+
+def arrived(v: NodeView) -> bool:
+    """A slot holder the rollout rebooted that now runs its target and is Idle: the
+    health gate decides whether it is done."""
+    return (
+        v.in_slot
+        and v.state is NodeState.UP_TO_DATE
+        and v.idle
+        and v.reboot_requested_at is not None
+        and not v.rolling_back
+    )
+
+
+def _pods_check(
+    policy: HealthPolicy, pods: Sequence[PodHealth] | None
+) -> tuple[Verdict, str] | None:
+    if policy.pods_selector is None:
+        return None
+    if pods is None:
+        return Verdict.PENDING, "the node's pods have not been listed yet"
+    if not pods:
+        where = (
+            f" in namespaces {', '.join(sorted(policy.pods_namespaces))}"
+            if policy.pods_namespaces
+            else ""
+        )
+        return Verdict.PENDING, f"no pod matching the selector runs on the node{where}"
+    unready = sorted(p.key for p in pods if not p.ready)
+    if not unready:
+        return Verdict.PASSED, ""
+    shown = ", ".join(unready[:5]) + (f" and {len(unready) - 5} more" if len(unready) > 5 else "")
+    verb = "is" if len(unready) == 1 else "are"
+    ready = len(pods) - len(unready)
+    return Verdict.PENDING, f"{shown} {verb} not Ready ({ready}/{len(pods)} Ready)"
+
+
+def _boot_check(policy: HealthPolicy, v: NodeView) -> tuple[Verdict, str] | None:
+    if not policy.boot_complete:
+        return None
+    state, message = v.boot_assessment, v.boot_assessment_message
+    detail = f": {message}" if message else ""
+    if state == BootAssessmentState.COMPLETE:
+        return Verdict.PASSED, ""
+    if state == BootAssessmentState.FAILED:
+        return Verdict.FAILED, f"the boot did not reach boot-complete.target{detail}"
+    if state == BootAssessmentState.UNKNOWN:
+        return Verdict.PENDING, f"the boot assessment could not be read{detail}"
+    if state == BootAssessmentState.PENDING:
+        return Verdict.PENDING, f"boot-complete.target not reached yet{detail}"
+    return Verdict.PENDING, "the daemon has not reported a boot assessment"
+
+
+def evaluate(
+    policy: HealthPolicy,
+    v: NodeView,
+    pods: Sequence[PodHealth] | None,
+    now: dt.datetime,
+) -> GateResult:
+    """The gate's verdict on ``v`` (an ``arrived`` holder) at ``now``."""
+    results: list[tuple[str, Verdict, str]] = []
+    waits: list[float] = []
+    if not v.ready:
+        results.append((CHECK_READY, Verdict.PENDING, "the Node is not Ready"))
+    boot = _boot_check(policy, v)
+    if boot is not None:
+        results.append((CHECK_BOOT_COMPLETE, *boot))
+    if policy.min_ready_seconds > 0 and v.ready:
+        since = v.ready_since
+        held = (now - since).total_seconds() if since is not None else 0.0
+        if since is not None and held >= policy.min_ready_seconds:
+            results.append((CHECK_MIN_READY, Verdict.PASSED, ""))
+        else:
+            left = policy.min_ready_seconds - max(0.0, held)
+            waits.append(left)
+            results.append(
+                (
+                    CHECK_MIN_READY,
+                    Verdict.PENDING,
+                    f"Ready for {int(max(0.0, held))}s of {policy.min_ready_seconds}s",
+                )
+            )
+    elif policy.min_ready_seconds > 0:
+        results.append((CHECK_MIN_READY, Verdict.PENDING, "the Node is not Ready"))
+    pods_result = _pods_check(policy, pods)
+    if pods_result is not None:
+        results.append((CHECK_PODS, *pods_result))
+
+    for check, verdict, message in results:
+        if verdict is Verdict.FAILED:
+            return GateResult(Verdict.FAILED, check, message)
+    pending = [
+        (check, message) for check, verdict, message in results if verdict is not Verdict.PASSED
+    ]
+    if not pending:
+        return GateResult(Verdict.PASSED)
+    check, message = pending[0]
+    started = v.reboot_requested_at
+    elapsed = (now - started).total_seconds() if started is not None else 0.0
+    if elapsed > policy.timeout_seconds:
+        return GateResult(
+            Verdict.FAILED,
+            check,
+            f"not healthy {int(policy.timeout_seconds)}s after its reboot was requested: {message}",
+        )
+    waits.append(policy.timeout_seconds - elapsed)
+    return GateResult(Verdict.PENDING, check, message, wait=max(0.0, min(waits)) + 0.5)
+
+
+def gate_results(
+    policy: HealthPolicy | None,
+    views: Iterable[NodeView],
+    now: dt.datetime,
+    pods_of: Callable[[str], Sequence[PodHealth] | None],
+) -> dict[str, GateResult]:
+    """The verdicts of every ``arrived`` holder (none without a health policy);
+    ``pods_of(node)`` is asked only when the policy checks pods."""
+    if policy is None:
+        return {}
+    return {
+        v.name: evaluate(
+            policy, v, pods_of(v.name) if policy.pods_selector is not None else None, now
+        )
+        for v in views
+        if arrived(v)
+    }
+
+
+def choose_canaries(views: Iterable[NodeView], count: int) -> frozenset[str]:
+    """The ``count`` canaries: labelled ``bootc.dev/canary`` first, then by name."""
+    if count <= 0:
+        return frozenset()
+    ordered = sorted(views, key=lambda v: (not v.canary_label, v.name))
+    return frozenset(v.name for v in ordered[:count])
