@@ -1,0 +1,273 @@
+"""The post-reboot health gate, rollback and canaries end to end (issue 16).
+
+Each scenario runs the real controller against the session's kube-apiserver, with
+real daemons on simulated bootc hosts (``hosted``) pulling from a real registry,
+watched by the safety monitor:
+
+- ``pods``: a node whose selected pod is not Ready after its reboot keeps its slot;
+  the pool and the BootcNode name the pod, past ``timeoutSeconds`` the pool is
+  ``Degraded/HealthCheckFailed`` and nobody else reboots (Halt); once the pod is
+  Ready the node is released and the rollout resumes by itself;
+- ``minReadySeconds``: a node that flaps NotReady inside the window is released
+  no earlier than ``minReadySeconds`` after it became Ready again;
+- a canary with ``requireApproval``: exactly one node updates, the pool waits
+  with ``AwaitingApproval``; approving another digest changes nothing; approving
+  the target lets the others go;
+- ``bootComplete`` with ``Halt`` and with ``Rollback`` (a boot whose assessment
+  fails on the simulated host): see the tests below.
+
+The pods the gate looks at are created by the test on the node, as a kubelet
+would report a static (mirror) pod: no kubelet runs here, so the test writes
+their Ready condition itself.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from typing import Any
+
+from kubernetes_asyncio.client import ApiClient
+
+from bootc_operator.api import constants as c
+from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, NODES, PODS
+from bootc_operator.kube.rest import create_object, get_object, patch_object
+from e2e.controllerenv import create_pool, delete_quietly, get_pool, running_controller
+from e2e.helpers import condition, ensure_namespace, unique_name, wait_for
+from e2e.hostsenv import HostedNodes
+from e2e.test_rollout_policies import booted, cordoned, report, setup_hosts, up_to_date_on
+from hack.testenv.kubelet import set_node_ready, timestamp
+from hack.testenv.monitor import SafetyMonitor
+from hack.testenv.pools import pool_body
+from hack.testenv.registry import Registry
+
+NAMESPACE = "health-e2e"
+
+
+# ------------------------------------------------------------------ helpers
+
+
+async def node_pod(api: ApiClient, node: str, name: str, labels: dict[str, str]) -> None:
+    """A static pod on ``node`` as its kubelet reports it (a mirror pod: drains leave it)."""
+    body = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": NAMESPACE,
+            "labels": labels,
+            "annotations": {"kubernetes.io/config.mirror": "e2e"},
+        },
+        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "example/cni"}]},
+    }
+    await create_object(api, PODS, body, namespace=NAMESPACE)
+    await set_pod_ready(api, name, True)
+
+
+async def set_pod_ready(api: ApiClient, name: str, ready: bool) -> None:
+    status = "True" if ready else "False"
+    patch = {
+        "status": {
+            "phase": "Running",
+            "conditions": [{"type": "Ready", "status": status, "lastTransitionTime": timestamp()}],
+        }
+    }
+    await patch_object(
+        api,
+        PODS,
+        name,
+        patch,
+        namespace=NAMESPACE,
+        patch_type="strategic",
+        subresource="status",
+    )
+
+
+async def health_note(api: ApiClient, name: str) -> str:
+    bn = await get_object(api, BOOTC_NODES, name)
+    return str((bn["metadata"].get("annotations") or {}).get(c.HEALTH_CHECK_ANNOTATION, ""))
+
+
+# ------------------------------------------------------------------ pods + Halt
+
+
+async def test_a_pod_not_ready_after_the_reboot_holds_the_slot_then_halts_then_resumes(
+    api: ApiClient, hosted: HostedNodes, registry: Registry
+) -> None:
+    started = time.monotonic()
+    await ensure_namespace(api, NAMESPACE)
+    group = unique_name("pods")
+    names, repo, (_v1, v2) = await setup_hosts(hosted, registry, group, 3)
+    for name in names:
+        await node_pod(api, name, f"cni-{name}", {"app": f"cni-{group}"})
+    body = pool_body(group, {"group": group}, registry.ref(repo, digest=v2), 1)
+    body["spec"]["health"] = {
+        "pods": {"selector": {"matchLabels": {"app": f"cni-{group}"}}, "namespaces": [NAMESPACE]},
+        "timeoutSeconds": 20,
+    }
+    monitor = SafetyMonitor(api, group, 1, target=v2)
+    async with monitor, running_controller(api):
+        await create_pool(api, body)
+        await wait_for(lambda: monitor.takes, 90, "a first slot")
+        first = monitor.takes[0][1]
+        pod = f"cni-{first}"
+        # the pod crashes while its node reboots and never becomes Ready again
+        await set_pod_ready(api, pod, False)
+
+        async def pending() -> dict[str, Any] | None:
+            pool = await get_pool(api, group)
+            up = condition(pool, "UpToDate")
+            note = await health_note(api, first)
+            if up.get("reason") == c.REASON_HEALTH_CHECK_PENDING and note.startswith("Pending"):
+                return pool
+            return None
+
+        pool = await wait_for(pending, 90, f"{first} rebooted and under its health check")
+        up = condition(pool, "UpToDate")
+        assert f"{first} (pods: {NAMESPACE}/{pod} is not Ready (0/1 Ready))" in up["message"], up
+        assert await health_note(api, first) == (
+            f"Pending: pods: {NAMESPACE}/{pod} is not Ready (0/1 Ready)"
+        )
+        assert await booted(api, first) == v2 and await cordoned(api, first)
+        assert monitor.holders() == {first}
+
+        async def failed() -> dict[str, Any] | None:
+            pool = await get_pool(api, group)
+            deg = condition(pool, "Degraded")
+            return pool if deg.get("reason") == c.REASON_HEALTH_CHECK_FAILED else None
+
+        pool = await wait_for(failed, 60, "the gate failing at its timeout")
+        deg = condition(pool, "Degraded")
+        assert deg["status"] == "True"
+        assert f"{first} failed its health check on {v2}: pods: not healthy 20s" in deg["message"]
+        assert f"{NAMESPACE}/{pod} is not Ready" in deg["message"], deg
+        assert condition(pool, "UpToDate")["reason"] == c.REASON_HEALTH_CHECK_FAILED
+        assert pool["status"]["phase"] == c.PHASE_HALTED
+        assert (await health_note(api, first)).startswith("Failed: pods: not healthy 20s")
+        # halted: the node keeps its slot (unavailable), nobody else reboots
+        assert [n for _, n in monitor.takes] == [first]
+        assert monitor.holders() == {first} and await cordoned(api, first)
+
+        # the pod recovers: the gate passes, the rollout resumes by itself
+        await set_pod_ready(api, pod, True)
+        await wait_for(lambda: up_to_date_on(api, group, v2, 3), 180, "the rollout finishing")
+        pool = await get_pool(api, group)
+        assert condition(pool, "Degraded")["status"] == "False"
+        assert monitor.takes[0][1] == first and len(monitor.takes) == 3
+        for name in names:
+            assert await booted(api, name) == v2 and not await cordoned(api, name)
+            assert await health_note(api, name) == ""  # cleared with the slot
+    assert monitor.violations == [], monitor.violations
+    await delete_quietly(api, BOOTC_NODE_POOLS, group)
+    report("health gate: pods", started)
+
+
+# ------------------------------------------------------------------ minReadySeconds
+
+
+async def test_a_node_that_flaps_not_ready_is_released_only_after_min_ready_seconds_again(
+    api: ApiClient, hosted: HostedNodes, registry: Registry
+) -> None:
+    started = time.monotonic()
+    group = unique_name("minready")
+    _names, repo, (_v1, v2) = await setup_hosts(hosted, registry, group, 2)
+    body = pool_body(group, {"group": group}, registry.ref(repo, digest=v2), 1)
+    body["spec"]["health"] = {"minReadySeconds": 15}
+    monitor = SafetyMonitor(api, group, 1, target=v2)
+    async with monitor, running_controller(api):
+        await create_pool(api, body)
+        await wait_for(lambda: monitor.takes, 90, "a first slot")
+        first = monitor.takes[0][1]
+
+        async def checking() -> bool:
+            return (await health_note(api, first)).startswith("Pending: minReadySeconds: Ready")
+
+        await wait_for(checking, 90, f"{first} back and counting minReadySeconds")
+        # a flap inside the window: NotReady, then Ready again
+        await set_node_ready(api, first, False)
+
+        async def noticed() -> bool:
+            return (await health_note(api, first)) == "Pending: Ready: the Node is not Ready"
+
+        await wait_for(noticed, 30, "the gate seeing the node NotReady")
+        await set_node_ready(api, first, True)
+        node = await get_object(api, NODES, first)
+        ready_again = condition(node, "Ready")["lastTransitionTime"]
+        released = await wait_for(
+            lambda: [t for t, n in monitor.releases if n == first], 60, f"{first} released"
+        )
+        # released no earlier than minReadySeconds after it became Ready again
+        ready_at = dt.datetime.fromisoformat(ready_again.replace("Z", "+00:00"))
+        assert monitor.wall(released[0]) >= ready_at + dt.timedelta(seconds=15), (
+            monitor.wall(released[0]),
+            ready_again,
+        )
+        await wait_for(lambda: up_to_date_on(api, group, v2, 2), 120, "the rollout finishing")
+    assert monitor.violations == [], monitor.violations
+    await delete_quietly(api, BOOTC_NODE_POOLS, group)
+    report("health gate: minReadySeconds", started)
+
+
+# ------------------------------------------------------------------ canary + approval
+
+
+async def test_one_canary_then_approval_of_exactly_the_target(
+    api: ApiClient, hosted: HostedNodes, registry: Registry
+) -> None:
+    started = time.monotonic()
+    group = unique_name("canary")
+    names, repo, (v1, v2) = await setup_hosts(hosted, registry, group, 3)
+    canary = names[2]  # labelled: chosen before the others whatever their names
+    await patch_object(api, NODES, canary, {"metadata": {"labels": {c.CANARY_LABEL: ""}}})
+    body = pool_body(
+        group,
+        {"group": group},
+        registry.ref(repo, digest=v2),
+        2,
+        canary={"nodes": 1, "requireApproval": True},
+    )
+    monitor = SafetyMonitor(api, group, 2, target=v2)
+    async with monitor, running_controller(api):
+        await create_pool(api, body)
+
+        async def awaiting() -> dict[str, Any] | None:
+            pool = await get_pool(api, group)
+            up = condition(pool, "UpToDate")
+            return pool if up.get("reason") == c.REASON_AWAITING_APPROVAL else None
+
+        pool = await wait_for(awaiting, 120, "the canary updated and the pool awaiting approval")
+        up = condition(pool, "UpToDate")
+        assert up["status"] == "False"
+        assert (
+            f"1 canary healthy on {v2}; set spec.rollout.approvedDigest to {v2} to continue"
+            in up["message"]
+        ), up
+        assert pool["status"]["phase"] == c.PHASE_AWAITING_APPROVAL
+        assert pool["status"]["updatedCount"] == 1
+        assert [n for _, n in monitor.takes] == [canary]
+        assert await booted(api, canary) == v2
+        assert [await booted(api, n) for n in names[:2]] == [v1, v1]
+
+        # approving another digest approves nothing
+        wrong = await patch_object(
+            api, BOOTC_NODE_POOLS, group, {"spec": {"rollout": {"approvedDigest": v1}}}
+        )
+
+        async def seen(generation: int) -> dict[str, Any] | None:
+            pool = await get_pool(api, group)
+            return pool if pool["status"].get("observedGeneration") == generation else None
+
+        pool = await wait_for(lambda: seen(wrong["metadata"]["generation"]), 30, "the wrong one")
+        assert condition(pool, "UpToDate")["reason"] == c.REASON_AWAITING_APPROVAL
+        assert [n for _, n in monitor.takes] == [canary]
+
+        # approving the target lets the others go (two at once: maxUnavailable 2)
+        await patch_object(
+            api, BOOTC_NODE_POOLS, group, {"spec": {"rollout": {"approvedDigest": v2}}}
+        )
+        await wait_for(lambda: up_to_date_on(api, group, v2, 3), 120, "the rollout finishing")
+        assert monitor.takes[0][1] == canary
+        assert sorted(n for _, n in monitor.takes[1:]) == sorted(names[:2])
+    assert monitor.violations == [], monitor.violations
+    await delete_quietly(api, BOOTC_NODE_POOLS, group)
+    report("canary + approval", started)
