@@ -669,6 +669,14 @@ async def test_owned_nodes_are_garbage_collected_with_their_pool(
         ("bnp.status.phase", ["one word"]),
         ("bnp.status.nextMaintenanceWindow", ["next maintenance window opens"]),
         ("bn.status.bootedShort", ["12 hex digits"]),
+        ("bnp.spec.health", ["before it counts as updated", "minReadySeconds", "onFailure"]),
+        ("bnp.spec.health.onFailure", ["bootc rollback", "HealthCheckFailed"]),
+        ("bnp.spec.health.timeoutSeconds", ["from the reboot request", "Unset: 600"]),
+        ("bnp.spec.health.pods.selector", ["at least one must run on the node"]),
+        ("bnp.spec.rollout.canary", ["canary nodes update first", "requireApproval"]),
+        ("bnp.spec.rollout.canary.nodes", ["bootc.dev/canary come first"]),
+        ("bnp.spec.rollout.approvedDigest", ["never approves another"]),
+        ("bn.status.bootAssessment.state", ["Complete", "Failed"]),
     ],
 )
 async def test_kubectl_explain_shows_the_field_descriptions(
@@ -704,3 +712,32 @@ async def test_the_crd_refuses_malformed_maintenance_windows(objects: Objects) -
     }
     created = await objects.create(POOLS, raw_pool(unique_name("policy"), rollout=ok))
     assert created["spec"]["rollout"]["maintenanceWindows"][0]["timeZone"] == "UTC"  # default
+
+
+async def test_the_crd_checks_health_and_canary_fields_and_fills_their_defaults(
+    objects: Objects,
+) -> None:
+    bad: list[tuple[dict[str, Any], str]] = [
+        ({"rollout": {"canary": {"nodes": 0}}}, "canary.nodes must be an integer >= 1"),
+        ({"rollout": {"canary": {"nodes": "0%"}}}, "canary.nodes must be an integer >= 1"),
+        ({"rollout": {"approvedDigest": "latest"}}, "approvedDigest"),
+        ({"health": {"onFailure": "Reboot"}}, "onFailure"),
+        ({"health": {"timeoutSeconds": 0}}, "timeoutSeconds"),
+        ({"health": {"minReadySeconds": -1}}, "minReadySeconds"),
+        ({"health": {"pods": {"namespaces": ["a"]}}}, "selector"),
+    ]
+    for spec, fragment in bad:
+        with pytest.raises(ApiException) as excinfo:
+            await objects.create(POOLS, raw_pool(unique_name("health"), **spec))
+        assert excinfo.value.status == 422, excinfo.value.body
+        assert fragment in _status(excinfo.value)["message"], (spec, _status(excinfo.value))
+    created = await objects.create(
+        POOLS,
+        raw_pool(
+            unique_name("health"),
+            health={"bootComplete": True},
+            rollout={"canary": {}, "approvedDigest": "sha256:" + "a" * 64},
+        ),
+    )
+    assert created["spec"]["health"] == {"bootComplete": True, "onFailure": "Halt"}
+    assert created["spec"]["rollout"]["canary"] == {"nodes": 1}
