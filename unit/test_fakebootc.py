@@ -21,6 +21,7 @@ import pyinotify
 import pytest
 
 from hack.fakebootc import FAULTS, FakeHostError, Host, make_host, open_host
+from hack.fakebootc.boot import DEFAULT_CHECK_UNIT, LABEL, decide_boot
 from hack.fakebootc.state import lock_is_held
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -1098,6 +1099,26 @@ def test_invalid_auth_file_fails_the_pull(
     assert "parsing auth file" in done.stderr
 
 
+def test_a_registry_image_label_decides_its_boots(
+    tmp_path: Path, registry_factory: Callable[..., FakeRegistry]
+) -> None:
+    reg = registry_factory()
+    labels = {"containers.bootc": "1", LABEL: "fail:app-check.service"}
+    _, per_arch = reg.add_image("os", "bad", {"amd64": {"config": {"Labels": labels}}})
+    # every host that boots the image fails the same way: the fleet-wide "bad image"
+    for name in ("a", "b"):
+        host = make_host(tmp_path / name, booted=f"{REPO}@{D1}")
+        assert host.switch(f"{reg.host}/os:bad").returncode == 0
+        assert host.pulls() == [f"{reg.host}/os:bad"]
+        host.reboot()
+        boot = host.boot()
+        assert (boot.outcome, boot.unit, boot.digest) == (
+            "fail",
+            "app-check.service",
+            per_arch["amd64"],
+        )
+
+
 def test_unreachable_registry_falls_back_to_the_catalog(
     host: Host, registry_factory: Callable[..., FakeRegistry]
 ) -> None:
@@ -1112,6 +1133,164 @@ def test_unreachable_registry_falls_back_to_the_catalog(
     done = host.switch(f"{dead}/os@{D2}")
     assert done.returncode == 1
     assert f"pinging container registry {dead}" in done.stderr
+
+
+# ---------------------------------------------------------------- boot assessment
+
+
+def systemctl(host: Host, *args: str) -> tuple[int, str]:
+    done = host.run("systemctl", *args)
+    return done.returncode, done.stdout.strip()
+
+
+def assessed(host: Host) -> tuple[str, str, str]:
+    """(is-active boot-complete.target, is-system-running, failed units), as the daemon reads."""
+    target = systemctl(host, "is-active", "boot-complete.target")[1]
+    system = systemctl(host, "is-system-running")[1]
+    failed = systemctl(host, "list-units", "--failed", "--plain", "--no-legend", "--no-pager")[1]
+    return target, system, failed
+
+
+def test_a_boot_completes_by_default(host: Host) -> None:
+    assert host.boot().outcome == "complete"
+    assert systemctl(host, "is-active", "boot-complete.target") == (0, "active")
+    assert systemctl(host, "is-system-running") == (0, "running")
+    assert assessed(host) == ("active", "running", "")
+    legend = host.run("systemctl", "--failed").stdout
+    assert legend.splitlines()[0].split() == ["UNIT", "LOAD", "ACTIVE", "SUB", "DESCRIPTION"]
+    assert "0 loaded units listed." in legend
+
+
+def test_boot_complete_delay_starts_then_completes(host: Host) -> None:
+    host.configure(boot_complete_delay=0.6)
+    host.reboot()
+    assert assessed(host) == ("inactive", "starting", "")  # 0.6 s: well ahead of this read
+    assert systemctl(host, "is-system-running")[0] == 1
+    wait_for(lambda: assessed(host) == ("active", "running", ""), "the boot to complete")
+
+
+def test_boot_fail_fault_fails_the_next_boot_naming_the_unit(host: Host) -> None:
+    host.set_fault("boot-fail")
+    assert assessed(host)[0] == "active", "a fault changes the next boot, not this one"
+    host.reboot()
+    assert assessed(host) == (
+        "inactive",
+        "degraded",
+        "greenboot-healthcheck.service loaded failed failed Simulated boot check (fakebootc)",
+    )
+    assert systemctl(host, "is-active", "greenboot-healthcheck.service") == (3, "failed")
+    assert host.run("systemctl", "--failed").stdout.count("● greenboot-healthcheck") == 1
+    boot = host.boot()
+    assert (boot.outcome, boot.unit, boot.source) == ("fail", DEFAULT_CHECK_UNIT, "fault")
+    host.set_fault("boot-fail", False)
+    host.reboot()
+    assert assessed(host) == ("active", "running", "")
+
+
+def test_boot_hang_fault_never_completes(host: Host) -> None:
+    host.configure(boot_complete_delay=0.0)
+    host.set_fault("boot-hang", message="slow-check.service")
+    host.reboot()
+    assert assessed(host) == ("inactive", "starting", "")
+    assert systemctl(host, "is-active", "slow-check.service") == (3, "activating")
+    assert host.boot().outcome == "hang"
+
+
+def test_boot_faults_scoped_to_a_digest(host: Host) -> None:
+    host.set_fault("boot-fail", message="app-check.service", digest=D2)
+    assert host.switch(f"{REPO}@{D2}").returncode == 0
+    host.reboot()
+    assert assessed(host)[1:] == (
+        "degraded",
+        "app-check.service loaded failed failed Simulated boot check (fakebootc)",
+    )
+    assert host.boot().source == f"fault:{D2}"
+    # back on D1 (a rollback: no pull), the fault does not apply
+    pulls = host.pulls()
+    assert host.rollback().returncode == 0
+    host.reboot()
+    assert slots(host) == (D1, None, D2)
+    assert host.pulls() == pulls, "a rollback pulls nothing"
+    assert assessed(host) == ("active", "running", "")
+    # a scope can be dropped alone; off without a digest drops every scope
+    host.set_fault("boot-hang", digest=D3)
+    host.set_fault("boot-fail", False, digest=D2)
+    assert (host.state().faults.boot_fail, host.state().faults.boot_hang) == (
+        {},
+        {D3: DEFAULT_CHECK_UNIT},
+    )
+    host.set_fault("boot-hang", False)
+    assert host.state().faults.active() == []
+    with pytest.raises(FakeHostError, match="takes no digest"):
+        host.set_fault("switch-fail", digest=D2)
+
+
+def test_the_scope_matches_the_digest_the_ref_names(tmp_path: Path) -> None:
+    # a multi-arch index: the ref names the index digest, imageDigest is per-arch
+    boot = decide_boot(
+        image=f"{REPO}@{D4}", digest=D2, label=None, fail={D4: "x.service"}, hang={}, delay=0, now=1
+    )
+    assert (boot.outcome, boot.unit) == ("fail", "x.service")
+    # fail before hang, a digest before "*", the label last
+    both = decide_boot(
+        image=f"{REPO}@{D2}",
+        digest=D2,
+        label="complete",
+        fail={"*": "a.service"},
+        hang={D2: "b.service"},
+        delay=0,
+        now=1,
+    )
+    assert (both.outcome, both.unit) == ("hang", "b.service")
+    labelled = decide_boot(
+        image=f"{REPO}:v2", digest=D2, label="fail", fail={}, hang={}, delay=0.5, now=1
+    )
+    assert (labelled.outcome, labelled.unit, labelled.source) == (
+        "fail",
+        DEFAULT_CHECK_UNIT,
+        "label",
+    )
+    assert (labelled.system_state(1.2), labelled.unit_state(DEFAULT_CHECK_UNIT, 1.2)) == (
+        "starting",
+        "activating",
+    )
+    assert (labelled.system_state(1.5), labelled.failed_units(1.5)) == (
+        "degraded",
+        [DEFAULT_CHECK_UNIT],
+    )
+    garbage = decide_boot(
+        image=f"{REPO}:v2", digest=D2, label="meh", fail={}, hang={}, delay=0, now=1
+    )
+    assert garbage.outcome == "complete"
+
+
+def test_a_catalog_image_carries_its_boot_assessment(host: Host) -> None:
+    host.add_image(f"{REPO}:bad", D3, boot_assessment="hang:app-ready.service")
+    assert host.switch(f"{REPO}:bad").returncode == 0
+    assert host.pulls() == [f"{REPO}:bad"]
+    host.reboot()
+    boot = host.boot()
+    assert (boot.outcome, boot.unit, boot.source) == ("hang", "app-ready.service", "label")
+    assert assessed(host)[:2] == ("inactive", "starting")
+    with pytest.raises(FakeHostError, match="expected complete, fail"):
+        host.add_image(f"{REPO}:worse", D4, boot_assessment="explode")
+
+
+def test_a_failed_transient_unit_degrades_the_system(host: Host) -> None:
+    done = host.run("systemd-run", "--wait", "--unit", "oops", "false")
+    assert done.returncode == 1
+    target, system, failed = assessed(host)
+    assert (target, system) == ("active", "degraded")
+    assert failed.split()[:4] == ["oops.service", "loaded", "failed", "failed"]
+
+
+def test_the_boot_record_survives_an_old_state_file(host: Host) -> None:
+    doc = json.loads(host.paths.state.read_text())
+    doc.pop("boot")
+    doc["faults"].pop("boot_fail")
+    host.paths.state.write_text(json.dumps(doc))
+    assert host.boot().outcome == "complete"
+    assert assessed(host) == ("active", "running", "")
 
 
 # ---------------------------------------------------------------- the fake-host CLI
@@ -1161,10 +1340,29 @@ def test_cli_end_to_end(tmp_path: Path) -> None:
     assert fake_host("fault", str(root), "incompatible", "--off").returncode == 0
     assert fake_host("fault", str(root), "clear").returncode == 0
     assert host.state().faults.active() == []
+    fail = fake_host("fault", str(root), "boot-fail", "--message", "x.service", "--digest", D2)
+    assert fail.returncode == 0, fail.stderr
+    assert host.state().faults.boot_fail == {D2: "x.service"}
+    assert fake_host("reboot", str(root)).returncode == 0  # still on D2: its boots fail
+    assert json.loads(fake_host("show", str(root)).stdout)["boot"]["outcome"] == "fail"
+    assert fake_host("fault", str(root), "clear").returncode == 0
+    assert (
+        fake_host("image", str(root), "x", "--digest", D3, "--boot-assessment", "no").returncode
+        == 1
+    )
 
-    config = fake_host("config", str(root), "--stage-delay", "0.5", "--strict-catalog")
+    config = fake_host(
+        "config",
+        str(root),
+        "--stage-delay",
+        "0.5",
+        "--strict-catalog",
+        "--boot-complete-delay",
+        "1",
+    )
     assert config.returncode == 0
     assert (host.state().config.stage_delay, host.state().config.accept_any_digest) == (0.5, False)
+    assert host.state().config.boot_complete_delay == 1.0
 
     env = fake_host("env", str(root)).stdout
     assert f"export FAKEBOOTC_ROOT={host.root}" in env

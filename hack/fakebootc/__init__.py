@@ -10,6 +10,9 @@ lists the files). Modules:
   real-bootc behaviours it reproduces.
 - ``shims``: ``nsenter``, ``systemd-run``, ``systemctl``, ``journalctl`` and the
   generated ``bin/`` directory of executables.
+- ``boot``: each boot's assessment (``boot-complete.target``: complete after a delay,
+  a failing or never-finishing check from a fault or the image's label), what
+  ``systemctl`` reports about it.
 - ``render``: the ``org.containers.bootc/v1`` status document and output formats.
 - ``resolve`` / ``registry`` / ``imageref``: how a switch target becomes a digest
   (a real registry when it answers, else a catalog; see ``resolve``'s docstring).

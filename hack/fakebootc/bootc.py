@@ -12,8 +12,9 @@ daemon can tell the difference:
   *spec* with the current one (the staged image, else the booted one) by reference,
   exactly as bootc does: an equal reference prints ``Image specification is
   unchanged.`` and exits 0. Anything else is pulled (``resolve.py``: registry, then
-  catalog), held for the host's ``stage_delay`` under the sysroot lock, and staged,
-  replacing any staged deployment and cancelling a queued rollback. So switching
+  catalog; a ``pull`` line in ``calls.jsonl``), held for the host's ``stage_delay``
+  under the sysroot lock, and staged, replacing any staged deployment and cancelling
+  a queued rollback. So switching
   back to the *booted* image while another is staged stages the booted image again
   (as real bootc does), it is not a no-op. After staging it prints ``Queued for next
   boot: IMAGE`` / ``Version`` / ``Digest``, writes ``/run/reboot-required`` and
@@ -22,7 +23,9 @@ daemon can tell the difference:
   and exit 1.
 - ``rollback``: queues the rollback deployment for the next boot (``rollbackQueued:
   true``, ``spec.bootOrder: rollback``) and drops a staged deployment; a second
-  rollback reverts the queued one. The simulated reboot then boots the old rollback.
+  rollback reverts the queued one. The simulated reboot then boots the old rollback
+  (and the old booted deployment becomes the rollback). No pull: the deployment is
+  on disk. A later ``switch``/``upgrade`` that stages cancels the queued rollback.
   (Real bootc does not turn the rollback into ``staged``.)
 - ``upgrade [--check] [--apply] [--download-only] [--from-downloaded]``: re-pulls the
   spec image; ``No update available.`` / ``Staged update present, not changed`` or
@@ -135,6 +138,8 @@ def new_deployment(
     version: str | None,
     timestamp: str | None,
     soft_reboot_capable: bool,
+    *,
+    boot_assessment: str | None = None,
 ) -> Deployment:
     """A deployment record; same content → same (simulated) ostree commit, next deploy serial."""
     checksum = hashlib.sha256(f"fakebootc-commit:{digest}".encode()).hexdigest()
@@ -150,6 +155,7 @@ def new_deployment(
         checksum=checksum,
         deploy_serial=serial,
         soft_reboot_capable=soft_reboot_capable,
+        boot_assessment=boot_assessment,
     )
 
 
@@ -215,6 +221,8 @@ def _stage(
         meta = resolve_image(paths, state.config, image) if transport == "registry" else None
     except PullError as exc:
         raise BootcError(f"{context}: Pulling: {exc}") from exc
+    if meta is not None:
+        record_call(paths, "pull", [image, meta.digest, meta.source])
     if state.config.stage_delay > 0:
         time.sleep(state.config.stage_delay)
     state = load_state(paths)
@@ -245,6 +253,7 @@ def _stage(
             meta.version,
             meta.timestamp,
             s.config.soft_reboot_capable if srb is None else srb,
+            boot_assessment=meta.boot_assessment,
         )
         dep.download_only = download_only
         s.staged = dep

@@ -1,15 +1,20 @@
 """The ``fake-host`` command (``python -m hack.fakebootc``): manage simulated hosts.
 
     init ROOT --booted REF@sha256:... [--version V] [--timestamp T] [--arch amd64]
-         [--composefs] [--stage-delay S] [--strict-catalog] [--catalog FILE]...
-         [--registry HOST]... [--insecure-registry HOST]... [--force]
+         [--composefs] [--stage-delay S] [--boot-complete-delay S] [--strict-catalog]
+         [--catalog FILE]... [--registry HOST]... [--insecure-registry HOST]... [--force]
     reboot ROOT                         perform a simulated reboot
-    show ROOT                           status document, reboot request, faults, units
-    fault ROOT NAME [--message M] [--off]   NAME: switch-fail, switch-hang, status-garbage,
-                                        status-block, incompatible, not-bootc, or clear
-    config ROOT [--stage-delay S] [--accept-any-digest | --strict-catalog] [--soft-reboot-capable
-                | --no-soft-reboot-capable] [--registry HOST]... [--insecure-registry HOST]...
+    show ROOT                           status document, reboot request, faults, boot, units
+    fault ROOT NAME [--message M] [--digest D] [--off]
+                                        NAME: switch-fail, switch-hang, status-garbage,
+                                        status-block, incompatible, not-bootc, boot-fail,
+                                        boot-hang, or clear. boot-*: --message is the check
+                                        unit, --digest limits them to that image's boots
+    config ROOT [--stage-delay S] [--boot-complete-delay S] [--accept-any-digest |
+                --strict-catalog] [--soft-reboot-capable | --no-soft-reboot-capable]
+                [--registry HOST]... [--insecure-registry HOST]...
     image ROOT REF --digest D [--version V] [--timestamp T] [--arch A] [--error MSG]
+          [--boot-assessment complete|fail[:UNIT]|hang[:UNIT]]
                                         add REF to the host's catalog (or --catalog FILE)
     env ROOT                            shell `export` lines putting the host's tools on PATH
     bin ROOT                            (re)write the shims, print their directory
@@ -24,6 +29,7 @@ import json
 import shlex
 import sys
 from collections.abc import Sequence
+from dataclasses import asdict
 from pathlib import Path
 
 from hack.fakebootc import shims
@@ -43,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     init.add_argument("--arch", default="amd64")
     init.add_argument("--composefs", action="store_true", help="composefs backend (ostree: null)")
     init.add_argument("--stage-delay", type=float, default=0.0)
+    init.add_argument("--boot-complete-delay", type=float, default=0.0)
     init.add_argument(
         "--strict-catalog",
         action="store_true",
@@ -64,12 +71,16 @@ def build_parser() -> argparse.ArgumentParser:
     fault = sub.add_parser("fault", help="inject (or clear) a fault")
     fault.add_argument("root", type=Path)
     fault.add_argument("name", choices=[*FAULTS, "clear"])
-    fault.add_argument("--message", help="switch-fail: the error text after 'error: '")
+    fault.add_argument(
+        "--message", help="switch-fail: the error text after 'error: '; boot-*: the check unit"
+    )
+    fault.add_argument("--digest", help="boot-*: only boots of the image with this digest")
     fault.add_argument("--off", action="store_true", help="turn this one fault off")
 
     config = sub.add_parser("config", help="change how the host behaves")
     config.add_argument("root", type=Path)
     config.add_argument("--stage-delay", type=float)
+    config.add_argument("--boot-complete-delay", type=float)
     group = config.add_mutually_exclusive_group()
     group.add_argument(
         "--accept-any-digest", dest="accept_any_digest", action="store_true", default=None
@@ -91,6 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
     image.add_argument("--timestamp")
     image.add_argument("--arch")
     image.add_argument("--error", help="pulling this ref fails with this text")
+    image.add_argument(
+        "--boot-assessment", help="every boot of this image: complete, fail[:UNIT], hang[:UNIT]"
+    )
     image.add_argument("--catalog", type=Path, help="catalog file (default: the host's own)")
 
     env = sub.add_parser("env", help="print shell exports for the host's tools")
@@ -111,6 +125,7 @@ def run(args: argparse.Namespace) -> int:
             architecture=args.arch,
             backend="composefs" if args.composefs else "ostree",
             stage_delay=args.stage_delay,
+            boot_complete_delay=args.boot_complete_delay,
             accept_any_digest=not args.strict_catalog,
             soft_reboot_capable=args.soft_reboot_capable,
             catalogs=args.catalog,
@@ -129,6 +144,7 @@ def run(args: argparse.Namespace) -> int:
             timestamp=args.timestamp,
             architecture=args.arch,
             error=args.error,
+            boot_assessment=args.boot_assessment,
         )
         return 0
     host = open_host(args.root)
@@ -146,6 +162,7 @@ def run(args: argparse.Namespace) -> int:
                     "rebootRequired": host.reboot_required,
                     "boots": state.boots,
                     "faults": state.faults.active(),
+                    "boot": asdict(state.current_boot()),
                     "config": state.config.__dict__,
                     "activeUnits": host.active_units(),
                 },
@@ -157,12 +174,13 @@ def run(args: argparse.Namespace) -> int:
         if args.name == "clear":
             host.clear_faults()
         else:
-            host.set_fault(args.name, not args.off, message=args.message)
+            host.set_fault(args.name, not args.off, message=args.message, digest=args.digest)
     elif args.command == "config":
         changes = {
             key: value
             for key, value in {
                 "stage_delay": args.stage_delay,
+                "boot_complete_delay": args.boot_complete_delay,
                 "accept_any_digest": args.accept_any_digest,
                 "soft_reboot_capable": args.soft_reboot_capable,
                 "registries": args.registry,
@@ -179,6 +197,7 @@ def run(args: argparse.Namespace) -> int:
             timestamp=args.timestamp,
             architecture=args.arch,
             error=args.error,
+            boot_assessment=args.boot_assessment,
         )
     elif args.command == "env":
         env = host.env({})

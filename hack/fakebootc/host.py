@@ -18,7 +18,11 @@ disappear; the daemon must rewrite the pull secret after a reboot). A reboot
 with nothing staged or queued changes no deployment. A *download-only* staged
 deployment (``bootc upgrade --download-only``, not unlocked by ``--from-downloaded``)
 is not booted: like real bootc (ostree's finalization lock), the reboot discards it
-and the host comes back on the same booted deployment.
+and the host comes back on the same booted deployment. Every boot (the first one
+too) decides its boot assessment (``boot.py``: complete after
+``config.boot_complete_delay``, or a failing / never-finishing check from a
+``boot-fail`` / ``boot-hang`` fault, optionally scoped to one image digest, or from the
+booted image's ``fakebootc.boot-assessment`` label); ``Host.boot()`` shows it.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from hack.fakebootc import shims
+from hack.fakebootc.boot import DEFAULT_CHECK_UNIT, BadSpec, Boot, parse_spec
 from hack.fakebootc.bootc import new_deployment
 from hack.fakebootc.imageref import BadReference, parse_ref
 from hack.fakebootc.registry import ImageMeta, PullError
@@ -63,7 +68,11 @@ FAULTS = (
     "status-block",
     "incompatible",
     "not-bootc",
+    "boot-fail",
+    "boot-hang",
 )
+#: faults that take a unit name (``message``) and an optional image ``digest`` scope
+BOOT_FAULTS = ("boot-fail", "boot-hang")
 
 
 @dataclass(frozen=True)
@@ -153,6 +162,18 @@ class Host:
         """The argv of every ``bootc switch`` run so far."""
         return [c["argv"] for c in self.calls("bootc") if c["argv"][:1] == ["switch"]]
 
+    def bootc_calls(self, subcommand: str) -> list[list[str]]:
+        """The argv of every ``bootc SUBCOMMAND`` run so far (e.g. ``"rollback"``)."""
+        return [c["argv"] for c in self.calls("bootc") if c["argv"][:1] == [subcommand]]
+
+    def pulls(self) -> list[str]:
+        """Every image a switch or upgrade fetched so far (registry, catalog or digest)."""
+        return [str(c["argv"][0]) for c in self.calls("pull")]
+
+    def boot(self) -> Boot:
+        """How the current boot is assessed (``boot.py``)."""
+        return self.state().current_boot()
+
     # -------------------------------------------------------------- running tools
 
     def run(
@@ -210,9 +231,18 @@ class Host:
 
     # -------------------------------------------------------------- configuration
 
-    def set_fault(self, name: str, enabled: bool = True, *, message: str | None = None) -> State:
-        """Turn one fault of ``FAULTS`` on or off (``switch-fail`` takes the error text)."""
-        return set_fault(self.paths, name, enabled, message=message)
+    def set_fault(
+        self,
+        name: str,
+        enabled: bool = True,
+        *,
+        message: str | None = None,
+        digest: str | None = None,
+    ) -> State:
+        """Turn one fault of ``FAULTS`` on or off (``switch-fail`` takes the error text;
+        ``boot-fail`` / ``boot-hang`` the check unit and optionally an image ``digest``:
+        only boots of that image then, from the next boot on)."""
+        return set_fault(self.paths, name, enabled, message=message, digest=digest)
 
     def clear_faults(self) -> State:
         return update_state(self.paths, lambda s: setattr(s, "faults", Faults()))
@@ -237,6 +267,7 @@ class Host:
         soft_reboot_capable: bool | None = None,
         manifests: dict[str, dict[str, Any]] | None = None,
         error: str | None = None,
+        boot_assessment: str | None = None,
     ) -> None:
         """Add (or replace) ``ref`` in this host's catalog (``resolve.py`` has the format)."""
         add_catalog_image(
@@ -249,6 +280,7 @@ class Host:
             soft_reboot_capable=soft_reboot_capable,
             manifests=manifests,
             error=error,
+            boot_assessment=boot_assessment,
         )
 
     def trust_registry_ca(self, registry: str, ca_file: Path) -> Path:
@@ -271,8 +303,18 @@ def add_catalog_image(
     soft_reboot_capable: bool | None = None,
     manifests: dict[str, dict[str, Any]] | None = None,
     error: str | None = None,
+    boot_assessment: str | None = None,
 ) -> None:
-    """Add ``ref`` to the catalog file ``catalog`` (created if needed; safe across processes)."""
+    """Add ``ref`` to the catalog file ``catalog`` (created if needed; safe across processes).
+
+    ``boot_assessment`` (``complete``, ``fail[:UNIT]``, ``hang[:UNIT]``): how every boot
+    of this image is assessed on the hosts reading this catalog (``boot.py``).
+    """
+    if boot_assessment is not None:
+        try:
+            parse_spec(boot_assessment)
+        except BadSpec as exc:
+            raise FakeHostError(str(exc)) from None
     entry: dict[str, Any] = {"digest": digest}
     optional = {
         "version": version,
@@ -281,6 +323,7 @@ def add_catalog_image(
         "softRebootCapable": soft_reboot_capable,
         "manifests": manifests,
         "error": error,
+        "bootAssessment": boot_assessment,
     }
     entry.update({k: v for k, v in optional.items() if v is not None})
     with flocked(catalog.with_name(catalog.name + ".lock")):
@@ -293,14 +336,32 @@ def add_catalog_image(
 
 
 def set_fault(
-    paths: Paths, name: str, enabled: bool = True, *, message: str | None = None
+    paths: Paths,
+    name: str,
+    enabled: bool = True,
+    *,
+    message: str | None = None,
+    digest: str | None = None,
 ) -> State:
+    """Turn fault ``name`` on or off. Boot faults: ``message`` is the check unit (default
+    ``boot.DEFAULT_CHECK_UNIT``), ``digest`` limits them to boots of that image; off
+    with a digest drops that scope, without one every scope."""
     if name not in FAULTS:
         raise FakeHostError(f"unknown fault {name!r}; known: {', '.join(FAULTS)}")
+    if digest is not None and name not in BOOT_FAULTS:
+        raise FakeHostError(f"fault {name!r} takes no digest (only {', '.join(BOOT_FAULTS)})")
     attr = name.replace("-", "_")
 
     def change(state: State) -> None:
-        if attr == "switch_fail":
+        if name in BOOT_FAULTS:
+            scopes: dict[str, str] = getattr(state.faults, attr)
+            if enabled:
+                scopes[digest or "*"] = message or DEFAULT_CHECK_UNIT
+            elif digest is not None:
+                scopes.pop(digest, None)
+            else:
+                scopes.clear()
+        elif attr == "switch_fail":
             state.faults.switch_fail = (message or "") if enabled else None
         else:
             setattr(state.faults, attr, enabled)
@@ -343,6 +404,7 @@ def make_host(
     architecture: str = "amd64",
     backend: str = "ostree",
     stage_delay: float = 0.0,
+    boot_complete_delay: float = 0.0,
     accept_any_digest: bool = True,
     soft_reboot_capable: bool = False,
     catalogs: Sequence[Path | str] = (),
@@ -362,6 +424,7 @@ def make_host(
         architecture=architecture,
         backend=backend,
         stage_delay=stage_delay,
+        boot_complete_delay=boot_complete_delay,
         accept_any_digest=accept_any_digest,
         soft_reboot_capable=soft_reboot_capable,
         catalogs=[str(Path(c).resolve()) for c in catalogs],
@@ -387,7 +450,9 @@ def make_host(
         meta.version,
         meta.timestamp,
         soft_reboot_capable=False,
+        boot_assessment=meta.boot_assessment,
     )
+    state.boot = state.decide_boot(time.time())
     with flocked(paths.state_lock):
         save_state(paths, state)
     shims.write_bin_dir(paths, python)
@@ -439,6 +504,7 @@ def simulate_reboot(paths: Paths, *, lock_timeout: float = 30.0) -> State:
         state.rollback_queued = False
         state.reboot_request = None
         state.boots += 1
+        state.boot = state.decide_boot(time.time())
 
     try:
         with flocked(paths.sysroot_lock, timeout=lock_timeout):

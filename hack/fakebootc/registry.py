@@ -6,8 +6,9 @@ manifest list/v2; for an index (multi-arch) it picks the ``linux`` manifest of t
 host's architecture and fetches that one, so the digest it returns is the
 *per-architecture* manifest digest (bootc's ``imageDigest``); then it reads the config
 blob for ``architecture``, the version label (``org.opencontainers.image.version``,
-else ``version``) and the build time (``org.opencontainers.image.created`` label,
-else ``created``).
+else ``version``), the build time (``org.opencontainers.image.created`` label,
+else ``created``) and the simulation's boot-assessment label
+(``fakebootc.boot-assessment``, see ``boot.py``).
 
 An ``insecure`` registry is spoken to over plain http; any other over https,
 verified against the system CAs plus ``ca_files`` (the ``*.crt`` files of the
@@ -39,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hack.fakebootc.boot import LABEL
 from hack.fakebootc.imageref import Ref, is_loopback
 
 if TYPE_CHECKING:
@@ -72,6 +74,8 @@ class ImageMeta:
     version: str | None = None
     timestamp: str | None = None
     soft_reboot_capable: bool | None = None
+    #: the simulated boot assessment of its boots (label ``boot.LABEL``; ``boot.py``)
+    boot_assessment: str | None = None
     #: where it came from: "registry", "catalog" or "digest" (an accepted digest ref).
     source: str = "registry"
 
@@ -350,5 +354,6 @@ def fetch_image(
         architecture=str(config.get("architecture") or architecture),
         version=str(version) if version else None,
         timestamp=timestamp,
+        boot_assessment=str(labels[LABEL]) if labels.get(LABEL) else None,
         source="registry",
     )

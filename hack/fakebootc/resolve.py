@@ -27,7 +27,12 @@ Rules, in order:
           "quay.io/org/multi:v2": {"digest": "sha256:<index digest>",
                                    "manifests": {"amd64": {"digest": "sha256:...", "version": "v2"},
                                                  "arm64": {"digest": "sha256:..."}}},
-          "quay.io/org/broken:v3": {"error": "reading manifest v3 in quay.io/org/broken: ..."}}}
+          "quay.io/org/broken:v3": {"error": "reading manifest v3 in quay.io/org/broken: ..."},
+          "quay.io/org/bad:v4": {"digest": "sha256:...", "bootAssessment": "fail"}}}
+
+   ``bootAssessment`` (``complete``, ``fail[:UNIT]``, ``hang[:UNIT]``) is how every boot
+   of that image is assessed (``boot.py``), like the image label
+   ``fakebootc.boot-assessment`` an image in a real registry can carry.
 
    A tag ref matches its key (``name`` means ``name:latest``). A digest ref matches
    its own key, or any entry of the same repository whose ``digest`` (or one of
@@ -93,6 +98,7 @@ def _meta(entry: dict[str, Any], architecture: str) -> ImageMeta:
         version=entry.get("version"),
         timestamp=entry.get("timestamp"),
         soft_reboot_capable=bool(srb) if srb is not None else None,
+        boot_assessment=str(entry["bootAssessment"]) if entry.get("bootAssessment") else None,
         source="catalog",
     )
 

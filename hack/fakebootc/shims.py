@@ -21,9 +21,15 @@ with that directory makes the daemon's unchanged command lines act on the host.
   Killing the systemd-run process does not stop the unit.
 - ``systemctl stop U`` (SIGTERM to the unit's process group, SIGKILL after the host's
   ``stop_timeout``; "Unit U not loaded." exit 5 when it is not loaded),
-  ``is-active U`` (active / failed / inactive), ``reset-failed [U]``,
-  ``daemon-reload``, ``reboot`` and ``soft-reboot`` (recorded in the state as a
-  reboot request; nothing else happens: ``reboot ROOT`` performs it).
+  ``is-active U`` (active / failed / inactive; exit 0 only when all are active),
+  ``reset-failed [U]``, ``daemon-reload``, ``reboot`` and ``soft-reboot`` (recorded in
+  the state as a reboot request; nothing else happens: ``reboot ROOT`` performs it).
+  The current boot's assessment (``boot.py``) answers for ``boot-complete.target``
+  and the boot's check unit (``is-active``: also ``activating``), for
+  ``is-system-running`` (starting / running / degraded; exit 0 only for running)
+  and for ``list-units --failed`` / ``--state=failed`` (``[--plain] [--no-legend]
+  [--no-pager]``: ``UNIT LOAD ACTIVE SUB DESCRIPTION`` lines; failed transient units
+  too, which also make the system degraded).
 - ``journalctl -u U [-n N] [-o cat] [--no-pager] [-q] [-b]``: what units logged.
 """
 
@@ -390,6 +396,8 @@ def systemctl(paths: Paths, argv: list[str]) -> int:
 
     flags = {a for a in argv if a.startswith("-")}
     words = [a for a in argv if not a.startswith("-")]
+    if not words and "--failed" in flags:  # `systemctl --failed` is list-units --failed
+        return _list_units(paths, argv)
     if not words:
         print("systemctl (simulated): a verb is required", file=sys.stderr)
         return 1
@@ -406,15 +414,31 @@ def systemctl(paths: Paths, argv: list[str]) -> int:
                 stop_unit(paths, unit, wait=not no_block)
         return rc
     if verb == "is-active":
+        boot, now = load_state(paths).current_boot(), time.time()
         states = []
         for unit in units:
+            booting = boot.unit_state(unit, now)
             record = loaded_unit(paths, unit)
             states.append(
-                "inactive" if record is None else "failed" if record.get("failed") else "active"
+                booting
+                if booting is not None
+                else "inactive"
+                if record is None
+                else "failed"
+                if record.get("failed")
+                else "active"
             )
         if not quiet:
             print("\n".join(states))
         return 0 if states and all(s == "active" for s in states) else 3
+    if verb == "is-system-running":
+        boot = load_state(paths).current_boot()
+        state = boot.system_state(time.time(), other_failed=bool(failed_units(paths)))
+        if not quiet:
+            print(state)
+        return 0 if state == "running" else 1
+    if verb == "list-units":
+        return _list_units(paths, argv)
     if verb == "reset-failed":
         for unit in units or failed_units(paths):
             record = loaded_unit(paths, unit)
@@ -428,6 +452,29 @@ def systemctl(paths: Paths, argv: list[str]) -> int:
         return 0
     print(f"systemctl (simulated): unsupported verb {verb!r}", file=sys.stderr)
     return 1
+
+
+def _list_units(paths: Paths, argv: list[str]) -> int:
+    """``systemctl list-units``: only the failed units are simulated."""
+    if "--failed" not in argv and "--state=failed" not in argv:
+        print(
+            "systemctl (simulated): list-units supports only --failed / --state=failed",
+            file=sys.stderr,
+        )
+        return 1
+    boot = load_state(paths).current_boot()
+    rows = [(unit, "Simulated boot check (fakebootc)") for unit in boot.failed_units(time.time())]
+    rows += [(unit, f"/usr/bin/{unit.removesuffix('.service')}") for unit in failed_units(paths)]
+    legend = "--no-legend" not in argv
+    if legend:
+        print("  UNIT LOAD ACTIVE SUB DESCRIPTION")
+    for unit, description in rows:
+        # --plain drops the bullet real systemctl puts before a failed unit
+        bullet = "" if "--plain" in argv else "● "
+        print(f"{bullet}{unit} loaded failed failed {description}")
+    if legend:
+        print(f"\n{len(rows)} loaded units listed.")
+    return 0
 
 
 def journalctl(paths: Paths, argv: list[str]) -> int:

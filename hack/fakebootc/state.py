@@ -6,7 +6,8 @@ where they really are (``ROOT/ostree/bootc``, ``ROOT/run/ostree/auth.json``,
 what only the simulation needs lives in ``ROOT/.fakebootc/``: ``state.json`` (this
 module's ``State``), ``catalog.json``, the shim ``bin/`` directory, running ``units/``,
 the ``journal/`` of units started without ``--pipe`` and ``calls.jsonl`` (one line per
-tool invocation, so tests can assert what was, or was not, run).
+tool invocation, plus a ``pull`` line per image a switch or upgrade fetched, so tests
+can assert what was, or was not, run or pulled).
 
 Two locks, always taken in this order: the *sysroot lock* (``ROOT/sysroot/ostree/lock``,
 what ostree really locks; held by ``bootc switch``/``rollback``/``status`` and the
@@ -31,6 +32,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from hack.fakebootc.boot import Boot, decide_boot
 
 FAKE_DIR = ".fakebootc"
 STATE_VERSION = 1
@@ -137,6 +140,8 @@ class Deployment:
     #: staged with ``bootc upgrade --download-only`` (ostree's finalization lock): a
     #: reboot discards it instead of booting it, until ``--from-downloaded`` unlocks it
     download_only: bool = False
+    #: the image's own boot-assessment label (``boot.LABEL``), read when it was pulled
+    boot_assessment: str | None = None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Deployment:
@@ -154,6 +159,7 @@ class Deployment:
             soft_reboot_capable=bool(data.get("soft_reboot_capable", False)),
             incompatible=bool(data.get("incompatible", False)),
             download_only=bool(data.get("download_only", False)),
+            boot_assessment=data.get("boot_assessment"),
         )
 
 
@@ -167,6 +173,10 @@ class Faults:
     status_block: bool = False
     incompatible: bool = False
     not_bootc: bool = False
+    #: boots whose check fails / never finishes: scope ("*" or a digest) -> the unit
+    #: (``boot.py``; decided at the next boot)
+    boot_fail: dict[str, str] = field(default_factory=dict)
+    boot_hang: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Faults:
@@ -177,6 +187,8 @@ class Faults:
             status_block=bool(data.get("status_block", False)),
             incompatible=bool(data.get("incompatible", False)),
             not_bootc=bool(data.get("not_bootc", False)),
+            boot_fail={str(k): str(v) for k, v in (data.get("boot_fail") or {}).items()},
+            boot_hang={str(k): str(v) for k, v in (data.get("boot_hang") or {}).items()},
         )
 
     def active(self) -> list[str]:
@@ -205,6 +217,8 @@ class Config:
     registry_timeout: float = 10.0
     #: how long ``systemctl stop`` waits after SIGTERM before SIGKILL.
     stop_timeout: float = 10.0
+    #: seconds after a boot until boot-complete.target is reached (or its check fails).
+    boot_complete_delay: float = 0.0
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Config:
@@ -220,6 +234,7 @@ class Config:
             catalogs=[str(c) for c in data.get("catalogs", [])],
             registry_timeout=float(data.get("registry_timeout", default.registry_timeout)),
             stop_timeout=float(data.get("stop_timeout", default.stop_timeout)),
+            boot_complete_delay=float(data.get("boot_complete_delay", default.boot_complete_delay)),
         )
 
 
@@ -236,6 +251,8 @@ class State:
     boots: int = 1
     config: Config = field(default_factory=Config)
     faults: Faults = field(default_factory=Faults)
+    #: how the current boot is assessed (None in a state written before boots were)
+    boot: Boot | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -257,6 +274,26 @@ class State:
             boots=int(data.get("boots", 1)),
             config=Config.from_dict(data.get("config") or {}),
             faults=Faults.from_dict(data.get("faults") or {}),
+            boot=Boot.from_dict(data["boot"]) if isinstance(data.get("boot"), dict) else None,
+        )
+
+    def current_boot(self) -> Boot:
+        """``boot``, or a boot that completed long ago for a state without one."""
+        return self.boot if self.boot is not None else Boot(started=0.0)
+
+    def decide_boot(self, now: float) -> Boot | None:
+        """How a boot of the booted deployment starting at ``now`` goes (``boot.py``)."""
+        dep = self.booted
+        if dep is None:
+            return None
+        return decide_boot(
+            image=dep.image,
+            digest=dep.digest,
+            label=dep.boot_assessment,
+            fail=self.faults.boot_fail,
+            hang=self.faults.boot_hang,
+            delay=self.config.boot_complete_delay,
+            now=now,
         )
 
     def deployments(self) -> list[Deployment]:
