@@ -130,6 +130,9 @@ async def test_a_pod_not_ready_after_the_reboot_holds_the_slot_then_halts_then_r
         )
         assert await booted(api, first) == v2 and await cordoned(api, first)
         assert monitor.holders() == {first}
+        # running the target is not enough to count as updated
+        assert pool["status"]["updatedCount"] == 0, pool["status"]
+        assert "1 under health check" in up["message"], up
 
         async def failed() -> dict[str, Any] | None:
             pool = await get_pool(api, group)

@@ -469,6 +469,15 @@ def test_up_to_date_reasons_and_phases(facts: dict[str, Any], reason: str, phase
     assert phase(got_reason, degraded, got_reason if degraded else c.REASON_HEALTHY) == phase_word
 
 
+def test_a_node_under_its_health_check_is_not_counted_as_updated() -> None:
+    views = [node("a", S.UP_TO_DATE), back("b")]
+    counts = count_states(views, checking=frozenset({"b"}))
+    assert (counts.updated, counts.checking, counts.updating) == (1, 1, 1)
+    assert progress_message(counts) == "1/2 updated; 1 under health check"
+    up, reason, _ = rollout_condition(RolloutFacts(counts=counts))
+    assert (up, reason) == (False, c.REASON_ROLLOUT_IN_PROGRESS)
+
+
 def test_rolled_back_members_are_counted_as_such() -> None:
     views = [node("a", S.UP_TO_DATE), node("b", S.PENDING, held_back=True)]
     assert progress_message(count_states(views)) == "1/2 updated; 1 rolled back"

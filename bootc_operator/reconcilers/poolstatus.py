@@ -36,14 +36,22 @@ class Counts:
     rebooting: int = 0  # told to reboot (Booted) or reporting Rebooting
     degraded: int = 0
     rolled_back: int = 0  # failed the health check on the target, rolled back, held
+    checking: int = 0  # run the target, still under their health check (not updated yet)
 
     @property
     def updating(self) -> int:
-        return self.staging + self.staged + self.draining + self.rebooting
+        return self.staging + self.staged + self.draining + self.rebooting + self.checking
 
 
-def count_states(views: Iterable[NodeView], *, without_bootc_node: int = 0) -> Counts:
-    """Tally ``views``; ``without_bootc_node`` matched nodes not yet members count as pending."""
+def count_states(
+    views: Iterable[NodeView],
+    *,
+    without_bootc_node: int = 0,
+    checking: frozenset[str] = frozenset(),
+) -> Counts:
+    """Tally ``views``; ``without_bootc_node`` matched nodes not yet members count as
+    pending; ``checking`` members run the target but have not passed their health
+    gate: not updated yet."""
     tally = dict.fromkeys(
         (
             "total",
@@ -55,6 +63,7 @@ def count_states(views: Iterable[NodeView], *, without_bootc_node: int = 0) -> C
             "rebooting",
             "degraded",
             "rolled_back",
+            "checking",
         ),
         0,
     )
@@ -63,6 +72,8 @@ def count_states(views: Iterable[NodeView], *, without_bootc_node: int = 0) -> C
         tally["total"] += 1
         if v.state is NodeState.DEGRADED:
             tally["degraded"] += 1
+        elif v.state is NodeState.UP_TO_DATE and v.name in checking:
+            tally["checking"] += 1
         elif v.state is NodeState.UP_TO_DATE:
             tally["updated"] += 1
         elif v.held_back and not v.in_slot:
@@ -92,6 +103,7 @@ def progress_message(counts: Counts) -> str:
             (counts.staged, "staged"),
             (counts.draining, "draining"),
             (counts.rebooting, "rebooting"),
+            (counts.checking, "under health check"),
             (counts.degraded, "degraded"),
             (counts.rolled_back, "rolled back"),
         )

@@ -33,6 +33,7 @@ from bootc_operator.kube import ApiError
 from bootc_operator.reconcilers import metrics as m
 from bootc_operator.reconcilers.context import Context, Obj, pool_ref
 from bootc_operator.reconcilers.drain import DrainManager
+from bootc_operator.reconcilers.health import GateResult, Verdict
 from bootc_operator.reconcilers.healthpods import HealthPods, health_gates
 from bootc_operator.reconcilers.membership import MembershipProgress
 from bootc_operator.reconcilers.membership_plan import assign_nodes, claims
@@ -106,7 +107,15 @@ class StatusReconciler:
         targets = check.targets or (frozenset({previous}) if previous else frozenset())
         views = [ctx.view(bn, targets) for bn in bns]
         matched, conflict = self._matched_nodes(pool, check.selector_ok)
-        counts = count_states(views, without_bootc_node=len(matched - {v.name for v in views}))
+        now = ctx.now()
+        gates: dict[str, GateResult] = {}
+        if check.valid and check.targets:
+            gates = health_gates(self.health_pods, pool_name, check, views, now, watch=False)
+        counts = count_states(
+            views,
+            without_bootc_node=len(matched - {v.name for v in views}),
+            checking=frozenset(n for n, g in gates.items() if g.verdict is not Verdict.PASSED),
+        )
         self._node_events(pool_name, views)
         problems: dict[str, str] = dict(self._extra_problems(pool))
         if check.problems:
@@ -134,8 +143,6 @@ class StatusReconciler:
         gated = GateNews()
         if check.valid and check.targets:
             max_unavailable = check.resolve_max_unavailable(len(views))
-            now = ctx.now()
-            gates = health_gates(self.health_pods, pool_name, check, views, now, watch=False)
             plan, window = plan_pool(check, views, now, gates)
             gated = gate_news(plan, {v.name: v for v in views}, check)
             if gated.failed:
