@@ -1,7 +1,7 @@
 # Entry points; each target is a thin wrapper over a hack/ script.
 .PHONY: test unit setup binaries crds controlplane-up controlplane-down bench demo
 
-demo:            ## the README's demo: 6 simulated bootc nodes, a rollout shown live (DEMO_ARGS=--keep)
+demo:            ## the README's demo: 6 simulated bootc nodes, a rollout shown live (DEMO_ARGS=--keep; DEMO_ARGS="--scenario bad-image": a canary fails its health check and is rolled back)
 	bash hack/demo $(DEMO_ARGS)
 
 test:            ## lint, type-check, unit + e2e (the README's test command)

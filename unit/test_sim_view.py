@@ -145,3 +145,85 @@ def test_names_zones_and_image_refs() -> None:
     assert digest_ref(f"{REPO}:v2@{D2}") == f"{REPO}@{D2}"
     with pytest.raises(ImageError):
         qualify(f"os@{D2}", "127.0.0.1:5000")
+
+
+def health_bn(
+    booted: str,
+    desired: str,
+    *,
+    note: str = "",
+    failed_on: str = "",
+    idle: tuple[str, str] = ("True", "Idle"),
+    assessment: str = "",
+    slot: bool = True,
+) -> dict[str, Any]:
+    obj = bn(booted, desired, idle, slot=slot)
+    annotations = obj["metadata"]["annotations"]
+    if note:
+        annotations["bootc.dev/health-check"] = note
+    if failed_on:
+        annotations["bootc.dev/health-failed"] = failed_on
+    if assessment:
+        obj["status"]["bootAssessment"] = {"state": assessment}
+    return obj
+
+
+def test_health_check_and_rollback_states() -> None:
+    pending = "Pending: bootComplete: boot-complete.target not reached yet"
+    failed = "Failed: bootComplete: the boot did not reach boot-complete.target"
+    assert node_state(health_bn(D2, D2, note=pending)) == "Checking"
+    assert node_state(health_bn(D2, D2, note=failed)) == "Unhealthy"  # onFailure Halt
+    assert node_state(health_bn(D2, D2, note="Passed: all checks passed")) == "UpToDate"
+    # pointed back at D1 (its rollback deployment) while still on D2, then rebooting
+    assert node_state(health_bn(D2, D1, note=failed, failed_on=D2)) == "RollingBack"
+    rebooting = health_bn(D2, D1, failed_on=D2, idle=("False", "Rebooting"))
+    assert node_state(rebooting) == "RollingBack"
+    # back on D1, idle: rolled back (released, the note kept) until the target changes
+    assert node_state(health_bn(D1, D1, note=failed, failed_on=D2, slot=False)) == "RolledBack"
+    # a Degraded BootcNode says so first
+    degraded = health_bn(D1, D1, failed_on=D2)
+    degraded["status"]["conditions"][1].update(status="True", message="bootc rollback failed")
+    assert node_state(degraded) == "Degraded"
+
+
+def halted_pool() -> dict[str, Any]:
+    obj = pool(D2, 0, 2, False)
+    obj["status"]["conditions"].append(
+        {
+            "type": "Degraded",
+            "status": "True",
+            "reason": "HealthCheckFailed",
+            "message": f"worker-1 failed its health check on {D2} and was rolled back",
+        }
+    )
+    return obj
+
+
+def test_rows_show_the_boot_check_the_note_and_canaries() -> None:
+    names = ["worker-1", "worker-2"]
+    failed = "Failed: bootComplete: the boot did not reach boot-complete.target"
+    canary = node()
+    canary["metadata"]["labels"]["bootc.dev/canary"] = ""
+    bns = {
+        "worker-1": health_bn(D1, D1, note=failed, failed_on=D2, assessment="Complete", slot=False),
+        "worker-2": bn(D1, D2, ("False", "Staged")),
+    }
+    snap = snapshot(halted_pool(), bns, {"worker-1": canary, "worker-2": node()}, names, D2)
+    row = snap.rows[0]
+    assert (row.state, row.check, row.canary, row.failed_on) == ("RolledBack", "Complete", True, D2)
+    assert row.message == failed
+    assert snap.degraded_reason == "HealthCheckFailed"
+    assert snap.degraded.startswith("Degraded=True HealthCheckFailed: worker-1 failed")
+    lines = render(snap, elapsed=3, labels={D1: "v1"}, max_unavailable=1, reboots=2)
+    assert any("Degraded=True HealthCheckFailed" in line for line in lines[:3])
+    table = next(line for line in lines if "worker-1 *" in line)
+    assert "RolledBack" in table and "v1 111111111111" in table and table.endswith("Complete")
+    assert f"    {failed}" in lines
+    assert lines[-3].startswith("  * canary (bootc.dev/canary)")
+    # the plain output: the check and the note in the row's line, the pool's Degraded too
+    before = snapshot(pool(D2, 0, 2, False), {}, {}, names, D2)
+    out = changes(before, snap, {D1: "v1", D2: "v2"})
+    assert out[0] == (
+        f"worker-1: Pending on - (NotReady) -> RolledBack on v1 (boot Complete): {failed}"
+    )
+    assert out[-1].endswith(snap.degraded) and out[-1].startswith("pool: 0/2 updated;")

@@ -2,6 +2,7 @@
 
     eval "$(hack/sim up --nodes 6)"      # export KUBECONFIG=... SIM_REGISTRY=... SIM_IMAGE=...
     hack/sim image push os:v2            # prints 127.0.0.1:PORT/os:v2@sha256:...
+    hack/sim image push os:bad --label fakebootc.boot-assessment=fail   # boots fail
     hack/sim workload                    # a Deployment spread over the nodes + its PDB
     hack/sim pool --stage-ahead 1 --image REF   # create/update the pool ``workers``
     hack/sim status
@@ -36,7 +37,7 @@ from types import FrameType
 from typing import Any
 
 from hack.simlib.common import DEFAULT_DIR, MARKER_ENV, SIM_FILE, SimConfig, SimInfo
-from hack.simlib.images import ImageError
+from hack.simlib.images import ImageError, parse_label
 from hack.simlib.policy import (
     PolicyError,
     add_pool_arguments,
@@ -181,6 +182,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         nodes=args.nodes,
         reboot_seconds=args.reboot_seconds,
         stage_seconds=args.stage_seconds,
+        boot_complete_delay=args.boot_complete_delay,
         controllers=args.controllers,
         poll_interval=args.poll_interval,
         log_level=args.log_level,
@@ -269,7 +271,8 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_push(args: argparse.Namespace) -> int:
     sim = AttachedSim.open(args.dir)
-    print(sim.push_image(args.name))
+    labels = dict(parse_label(text) for text in args.label)
+    print(sim.push_image(args.name, labels))
     return 0
 
 
@@ -310,6 +313,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="how long staging an image takes on a host (default: %(default)s)",
     )
     up.add_argument(
+        "--boot-complete-delay",
+        type=float,
+        default=0.0,
+        help="seconds after a boot until boot-complete.target (or a failed boot "
+        "assessment) (default: %(default)s)",
+    )
+    up.add_argument(
         "--controllers", type=int, default=2, help="controller processes (default: %(default)s)"
     )
     up.add_argument(
@@ -334,6 +344,14 @@ def build_parser() -> argparse.ArgumentParser:
     image_sub = image.add_subparsers(dest="image_command", required=True)
     push = image_sub.add_parser("push", help="push a new, distinct image; prints REF@sha256:...")
     push.add_argument("name", metavar="NAME:TAG", help="e.g. os:v2 (goes to the sim's registry)")
+    push.add_argument(
+        "--label",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a label on the image's config (repeatable); fakebootc.boot-assessment="
+        "fail[:UNIT] or hang[:UNIT] makes every boot of it fail its boot assessment",
+    )
     push.set_defaults(func=cmd_push)
     wl = sub.add_parser("workload", help="deploy a sample Deployment with a PodDisruptionBudget")
     wl.add_argument("--replicas", type=int, default=None, help="default: one per node")

@@ -68,6 +68,9 @@ class SimConfig:
     reboot_seconds: float = 5.0
     #: how long ``bootc switch`` takes on each simulated host (pull + stage)
     stage_seconds: float = 1.0
+    #: how long after each boot the host reaches boot-complete.target (or its boot
+    #: assessment fails, for an image labelled so: ``hack.fakebootc.boot``)
+    boot_complete_delay: float = 0.0
     #: controller processes (leader-elected)
     controllers: int = 2
     #: each daemon's --poll-interval (inotify catches the changes that matter)

@@ -11,6 +11,13 @@ the hosts share, under a made-up registry host that is never contacted.
 
 A ``NAME[:TAG]`` without a registry host goes to the simulation's registry
 (``os:v2`` → ``127.0.0.1:PORT/os:v2``); the result is ``NAME:TAG@sha256:...``.
+
+``labels`` go on the image's config. The one the simulated hosts act on is
+``fakebootc.boot-assessment`` (``hack.fakebootc.boot``): ``failing_boot()`` makes an
+image whose every boot fails its boot assessment (systemd never reaches
+``boot-complete.target``), the "bad image" of ``hack/demo --scenario bad-image``. In
+a catalog that label becomes the entry's ``bootAssessment`` (other labels are not
+recorded there).
 """
 
 from __future__ import annotations
@@ -19,11 +26,13 @@ import asyncio
 import datetime as dt
 import hashlib
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 
 from bootc_operator.api.imageref import InvalidImageRef, parse_image_ref
 from bootc_operator.registry import RegistryClient, RegistryOptions
-from hack.fakebootc import add_catalog_image
+from hack.fakebootc import FakeHostError, add_catalog_image
+from hack.fakebootc.boot import LABEL as BOOT_ASSESSMENT_LABEL
 from hack.simlib.common import SimInfo
 from hack.testenv.push import make_image
 from hack.testenv.push import push_image as push_to_registry
@@ -33,6 +42,20 @@ CATALOG_REGISTRY = "registry.sim.invalid"
 
 class ImageError(RuntimeError):
     """An image could not be pushed."""
+
+
+def failing_boot(unit: str | None = None) -> dict[str, str]:
+    """The labels of an image whose boots fail their assessment (``unit``: the failing
+    check, default greenboot's)."""
+    return {BOOT_ASSESSMENT_LABEL: f"fail:{unit}" if unit else "fail"}
+
+
+def parse_label(text: str) -> tuple[str, str]:
+    """``KEY=VALUE`` → (KEY, VALUE) (the ``--label`` of ``hack/sim image push``)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise ImageError(f"label {text!r}: expected KEY=VALUE")
+    return key.strip(), value
 
 
 def qualify(name: str, registry: str) -> tuple[str, str]:
@@ -55,11 +78,14 @@ def _now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-async def _push_registry(registry: str, ref: str, version: str) -> str:
+async def _push_registry(
+    registry: str, ref: str, version: str, labels: Mapping[str, str] | None
+) -> str:
     image = make_image(
         f"simulated bootc OS {ref}\nnonce {uuid.uuid4().hex}\n",
         version=version,
         created=_now(),
+        labels=labels,
     )
     options = RegistryOptions(
         insecure_registries=frozenset({registry}), timeout=30.0, connect_timeout=5.0
@@ -68,8 +94,9 @@ async def _push_registry(registry: str, ref: str, version: str) -> str:
         return await push_to_registry(client, ref, image)
 
 
-def push_image(info: SimInfo, name: str) -> str:
-    """Push a new image as ``name`` (``NAME[:TAG]``); returns ``REPO:TAG@sha256:...``.
+def push_image(info: SimInfo, name: str, labels: Mapping[str, str] | None = None) -> str:
+    """Push a new image as ``name`` (``NAME[:TAG]``) with ``labels``; returns
+    ``REPO:TAG@sha256:...``.
 
     Synchronous (runs its own event loop): from async code call it through
     ``asyncio.to_thread``.
@@ -77,7 +104,7 @@ def push_image(info: SimInfo, name: str) -> str:
     if info.registry:
         repo, tag = qualify(name, info.registry)
         try:
-            digest = asyncio.run(_push_registry(info.registry, f"{repo}:{tag}", tag))
+            digest = asyncio.run(_push_registry(info.registry, f"{repo}:{tag}", tag, labels))
         except Exception as exc:
             raise ImageError(f"pushing {repo}:{tag}: {exc}") from exc
         return f"{repo}:{tag}@{digest}"
@@ -85,7 +112,17 @@ def push_image(info: SimInfo, name: str) -> str:
         raise ImageError("this simulation has neither a registry nor a catalog")
     repo, tag = qualify(name, CATALOG_REGISTRY)
     digest = "sha256:" + hashlib.sha256(f"{repo}:{tag} {uuid.uuid4()}".encode()).hexdigest()
-    add_catalog_image(Path(info.catalog), f"{repo}:{tag}", digest, version=tag, timestamp=_now())
+    try:
+        add_catalog_image(
+            Path(info.catalog),
+            f"{repo}:{tag}",
+            digest,
+            version=tag,
+            timestamp=_now(),
+            boot_assessment=(labels or {}).get(BOOT_ASSESSMENT_LABEL),
+        )
+    except FakeHostError as exc:  # a bad boot-assessment value
+        raise ImageError(f"{repo}:{tag}: {exc}") from exc
     return f"{repo}:{tag}@{digest}"
 
 

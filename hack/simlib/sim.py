@@ -35,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Self
 
@@ -118,9 +119,10 @@ class SimOps:
             raise SimError(f"kubectl {' '.join(args)} failed ({res.returncode}):\n{res.stderr}")
         return res
 
-    def push_image(self, name: str) -> str:
-        """Push a new, distinct image ``NAME[:TAG]``; returns ``REPO:TAG@sha256:...``."""
-        return images.push_image(self.info, name)
+    def push_image(self, name: str, labels: Mapping[str, str] | None = None) -> str:
+        """Push a new, distinct image ``NAME[:TAG]`` (``labels`` on its config, e.g.
+        ``images.failing_boot()``); returns ``REPO:TAG@sha256:...``."""
+        return images.push_image(self.info, name, labels)
 
     def deploy_workload(self, replicas: int | None = None) -> list[str]:
         """The sample Deployment (spread over nodes and zones) and its PodDisruptionBudget."""
@@ -299,6 +301,7 @@ class Sim(SimOps, Component):
                 booted=booted,
                 version=version,
                 stage_delay=cfg.stage_seconds,
+                boot_complete_delay=cfg.boot_complete_delay,
                 catalogs=[self.info.catalog] if self.info.catalog else [],
                 accept_any_digest=not self.use_registry,
             )

@@ -2,16 +2,28 @@
 
 ``snapshot(pool, bootc_nodes, nodes, names)`` turns what the informers hold into a
 ``Snapshot`` (one ``NodeRow`` per node: state, booted image, Ready, cordoned, in a
-reboot slot); ``render(...)`` draws it as a progress bar plus a table;
-``changes(before, after)`` lists what changed between two snapshots (the
-line-per-change output when stdout is not a terminal). ``Screen`` redraws a block
-of lines in place with ANSI cursor movement.
+reboot slot, its boot assessment, whether it is a canary, a note); ``render(...)``
+draws it as a progress bar plus a table; ``changes(before, after)`` lists what
+changed between two snapshots (the line-per-change output when stdout is not a
+terminal). ``Screen`` redraws a block of lines in place with ANSI cursor movement.
 
-A node's state: ``UpToDate`` when it runs the pool's target and is idle, else the
-reason of its BootcNode ``Idle`` condition (``Staging``, ``Staged``,
-``Rebooting``), ``Degraded`` when its BootcNode says so, ``Pending`` otherwise
-(no status yet, idle on an older image before the daemon starts staging, or not
-told the target yet under ``stageAhead``).
+A node's state, first match wins:
+
+- ``Degraded``: its BootcNode says so;
+- ``RollingBack`` / ``RolledBack``: it failed its health check (``spec.health``) on
+  the digest of its ``bootc.dev/health-failed`` annotation and is being pointed back
+  at its rollback deployment / runs that again, idle (until the target changes);
+- ``Checking`` / ``Unhealthy``: it runs its desired image, idle, and the rollout's
+  ``bootc.dev/health-check`` annotation says a check is pending / failed;
+- ``UpToDate``: it runs the desired image and is idle;
+- the reason of its ``Idle`` condition (``Staging``, ``Staged``, ``Rebooting``);
+- ``Pending`` otherwise (no status yet, idle on an older image before the daemon
+  starts staging, or not told the target yet under ``stageAhead``).
+
+The CHECK column is the daemon's ``status.bootAssessment.state`` (systemd's
+``boot-complete.target``: Pending, Complete, Failed, Unknown); the line under a row
+is the BootcNode's Degraded message, else its health-check note. Canaries are the
+nodes labelled ``bootc.dev/canary`` (marked ``*``).
 """
 
 from __future__ import annotations
@@ -30,9 +42,18 @@ STATE_COLORS = {
     "Staging": "36",  # cyan
     "Staged": "33",  # yellow
     "Rebooting": "35",  # magenta
+    "Checking": "34",  # blue
     "Degraded": "31",  # red
+    "Unhealthy": "31",
+    "RollingBack": "31",
+    "RolledBack": "33",
     "Pending": "37",
 }
+ROLLING_BACK = "RollingBack"
+ROLLED_BACK = "RolledBack"
+CHECKING = "Checking"
+UNHEALTHY = "Unhealthy"
+STATE_WIDTH = 11
 
 
 def _condition(obj: Mapping[str, Any] | None, ctype: str) -> dict[str, Any]:
@@ -61,7 +82,10 @@ class NodeRow:
     ready: bool
     cordoned: bool
     in_slot: bool
-    message: str = ""
+    message: str = ""  # the Degraded message, else the health-check note
+    check: str = ""  # status.bootAssessment.state
+    canary: bool = False  # the Node is labelled bootc.dev/canary
+    failed_on: str = ""  # the digest it failed its health check on (rolled back from)
 
     @property
     def unavailable(self) -> bool:
@@ -76,6 +100,8 @@ class Snapshot:
     total: int
     up_to_date: bool
     condition: str  # "UpToDate=False RolloutInProgress: ..."
+    degraded: str = ""  # "Degraded=True HealthCheckFailed: ..." ("" unless Degraded)
+    degraded_reason: str = ""  # its reason ("" unless Degraded)
 
     @property
     def unavailable(self) -> int:
@@ -102,18 +128,35 @@ class Snapshot:
         )
 
 
+def _booted_digest(bn: Mapping[str, Any] | None) -> str:
+    booted = ((bn or {}).get("status") or {}).get("booted") or {}
+    return str(booted.get("imageDigest") or digest_of(booted.get("image")))
+
+
+def _annotations(obj: Mapping[str, Any] | None) -> Mapping[str, str]:
+    return ((obj or {}).get("metadata") or {}).get("annotations") or {}
+
+
 def node_state(bn: Mapping[str, Any] | None) -> str:
+    """The node's state (the module docstring lists them)."""
     if bn is None:
         return "Pending"
     if _condition(bn, c.COND_DEGRADED).get("status") == "True":
         return "Degraded"
-    status = bn.get("status") or {}
-    booted = digest_of((status.get("booted") or {}).get("image"))
-    booted = (status.get("booted") or {}).get("imageDigest") or booted
+    booted = _booted_digest(bn)
     desired = digest_of((bn.get("spec") or {}).get("desiredImage"))
     idle = _condition(bn, c.COND_IDLE)
     reason = str(idle.get("reason") or "")
-    if idle.get("status") == "True" and booted and booted == desired:
+    running = idle.get("status") == "True" and bool(booted) and booted == desired
+    annotations = _annotations(bn)
+    if annotations.get(c.HEALTH_FAILED_ANNOTATION):
+        return ROLLED_BACK if running else ROLLING_BACK
+    if running:
+        note = annotations.get(c.HEALTH_CHECK_ANNOTATION, "")
+        if note.startswith("Pending"):
+            return CHECKING
+        if note.startswith("Failed"):
+            return UNHEALTHY
         return "UpToDate"
     if reason in (c.REASON_STAGING, c.REASON_STAGED, c.REASON_REBOOTING):
         return reason
@@ -124,20 +167,21 @@ def node_row(name: str, node: Mapping[str, Any] | None, bn: Mapping[str, Any] | 
     labels = ((node or {}).get("metadata") or {}).get("labels") or {}
     ready = _condition(node, "Ready").get("status") == "True"
     status = (bn or {}).get("status") or {}
-    booted = (status.get("booted") or {}).get("imageDigest") or digest_of(
-        (status.get("booted") or {}).get("image")
-    )
-    annotations = ((bn or {}).get("metadata") or {}).get("annotations") or {}
+    annotations = _annotations(bn)
     degraded = _condition(bn, c.COND_DEGRADED)
+    message = str(degraded.get("message") or "") if degraded.get("status") == "True" else ""
     return NodeRow(
         name=name,
         zone=str(labels.get("topology.kubernetes.io/zone", "")),
         state=node_state(bn),
-        booted=str(booted or ""),
+        booted=_booted_digest(bn),
         ready=ready,
         cordoned=bool(((node or {}).get("spec") or {}).get("unschedulable")),
         in_slot=c.IN_REBOOT_SLOT_ANNOTATION in annotations,
-        message=str(degraded.get("message") or "") if degraded.get("status") == "True" else "",
+        message=message or str(annotations.get(c.HEALTH_CHECK_ANNOTATION) or ""),
+        check=str((status.get("bootAssessment") or {}).get("state") or ""),
+        canary=c.CANARY_LABEL in labels,
+        failed_on=str(annotations.get(c.HEALTH_FAILED_ANNOTATION) or ""),
     )
 
 
@@ -168,6 +212,8 @@ def snapshot(
     text = ""
     if cond:
         text = f"UpToDate={cond.get('status')} {cond.get('reason', '')}: {cond.get('message', '')}"
+    degraded = _condition(pool, c.COND_DEGRADED)
+    bad = degraded.get("status") == "True"
     return Snapshot(
         rows=rows,
         target=current,
@@ -175,6 +221,10 @@ def snapshot(
         total=int(status.get("nodeCount") or len(names)),
         up_to_date=cond.get("status") == "True",
         condition=text,
+        degraded=f"Degraded=True {degraded.get('reason', '')}: {degraded.get('message', '')}"
+        if bad
+        else "",
+        degraded_reason=str(degraded.get("reason") or "") if bad else "",
     )
 
 
@@ -207,21 +257,28 @@ def render(
         f"{bar(snap.updated, snap.total, ascii_only=ascii_only)} "
         f"{snap.updated}/{snap.total} updated   {minutes:02d}:{seconds:02d}",
         f"  {snap.condition}" if snap.condition else "  (no status yet)",
+    ]
+    if snap.degraded:
+        lines.append(f"  {_paint(snap.degraded, '31', color)}")
+    lines += [
         "",
-        f"  {'NODE':<12} {'ZONE':<7} {'STATE':<10} {'BOOTED':<20} {'READY':<6} "
-        f"{'CORDONED':<9} {'REBOOT SLOT'}",
+        f"  {'NODE':<12} {'ZONE':<7} {'STATE':<{STATE_WIDTH}} {'BOOTED':<20} {'READY':<6} "
+        f"{'CORDONED':<9} {'SLOT':<5} {'CHECK'}",
     ]
     for row in snap.rows:
         label = labels.get(row.booted, "")
         booted = f"{label} {short(row.booted)}".strip() if row.booted else "-"
-        state = _paint(f"{row.state:<10}", STATE_COLORS.get(row.state, "0"), color)
+        state = _paint(f"{row.state:<{STATE_WIDTH}}", STATE_COLORS.get(row.state, "0"), color)
+        name = f"{row.name} *" if row.canary else row.name
         lines.append(
-            f"  {row.name:<12} {row.zone:<7} {state} {booted:<20} "
+            f"  {name:<12} {row.zone:<7} {state} {booted:<20} "
             f"{'yes' if row.ready else 'NO':<6} {'yes' if row.cordoned else 'no':<9} "
-            f"{'yes' if row.in_slot else '-'}"
+            f"{'yes' if row.in_slot else '-':<5} {row.check or '-'}"
         )
         if row.message:
             lines.append(f"    {row.message[:100]}")
+    if any(row.canary for row in snap.rows):
+        lines.append("  * canary (bootc.dev/canary): updates first, alone")
     lines += [
         "",
         f"  unavailable now {snap.unavailable} (max so far {max_unavailable}); "
@@ -231,11 +288,15 @@ def render(
 
 
 def describe_row(row: NodeRow, labels: Mapping[str, str]) -> str:
+    """``Checking on v2 (in slot, boot Pending): Pending: bootComplete: ...``."""
     booted = labels.get(row.booted) or short(row.booted) or "-"
     flags = [f for f, on in (("cordoned", row.cordoned), ("in slot", row.in_slot)) if on]
     if not row.ready:
         flags.append("NotReady")
-    return f"{row.state} on {booted}" + (f" ({', '.join(flags)})" if flags else "")
+    if row.check:
+        flags.append(f"boot {row.check}")
+    text = f"{row.state} on {booted}" + (f" ({', '.join(flags)})" if flags else "")
+    return f"{text}: {row.message[:160]}" if row.message else text
 
 
 def changes(before: Snapshot | None, after: Snapshot, labels: Mapping[str, str]) -> list[str]:
@@ -247,8 +308,13 @@ def changes(before: Snapshot | None, after: Snapshot, labels: Mapping[str, str])
         if prev is None or prev != row:
             was = f"{describe_row(prev, labels)} -> " if prev is not None else ""
             out.append(f"{row.name}: {was}{describe_row(row, labels)}")
-    if before is None or (before.updated, before.condition) != (after.updated, after.condition):
-        out.append(f"pool: {after.updated}/{after.total} updated; {after.condition}")
+    if before is None or (before.updated, before.condition, before.degraded) != (
+        after.updated,
+        after.condition,
+        after.degraded,
+    ):
+        text = f"pool: {after.updated}/{after.total} updated; {after.condition}"
+        out.append(f"{text}; {after.degraded}" if after.degraded else text)
     return out
 
 
