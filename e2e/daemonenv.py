@@ -10,6 +10,11 @@ grace period, and stops any unit still running on the hosts.
 ``NodeLog`` watches one BootcNode with the project's informer and records every
 status the API server held, so a test can assert a *sequence* (Staging before
 Staged) without racing the daemon.
+
+``Daemons.reboot(daemon)`` is the simulated reboot of a host whose daemon asked for
+one (or of any host): the daemon stops as it would at shutdown, the host boots
+(``Host.reboot``: a queued rollback or the staged image, and this boot's assessment
+decided), a new daemon starts with the same flags.
 """
 
 from __future__ import annotations
@@ -46,6 +51,8 @@ class Daemon:
     process: Process
     metrics_port: int
     probe_port: int
+    #: the keyword arguments of ``Daemons.start`` (a restart after a reboot reuses them)
+    flags: dict[str, Any] = field(default_factory=dict)
 
     def alive(self) -> bool:
         return self.process.alive()
@@ -87,6 +94,15 @@ class Daemons:
         kubeconfig: Path | None = None,
     ) -> Daemon:
         """Start a daemon for ``node`` on ``host`` (``kubeconfig``: other credentials)."""
+        flags = {
+            "poll_interval": poll_interval,
+            "stage_timeout": stage_timeout,
+            "bootc_timeout": bootc_timeout,
+            "backoff_initial": backoff_initial,
+            "backoff_max": backoff_max,
+            "extra": extra,
+            "kubeconfig": kubeconfig,
+        }
         metrics_port, probe_port = free_port(), free_port()
         argv, env = host.daemon_command(
             node, kubeconfig or self.kubeconfig, metrics_port, probe_port
@@ -111,9 +127,15 @@ class Daemons:
         process = spawn(
             f"daemon-{node}", argv, self.log_dir / f"daemon-{index}-{node}.log", env=env
         )
-        daemon = Daemon(node, host, process, metrics_port, probe_port)
+        daemon = Daemon(node, host, process, metrics_port, probe_port, dict(flags))
         self.started.append(daemon)
         return daemon
+
+    async def reboot(self, daemon: Daemon) -> Daemon:
+        """Stop ``daemon``, reboot its host, start a new daemon like it (module docstring)."""
+        assert await daemon.stop() == 0, daemon.log()
+        await asyncio.to_thread(daemon.host.reboot)
+        return self.start(daemon.node, daemon.host, **daemon.flags)
 
     async def stop_all(self) -> None:
         """Stop every daemon and host unit; print the daemons' logs (shown on failure)."""
@@ -194,6 +216,12 @@ def degraded_message(obj: dict[str, Any] | None) -> str:
 def slot_image(obj: dict[str, Any] | None, slot: str) -> str | None:
     info = ((obj or {}).get("status") or {}).get(slot)
     return None if not info else str(info.get("image"))
+
+
+def boot_assessment(obj: dict[str, Any] | None) -> tuple[str | None, str]:
+    """``status.bootAssessment`` as (state, message); (None, "") when there is none."""
+    found = ((obj or {}).get("status") or {}).get("bootAssessment") or {}
+    return found.get("state"), str(found.get("message") or "")
 
 
 def settled(obj: dict[str, Any] | None) -> bool:

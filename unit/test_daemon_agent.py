@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
@@ -17,6 +19,7 @@ import pytest
 from bootc_operator.api import constants as c
 from bootc_operator.daemon import agent as agent_mod
 from bootc_operator.daemon.agent import Agent, Config
+from bootc_operator.daemon.assessment import BootProbe
 from bootc_operator.daemon.bootc_status import HostStatus
 from bootc_operator.daemon.decide import RetryPolicy
 from bootc_operator.daemon.hostcmd import HostCommandError, HostCommands
@@ -57,6 +60,14 @@ class FakeHost:
         self.doc = status
         self.shutting_down = False
         self.switch_error: str | None = None
+        #: what the next boot probes return, in order (then: a completed boot); not
+        #: journaled, so the journals of the other tests stay about bootc
+        self.probes: list[BootProbe] = []
+        self.probe_reads = 0
+
+    async def boot_probe(self) -> BootProbe:
+        self.probe_reads += 1
+        return self.probes.pop(0) if self.probes else BootProbe(target="active")
 
     async def status(self) -> HostStatus:
         self.journal.append("status")
@@ -143,11 +154,12 @@ def make_agent(
     journal: list[Any],
     obj: dict[str, Any],
     host: FakeHost,
+    clock: Callable[[], float] = time.monotonic,
 ) -> tuple[Agent, Api]:
     api = Api(journal, obj)
     monkeypatch.setattr(agent_mod, "patch_object", api.patch)
     config = Config(NODE, tmp_path, 3600.0, RetryPolicy(10.0, 300.0))
-    agent = Agent(cast(Any, None), config, cast(HostCommands, host))
+    agent = Agent(cast(Any, None), config, cast(HostCommands, host), clock=clock)
     agent.informer.replace([copy.deepcopy(obj)])  # as if listed from the API server
     key = agent.queue.get_nowait()  # the add event's key: the tests call reconcile directly
     assert key == NODE
@@ -388,3 +400,99 @@ async def test_a_failed_pull_secret_read_is_one_line_and_retried(
     # retried on the next reconcile, with a longer delay
     assert await agent.reconcile(NODE) == 20.0
     assert journal.count("get secret") == 2
+
+
+# ------------------------------------------------------------------ issue 16: boot assessment
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def assessment(api: Api) -> dict[str, Any] | None:
+    found: dict[str, Any] | None = api.obj["status"].get("bootAssessment")
+    return found
+
+
+STARTING = BootProbe(target="inactive", system="starting")
+
+
+async def test_the_boot_assessment_is_read_before_the_first_write_and_while_pending(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, journal: list[Any]
+) -> None:
+    host = FakeHost(journal, host_doc(A))
+    host.probes = [STARTING, STARTING]
+    clock = Clock()
+    agent, api = make_agent(tmp_path, monkeypatch, journal, bootc_node(A), host, clock)
+    # the very first write already carries this boot's assessment
+    assert await agent.reconcile(NODE) == 1.0
+    assert journal == ["status", ("patch", c.REASON_IDLE)]
+    assert assessment(api) == {
+        "state": "Pending",
+        "message": "boot-complete.target not reached yet (the system is starting)",
+    }
+    # a reconcile before the re-read is due reads nothing and keeps the schedule
+    clock.now += 0.25
+    assert await agent.reconcile(NODE) == 0.75
+    assert host.probe_reads == 1
+    # still Pending: read again, then after a longer delay (capped backoff)
+    clock.now += 0.75
+    assert await agent.reconcile(NODE) == 2.0
+    assert host.probe_reads == 2
+    assert len(journal) == 2, "the same assessment is not written again"
+    # complete: written at once, never read again
+    clock.now += 2.0
+    assert await agent.reconcile(NODE) is None
+    assert host.probe_reads == 3
+    assert journal[2:] == [("patch", c.REASON_IDLE)]
+    assert assessment(api) == {"state": "Complete", "message": "boot-complete.target reached"}
+    clock.now += 1000.0
+    agent.host_changed()
+    assert await agent.reconcile(NODE) is None
+    assert host.probe_reads == 3
+
+
+async def test_a_failed_boot_is_final_and_an_unreadable_one_unknown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, journal: list[Any]
+) -> None:
+    host = FakeHost(journal, host_doc(A))
+    host.probes = [
+        BootProbe(error="systemctl is-active boot-complete.target did not finish within 30s"),
+        BootProbe(target="inactive", system="degraded", failed_units=("check.service",)),
+    ]
+    clock = Clock()
+    agent, api = make_agent(tmp_path, monkeypatch, journal, bootc_node(A), host, clock)
+    assert await agent.reconcile(NODE) == 1.0
+    unknown = assessment(api)
+    assert unknown is not None and unknown["state"] == "Unknown"
+    assert "did not finish within 30s" in unknown["message"]
+    assert degraded_cond(api)["status"] == "False", "reported, not a daemon problem"
+    clock.now += 1.0
+    assert await agent.reconcile(NODE) is None
+    assert assessment(api) == {
+        "state": "Failed",
+        "message": "the boot finished without reaching boot-complete.target: "
+        "failed units: check.service",
+    }
+    clock.now += 60.0
+    assert await agent.reconcile(NODE) is None
+    assert host.probe_reads == 2
+
+
+async def test_a_pending_assessment_does_not_delay_a_failed_commands_backoff(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, journal: list[Any]
+) -> None:
+    # the sooner of the two wins: here the assessment (1 s) before the switch retry (10 s)
+    host = FakeHost(journal, host_doc(A))
+    host.probes = [STARTING] * 10
+    host.switch_error = "bootc switch X failed (exit code 1): error: nope"
+    clock = Clock()
+    agent, _ = make_agent(tmp_path, monkeypatch, journal, bootc_node(B), host, clock)
+    assert await agent.reconcile(NODE) == 1.0
+    await asyncio.wait_for(next_trigger(agent), 10)
+    clock.now += 0.5
+    assert await agent.reconcile(NODE) == 0.5  # the switch's backoff is 10 s

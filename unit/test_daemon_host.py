@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 from prometheus_client import REGISTRY
 
+from bootc_operator.api.v1alpha1 import BootAssessmentState
 from bootc_operator.cli import DEFAULT_HOST_EXEC
 from bootc_operator.daemon import metrics  # noqa: F401 - registers the collectors
+from bootc_operator.daemon.assessment import BootProbe, assess
 from bootc_operator.daemon.hostcmd import (
     SWITCH_UNIT,
     CommandTimeout,
@@ -178,6 +180,72 @@ async def test_a_missing_tool_is_a_clear_error(host: Host) -> None:
     cmds = HostCommands(["/nonexistent/nsenter"], command_timeout=5, stage_timeout=5)
     with pytest.raises(HostCommandError, match="cannot run bootc status: /nonexistent/nsenter"):
         await cmds.status()
+
+
+async def test_boot_probe_of_a_completed_boot_reads_only_the_target(host: Host) -> None:
+    before = len(host.calls("systemctl"))
+    probe = await commands().boot_probe()
+    assert probe == BootProbe(target="active")
+    assert [c["argv"] for c in host.calls("systemctl")[before:]] == [
+        ["is-active", "boot-complete.target"]
+    ]
+
+
+async def test_boot_probe_of_a_failed_boot_names_the_unit(host: Host) -> None:
+    host.set_fault("boot-fail", message="app-check.service")
+    host.reboot()
+    probe = await commands().boot_probe()
+    assert probe == BootProbe(
+        target="inactive", system="degraded", failed_units=("app-check.service",)
+    )
+    assert assess(probe).state == BootAssessmentState.FAILED
+
+
+async def test_boot_probe_of_a_boot_that_never_completes(host: Host) -> None:
+    host.set_fault("boot-hang")
+    host.reboot()
+    probe = await commands().boot_probe()
+    assert probe == BootProbe(target="inactive", system="starting")
+    assert assess(probe).state == BootAssessmentState.PENDING
+
+
+async def test_boot_probe_errors_are_in_the_probe_not_raised(host: Host) -> None:
+    before = failures("assess")
+    cmds = HostCommands(["/nonexistent/nsenter"], command_timeout=5, stage_timeout=5)
+    probe = await cmds.boot_probe()
+    assert probe.error == (
+        "cannot run systemctl is-active boot-complete.target: /nonexistent/nsenter: "
+        "No such file or directory"
+    )
+    assert failures("assess") == before + 1
+    # a command that prints no state at all (here: not even systemctl)
+    silent = HostCommands(["true"], command_timeout=5, stage_timeout=5)
+    probe = await silent.boot_probe()
+    assert probe.error is not None and "printed no state (exit code 0)" in probe.error
+    assert assess(probe).state == BootAssessmentState.UNKNOWN
+
+
+async def test_rollback_queues_then_reverts_without_a_pull(host: Host) -> None:
+    assert host.switch(D2).returncode == 0
+    host.reboot()
+    cmds = commands()
+    await cmds.rollback()
+    assert (await cmds.status()).status.rollback_queued
+    await cmds.rollback()
+    assert not (await cmds.status()).status.rollback_queued
+    assert host.bootc_calls("rollback") == [["rollback"], ["rollback"]]
+    assert host.pulls() == [D2], "only the switch pulled"
+    assert host.reboot_request is None, "without --apply: the daemon reboots by itself"
+
+
+async def test_rollback_without_a_rollback_deployment_fails_clearly(host: Host) -> None:
+    before = failures("rollback")
+    with pytest.raises(HostCommandError) as exc:
+        await commands().rollback()
+    assert str(exc.value) == (
+        "bootc rollback failed (exit code 1): error: Rollback: No rollback available"
+    )
+    assert failures("rollback") == before + 1
 
 
 @pytest.mark.parametrize(

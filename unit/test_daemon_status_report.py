@@ -8,7 +8,12 @@ import datetime as dt
 from typing import Any
 
 from bootc_operator.api import constants as c
-from bootc_operator.api.v1alpha1 import BootcNodeStatus, ImageInfo
+from bootc_operator.api.v1alpha1 import (
+    BootAssessment,
+    BootAssessmentState,
+    BootcNodeStatus,
+    ImageInfo,
+)
 from bootc_operator.daemon.bootc_status import DeploymentImages
 from bootc_operator.daemon.decide import HEALTHY, IDLE, Decision, degraded, staged, staging
 from bootc_operator.daemon.status_report import (
@@ -175,3 +180,46 @@ def test_booted_short_is_written_kept_and_cleared() -> None:
     nothing = DeploymentImages(booted=None, staged=None, rollback=None)
     cleared = build_status(server, Decision(IDLE, HEALTHY), nothing, 1, T1)
     assert "bootedShort" not in merge_patch(server, status_patch(cleared)["status"])
+
+
+# ------------------------------------------------------------------ bootAssessment (issue 16)
+
+PENDING = BootAssessment(state=BootAssessmentState.PENDING, message="not reached yet")
+COMPLETE = BootAssessment(state=BootAssessmentState.COMPLETE, message="reached")
+
+
+def test_boot_assessment_is_written_and_seen_when_it_changes() -> None:
+    pending = build_status(None, Decision(IDLE, HEALTHY), ON_A, 1, T0, PENDING)
+    assert pending["bootAssessment"] == {"state": "Pending", "message": "not reached yet"}
+    server = merge_patch({}, status_patch(pending)["status"])
+    assert BootcNodeStatus.model_validate(server).boot_assessment == PENDING
+    assert same_status(server, build_status(server, Decision(IDLE, HEALTHY), ON_A, 1, T1, PENDING))
+    complete = build_status(server, Decision(IDLE, HEALTHY), ON_A, 1, T1, COMPLETE)
+    assert not same_status(server, complete)
+    assert merge_patch(server, status_patch(complete)["status"])["bootAssessment"] == {
+        "state": "Complete",
+        "message": "reached",
+    }
+
+
+def test_boot_assessment_is_never_kept_from_the_stored_status() -> None:
+    # the server may hold the previous boot's Complete: a status without an assessment
+    # of this boot removes it, even when bootc status could not be read either
+    server = merge_patch(
+        {},
+        status_patch(build_status(None, Decision(IDLE, HEALTHY), ON_A, 1, T0, COMPLETE))["status"],
+    )
+    for images in (ON_A, None):
+        new = build_status(server, Decision(IDLE, HEALTHY), images, 1, T1)
+        assert new["bootAssessment"] is None
+        assert "bootAssessment" not in merge_patch(server, status_patch(new)["status"])
+    # a message-less assessment has no message field on the wire
+    bare = build_status(
+        None,
+        Decision(IDLE, HEALTHY),
+        ON_A,
+        1,
+        T0,
+        BootAssessment(state=BootAssessmentState.UNKNOWN),
+    )
+    assert bare["bootAssessment"] == {"state": "Unknown"}

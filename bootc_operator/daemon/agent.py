@@ -9,12 +9,21 @@ Shaped like client-go's sample-controller with a single key, the node's name:
   runs, and the end of a switch mark the host status stale and enqueue the key;
 - one worker (``run_workers``) runs ``Agent.reconcile``, so reconciles never overlap:
   sync the pull secret → re-read ``bootc status`` when stale (never while our switch
-  runs: bootc holds the sysroot lock) → ``decide`` (pure; it also gets the
-  BootcNode's reboot-permit annotations) → patch ``BootcNode.status`` when its
-  content changed → act: cancel / start the switch, apply a download-only
-  deployment (``bootc upgrade --from-downloaded``, then status is re-read), or
+  runs: bootc holds the sysroot lock) → read the boot assessment when due →
+  ``decide`` (pure; it also gets the BootcNode's reboot-permit annotations) → patch
+  ``BootcNode.status`` when its content changed → act: cancel / start the switch,
+  apply a download-only deployment (``bootc upgrade --from-downloaded``), queue or
+  revert a rollback (``bootc rollback``; both followed by a status re-read), or
   reboot (the Rebooting status is written first). The reconcile returns the
-  backoff delay of a failed command as its requeue time.
+  backoff delay of a failed command as its requeue time, or the time of the next
+  boot-assessment read if that is sooner.
+
+Boot assessment (``assessment``): read before the first status write of the process
+(so no write ever pairs this boot's ``booted`` with an assessment of an earlier
+boot), then while it is ``Pending`` or ``Unknown`` again after a short capped backoff
+(``assessment.recheck_after``), and never again once ``Complete`` or ``Failed``: the
+daemon starts afresh with the host's next boot. It is reported only; it changes no
+decision of the daemon.
 
 A failed API request (the status patch, the pull secret's GET) is one log line
 naming the BootcNode / Secret and the API server's reason — "not allowed to write
@@ -64,7 +73,9 @@ from typing import Any
 import aiohttp
 from kubernetes_asyncio.client import ApiClient
 
+from bootc_operator.api.v1alpha1 import BootAssessment
 from bootc_operator.daemon import metrics as m
+from bootc_operator.daemon.assessment import assess, recheck_after
 from bootc_operator.daemon.authfile import (
     PullSecretError,
     auth_path,
@@ -155,6 +166,10 @@ class Agent:
         self._switch_image: str | None = None
         self._last: Attempt | None = None
         self._reboot_requested: str | None = None
+        # the current boot's assessment; when to read it again (monotonic; None: never)
+        self._assessment: BootAssessment | None = None
+        self._assess_reads = 0
+        self._assess_due: float | None = 0.0
         # pull secret
         self._secret_known = False
         self._secret_want: SecretWant | None = None
@@ -236,6 +251,8 @@ class Agent:
         secret_problem = await self._sync_pull_secret(spec)
         if self._switch_task is None and self._host_stale:
             await self._refresh_host()
+        if self._assess_due is not None and self.clock() >= self._assess_due:
+            await self._refresh_assessment()
         decision = decide(
             desired,
             self._host_view(),
@@ -248,7 +265,11 @@ class Agent:
             self._last = None
         if not await self._write_status(key, obj, decision, generation):
             return None
-        return await self._act(key, decision, desired)
+        requeue = await self._act(key, decision, desired)
+        if self._assess_due is None:
+            return requeue
+        until = max(0.0, self._assess_due - self.clock())
+        return until if requeue is None else min(requeue, until)
 
     def _host_view(self) -> HostView:
         return HostView(self._host_status, self._host_error, self._status_failures)
@@ -271,6 +292,23 @@ class Agent:
         self._host_status, self._host_error, self._status_failures = status, None, 0
         self._host_stale = False
 
+    async def _refresh_assessment(self) -> None:
+        """Read the boot assessment; schedule the next read unless it is final."""
+        probe = await self.host.boot_probe()
+        found = assess(probe)
+        previous, self._assessment = self._assessment, found
+        self._assess_reads = (
+            1 if previous is None or previous.state != found.state else (self._assess_reads + 1)
+        )
+        after = recheck_after(found, self._assess_reads)
+        self._assess_due = None if after is None else self.clock() + after
+        if previous != found:
+            log.log(
+                logging.WARNING if probe.error is not None else logging.INFO,
+                "boot assessment",
+                extra={**self._ctx, "state": found.state, "detail": found.message},
+            )
+
     async def _write_status(
         self, key: str, obj: Obj, decision: Decision, generation: int | None
     ) -> bool:
@@ -281,7 +319,9 @@ class Agent:
             if self._host_status is not None and self._host_error is None
             else None
         )
-        new = build_status(current, decision, images, generation, dt.datetime.now(dt.UTC))
+        new = build_status(
+            current, decision, images, generation, dt.datetime.now(dt.UTC), self._assessment
+        )
         for pruned in self._pruned:
             new.pop(pruned, None)
         if same_status(current, new):

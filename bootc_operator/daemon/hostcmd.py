@@ -27,7 +27,17 @@ text meant for the ``Degraded`` condition.
   staged download-only deployment is unlocked, so the next boot boots it. No pull,
   just bootc's finalization lock under the sysroot lock: run directly, with the
   command timeout. Whether it worked is read from status (``downloadOnly``).
+- ``rollback()``: ``bootc rollback`` (no ``--apply``): the rollback deployment boots
+  next (``rollbackQueued: true``; a staged deployment is discarded), or, run again,
+  a queued rollback is reverted. No pull: the deployment is on disk; run directly
+  with the command timeout. Whether it worked is read from status.
 - ``reboot()``: ``systemctl reboot``.
+- ``boot_probe()``: what ``assessment.assess`` needs: ``systemctl is-active
+  boot-complete.target``; unless ``active``, ``systemctl is-system-running`` and
+  ``systemctl list-units --failed --plain --no-legend --no-pager``. Their exit codes
+  say the state too (``is-active`` 3 = not active, ``is-system-running`` 1 = not
+  running): only a command that cannot run, times out, or prints no state is an
+  error, returned in the probe (never raised).
 """
 
 from __future__ import annotations
@@ -44,11 +54,23 @@ from dataclasses import dataclass
 from typing import IO, Final
 
 from bootc_operator.daemon import metrics as m
+from bootc_operator.daemon.assessment import BOOT_COMPLETE_TARGET, BootProbe, parse_failed_units
 from bootc_operator.daemon.bootc_status import BootcStatusError, HostStatus, parse_status
 
 SWITCH_UNIT: Final = "bootc-operator-switch.service"
 STATUS_ARGS: Final = ("bootc", "status", "--format=json", "--format-version=1")
 APPLY_DOWNLOADED_ARGS: Final = ("bootc", "upgrade", "--from-downloaded")
+ROLLBACK_ARGS: Final = ("bootc", "rollback")
+TARGET_ARGS: Final = ("systemctl", "is-active", BOOT_COMPLETE_TARGET)
+SYSTEM_ARGS: Final = ("systemctl", "is-system-running")
+FAILED_UNITS_ARGS: Final = (
+    "systemctl",
+    "list-units",
+    "--failed",
+    "--plain",
+    "--no-legend",
+    "--no-pager",
+)
 UNIT_NOT_LOADED: Final = 5
 ERROR_TEXT_LIMIT: Final = 4000
 OUTPUT_LIMIT: Final = 16 * 1024 * 1024
@@ -250,6 +272,43 @@ class HostCommands:
             ) from None
         _check(result, "apply", what, with_stdout=True)
 
+    async def rollback(self) -> None:
+        """``bootc rollback``: queue the rollback deployment (or revert a queued rollback)."""
+        what = " ".join(ROLLBACK_ARGS)
+        try:
+            result = await self.run("rollback", ROLLBACK_ARGS, self.command_timeout)
+        except CommandTimeout:
+            raise CommandTimeout(
+                f"{what} did not finish within {self.command_timeout:g}s"
+            ) from None
+        _check(result, "rollback", what, with_stdout=True)
+
     async def reboot(self) -> None:
         result = await self.run("reboot", ["systemctl", "reboot"], self.command_timeout)
         _check(result, "reboot", "systemctl reboot")
+
+    async def _state_word(self, args: Sequence[str]) -> str:
+        """The state a ``systemctl is-*`` command prints, whatever its exit code."""
+        result = await self.run("assess", args, self.command_timeout)
+        lines = result.stdout.decode("utf-8", "replace").split()
+        if not lines:
+            m.COMMAND_FAILURES.labels("assess").inc()
+            raise HostCommandError(
+                f"{' '.join(args)} printed no state (exit code {result.returncode}): "
+                f"{error_text(result.stderr)}"
+            )
+        return lines[0]
+
+    async def boot_probe(self) -> BootProbe:
+        """Read what the boot assessment needs (module docstring); errors in the probe."""
+        try:
+            target = await self._state_word(TARGET_ARGS)
+            if target == "active":
+                return BootProbe(target=target)
+            system = await self._state_word(SYSTEM_ARGS)
+            listed = await self.run("assess", FAILED_UNITS_ARGS, self.command_timeout)
+            _check(listed, "assess", " ".join(FAILED_UNITS_ARGS[:3]))
+        except HostCommandError as exc:
+            return BootProbe(error=str(exc))
+        units = parse_failed_units(listed.stdout.decode("utf-8", "replace"))
+        return BootProbe(target=target, system=system, failed_units=units)

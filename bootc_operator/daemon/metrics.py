@@ -2,7 +2,8 @@
 
 - ``bootc_operator_daemon_bootc_command_duration_seconds{command}``: every host command
   the daemon runs (``status``, ``switch``, ``stop``, ``apply`` = ``bootc upgrade
-  --from-downloaded``, ``reboot``), timed out or not;
+  --from-downloaded``, ``rollback``, ``reboot``, ``assess`` = the ``systemctl`` reads
+  of the boot assessment), timed out or not;
 - ``bootc_operator_daemon_bootc_command_failures_total{command}``: non-zero exits,
   timeouts, commands that could not be started and ``status`` output that is unusable;
 - ``bootc_operator_daemon_last_status_refresh_timestamp_seconds``: when ``bootc status``
@@ -16,7 +17,7 @@ from typing import Final
 
 from prometheus_client import Counter, Gauge, Histogram
 
-COMMANDS: Final = ("status", "switch", "stop", "apply", "reboot")
+COMMANDS: Final = ("status", "switch", "stop", "apply", "rollback", "reboot", "assess")
 
 COMMAND_DURATION: Final = Histogram(
     "bootc_operator_daemon_bootc_command_duration_seconds",

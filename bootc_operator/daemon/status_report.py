@@ -2,14 +2,17 @@
 
 Pure functions over wire dicts (camelCase, as the API server stores them):
 
-- ``build_status(current, decision, images, generation, now)``: the complete new
-  status. ``observedGeneration`` is the BootcNode generation the decision was made
+- ``build_status(current, decision, images, generation, now, assessment)``: the
+  complete new status. ``observedGeneration`` is the BootcNode generation the decision was made
   for; the ``Idle``/``Degraded`` conditions follow metav1 semantics through
   ``api.conditions.set_condition`` (``lastTransitionTime`` moves only when a
   condition's status changes; other condition types are kept as they are);
   ``booted``/``staged``/``rollback`` come from bootc status, or are kept as they
   were when bootc status could not be read (``images=None``), and so does
-  ``bootedShort``.
+  ``bootedShort``. ``bootAssessment`` is the current boot's (``assessment``), never
+  one kept from the status: what the server holds may be the previous boot's, and a
+  new ``booted`` next to an old ``Complete`` would pass a health gate the new boot
+  never passed. None (not read) writes none.
 - ``booted_short(info)``: ``status.bootedShort``, for ``kubectl get``: the first 12
   hex digits of the booted image's digest *as the pool targets it*: the digest of
   the reference bootc was switched to when that is digest-pinned (``repo@sha256:…``,
@@ -34,13 +37,14 @@ from typing import Any, Final
 
 from bootc_operator.api import constants as c
 from bootc_operator.api.conditions import set_condition
-from bootc_operator.api.v1alpha1 import ImageInfo
+from bootc_operator.api.v1alpha1 import BootAssessment, ImageInfo
 from bootc_operator.daemon.bootc_status import DeploymentImages
 from bootc_operator.daemon.decide import Decision
 
 Status = dict[str, Any]
 SLOTS = ("booted", "staged", "rollback")
 BOOTED_SHORT: Final = "bootedShort"
+BOOT_ASSESSMENT: Final = "bootAssessment"
 SHORT_HEX: Final = 12
 _DIGEST = re.compile(r"[a-z0-9]+(?:[.+_-][a-z0-9]+)*:([0-9a-fA-F]{32,})")
 
@@ -69,6 +73,7 @@ def build_status(
     images: DeploymentImages | None,
     generation: int | None,
     now: dt.datetime,
+    assessment: BootAssessment | None = None,
 ) -> Status:
     current = current or {}
     conditions = [dict(cond) for cond in current.get("conditions") or ()]
@@ -95,6 +100,7 @@ def build_status(
             rollback=image_wire(images.rollback),
         )
         status[BOOTED_SHORT] = booted_short(images.booted)
+    status[BOOT_ASSESSMENT] = None if assessment is None else assessment.to_wire()
     status["conditions"] = conditions
     return status
 
@@ -125,4 +131,4 @@ def same_status(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> boo
 
 def status_patch(status: Mapping[str, Any]) -> dict[str, Any]:
     """The merge patch that makes the server's status exactly ``status``."""
-    return {"status": {**dict.fromkeys((*SLOTS, BOOTED_SHORT)), **status}}
+    return {"status": {**dict.fromkeys((*SLOTS, BOOTED_SHORT, BOOT_ASSESSMENT)), **status}}

@@ -1,0 +1,220 @@
+"""The daemon's side of the health gate (issue 16) end to end: real ``bootc-operator daemon``
+processes on simulated bootc hosts (``hack.fakebootc``) against the real API server, no
+controller (the tests write BootcNode.spec and the rollout's annotations themselves).
+
+- ``status.bootAssessment`` of the current boot: Pending while the simulated boot's
+  checks run, then Complete; Failed naming the failed unit (a host fault scoped to the
+  image's digest, and an image labelled bad in a real registry: the fleet-wide "this
+  image fails its boot assessment"); Pending for good when a check never finishes. A
+  status never pairs a new boot's ``booted`` with the previous boot's assessment.
+- Rollback the way the controller asks for it: ``desiredImage`` = the node's rollback
+  deployment (a digest ref) with ``desiredImageState: Booted``. The daemon runs ``bootc
+  rollback`` (no pull), reports Staged ("a rollback ... is queued"), reboots only with
+  the reboot permit, and comes back on the old image with the bad one as rollback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes_asyncio.client import ApiClient
+
+from bootc_operator.api import constants as c
+from e2e.daemonenv import (
+    Daemon,
+    Daemons,
+    NodeLog,
+    boot_assessment,
+    create_bootc_node,
+    delete_bootc_node,
+    get_bootc_node,
+    idle_reason,
+    is_degraded,
+    reboot_node,
+    set_spec,
+    settled,
+    slot_image,
+)
+from e2e.helpers import condition, digest, image, push, unique_name, wait_for
+from hack.fakebootc import Host, make_host
+from hack.fakebootc.boot import LABEL
+from hack.testenv import ControlPlane
+from hack.testenv.registry import Registry
+
+D1, D2, D3 = image(1), image(2), image(3)
+WAIT = 60.0
+GREENBOOT = "greenboot-healthcheck.service"
+
+
+@pytest.fixture
+async def daemons(control_plane: ControlPlane, tmp_path: Path) -> AsyncIterator[Daemons]:
+    ds = Daemons(control_plane.kubeconfig, tmp_path / "logs")
+    try:
+        yield ds
+    finally:
+        await ds.stop_all()
+
+
+@pytest.fixture
+async def node(api: ApiClient) -> AsyncIterator[str]:
+    name = unique_name("node")
+    try:
+        yield name
+    finally:
+        await delete_bootc_node(api, name)
+
+
+def new_host(tmp_path: Path, booted: str = D1, **kwargs: Any) -> Host:
+    return make_host(tmp_path / unique_name("host"), booted=booted, version="1.0", **kwargs)
+
+
+async def wait_bn(
+    api: ApiClient, name: str, predicate: Callable[[dict[str, Any]], bool], what: str
+) -> dict[str, Any]:
+    async def check() -> dict[str, Any] | None:
+        obj = await get_bootc_node(api, name)
+        return obj if predicate(obj) else None
+
+    result: dict[str, Any] | None = await wait_for(check, WAIT, what, interval=0.2)
+    assert result is not None
+    return result
+
+
+def is_idle(obj: dict[str, Any]) -> bool:
+    return settled(obj) and idle_reason(obj) == c.REASON_IDLE and not is_degraded(obj)
+
+
+def state_of(obj: dict[str, Any]) -> str | None:
+    return boot_assessment(obj)[0]
+
+
+async def stage_and_reboot(
+    api: ApiClient, daemons: Daemons, daemon: Daemon, desired: str
+) -> Daemon:
+    """What the rollout does for one node: stage ``desired``, grant the drained slot, let
+    the daemon ask for the reboot; then the simulated reboot. Returns the new daemon."""
+    await set_spec(api, daemon.node, desiredImage=desired, desiredImageState="Staged")
+    await wait_bn(
+        api,
+        daemon.node,
+        lambda o: settled(o) and slot_image(o, "staged") == desired,
+        f"{desired} staged",
+    )
+    await reboot_node(api, daemon.node)
+    await wait_for(lambda: daemon.host.reboot_request, WAIT, "the daemon's reboot request")
+    return await daemons.reboot(daemon)
+
+
+# ------------------------------------------------------------------ boot assessment
+
+
+async def test_after_a_reboot_pending_then_complete_never_the_old_boots(
+    api: ApiClient, daemons: Daemons, node: str, tmp_path: Path
+) -> None:
+    host = new_host(tmp_path)
+    await create_bootc_node(api, node, D1)
+    daemon = daemons.start(node, host)
+    obj = await wait_bn(api, node, lambda o: is_idle(o) and state_of(o) == "Complete", "Complete")
+    assert boot_assessment(obj) == ("Complete", "boot-complete.target reached")
+
+    # the next boot's checks take 5 s (a daemon starts well within that)
+    host.configure(boot_complete_delay=5.0)
+    async with NodeLog(api, node) as history:
+        await stage_and_reboot(api, daemons, daemon, D2)
+        await wait_bn(
+            api,
+            node,
+            lambda o: slot_image(o, "booted") == D2 and state_of(o) == "Complete",
+            "Complete on the new boot",
+        )
+        await wait_for(
+            lambda: any(
+                slot_image(o, "booted") == D2 and state_of(o) == "Complete"
+                for o in history.versions
+            ),
+            WAIT,
+            "the watch to see it",
+        )
+    on_d2 = [boot_assessment(o) for o in history.versions if slot_image(o, "booted") == D2]
+    # the new boot's first status already says Pending: never D2 with D1's Complete
+    assert on_d2[0] == (
+        "Pending",
+        "boot-complete.target not reached yet (the system is starting)",
+    )
+    assert on_d2[-1] == ("Complete", "boot-complete.target reached")
+    states = [s for s, _ in on_d2]
+    done = states.index("Complete")
+    assert set(states[:done]) == {"Pending"} and set(states[done:]) == {"Complete"}
+
+
+async def test_a_failed_check_is_reported_failed_naming_the_unit(
+    api: ApiClient, daemons: Daemons, node: str, tmp_path: Path
+) -> None:
+    host = new_host(tmp_path)
+    host.set_fault("boot-fail", digest=digest(2))  # "image D2 is bad" on this host
+    await create_bootc_node(api, node, D1)
+    daemon = daemons.start(node, host)
+    await wait_bn(api, node, lambda o: is_idle(o) and state_of(o) == "Complete", "D1 Complete")
+    await stage_and_reboot(api, daemons, daemon, D2)
+    obj = await wait_bn(
+        api,
+        node,
+        lambda o: slot_image(o, "booted") == D2 and state_of(o) == "Failed",
+        "Failed on D2",
+    )
+    assert boot_assessment(obj)[1] == (
+        f"the boot finished without reaching boot-complete.target: failed units: {GREENBOOT}"
+    )
+    # the daemon itself is fine: it reports, the controller decides
+    assert is_idle(obj)
+
+
+async def test_an_image_labelled_bad_in_the_registry_fails_every_boot_of_it(
+    api: ApiClient, daemons: Daemons, node: str, tmp_path: Path, registry: Registry
+) -> None:
+    repo = f"{registry.host}/{unique_name('os')}"
+    bad = f"{repo}@" + await push(
+        registry, f"{repo}:bad", "bad", labels={LABEL: "fail:app-ready.service"}
+    )
+    host = new_host(tmp_path)  # no fault on the host: the image carries it
+    await create_bootc_node(api, node, D1)
+    daemon = daemons.start(node, host)
+    await wait_bn(api, node, lambda o: is_idle(o) and state_of(o) == "Complete", "D1 Complete")
+    await stage_and_reboot(api, daemons, daemon, bad)
+    obj = await wait_bn(
+        api,
+        node,
+        lambda o: slot_image(o, "booted") == bad and state_of(o) == "Failed",
+        "Failed on the labelled image",
+    )
+    assert "failed units: app-ready.service" in boot_assessment(obj)[1]
+    assert host.pulls() == [bad], "pulled from the real registry"
+
+
+async def test_a_check_that_never_finishes_stays_pending(
+    api: ApiClient, daemons: Daemons, node: str, tmp_path: Path
+) -> None:
+    host = new_host(tmp_path)
+    host.set_fault("boot-hang")
+    host.reboot()  # this boot's check never returns
+    await create_bootc_node(api, node, D1)
+    daemons.start(node, host)
+    obj = await wait_bn(api, node, lambda o: is_idle(o) and state_of(o) == "Pending", "Pending")
+    assert boot_assessment(obj)[1] == (
+        "boot-complete.target not reached yet (the system is starting)"
+    )
+
+    # barrier: the daemon has read it again and again (1 s, 2 s backoff) and still says so
+    def reads() -> int:
+        return sum(
+            c["argv"] == ["is-active", "boot-complete.target"] for c in host.calls("systemctl")
+        )
+
+    await wait_for(lambda: reads() >= 3, WAIT, "three reads of the target")
+    obj = await get_bootc_node(api, node)
+    assert state_of(obj) == "Pending"
+    assert not is_degraded(obj)
+    assert condition(obj, c.COND_IDLE)["status"] == "True"
