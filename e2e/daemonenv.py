@@ -178,11 +178,16 @@ async def set_spec(api: ApiClient, name: str, **spec: Any) -> dict[str, Any]:
     return await patch_object(api, BOOTC_NODES, name, {"spec": spec})
 
 
-async def reboot_node(api: ApiClient, name: str, *, drained: bool = True) -> dict[str, Any]:
+async def reboot_node(
+    api: ApiClient, name: str, *, drained: bool = True, desired: str | None = None
+) -> dict[str, Any]:
     """``desiredImageState: Booted``, with the rollout's slot and reboot-requested
     annotations in the same request as the rollout writes them (``drained``), or by
-    hand without them."""
+    hand without them; with ``desired`` also ``desiredImage`` (how the controller rolls
+    a node back: its rollback deployment, in the same write)."""
     patch: dict[str, Any] = {"spec": {"desiredImageState": "Booted"}}
+    if desired is not None:
+        patch["spec"]["desiredImage"] = desired
     if drained:
         now = "2026-01-01T00:00:00Z"
         patch["metadata"] = {

@@ -218,3 +218,123 @@ async def test_a_check_that_never_finishes_stays_pending(
     assert state_of(obj) == "Pending"
     assert not is_degraded(obj)
     assert condition(obj, c.COND_IDLE)["status"] == "True"
+
+
+# ------------------------------------------------------------------ rollback
+
+
+def idle_message(obj: dict[str, Any]) -> str:
+    return str(condition(obj, c.COND_IDLE).get("message", ""))
+
+
+async def on_bad_image(api: ApiClient, node: str, tmp_path: Path) -> Host:
+    """A host that booted D2 (whose boots fail their checks) with D1 as the rollback
+    deployment, as after a rollout's reboot; its BootcNode desires D2."""
+    host = new_host(tmp_path)
+    host.set_fault("boot-fail", digest=digest(2))
+    assert host.switch(D2).returncode == 0
+    host.reboot()
+    await create_bootc_node(api, node, D2)
+    return host
+
+
+async def test_rollback_with_the_permit_runs_bootc_rollback_and_reboots_into_the_old_image(
+    api: ApiClient, daemons: Daemons, node: str, tmp_path: Path
+) -> None:
+    host = new_host(tmp_path)
+    host.set_fault("boot-fail", digest=digest(2))
+    await create_bootc_node(api, node, D1)
+    daemon = daemons.start(node, host)
+    await wait_bn(api, node, is_idle, "Idle on D1")
+    daemon = await stage_and_reboot(api, daemons, daemon, D2)
+    await wait_bn(
+        api,
+        node,
+        lambda o: slot_image(o, "booted") == D2 and state_of(o) == "Failed",
+        "D2 booted, its boot assessment Failed",
+    )
+    switches, pulls = host.switch_calls(), host.pulls()
+    assert pulls == [D2]
+
+    # the controller's rollback: desiredImage = the rollback deployment, Booted, the
+    # node still holds its drained slot (a fresh reboot-requested), all in one write
+    async with NodeLog(api, node) as history:
+        await reboot_node(api, node, desired=D1)
+        request = await wait_for(lambda: host.reboot_request, WAIT, "the reboot request")
+        assert request is not None and request["by"] == "systemctl reboot"
+        obj = await wait_bn(api, node, lambda o: idle_reason(o) == c.REASON_REBOOTING, "Rebooting")
+        assert idle_message(obj) == f"rebooting into {D1} (the rollback deployment)"
+        assert c.REASON_STAGING in history.idle_reasons()
+    assert any(idle_message(o).startswith(f"rolling back to {D1}") for o in history.versions)
+    assert host.bootc_calls("rollback") == [["rollback"]]
+    assert host.switch_calls() == switches, "no bootc switch"
+    assert host.pulls() == pulls, "no pull"
+    assert host.status()["status"]["rollbackQueued"] is True
+
+    await daemons.reboot(daemon)
+    obj = await wait_bn(
+        api,
+        node,
+        lambda o: is_idle(o) and slot_image(o, "booted") == D1 and state_of(o) == "Complete",
+        "back on D1, Idle, its boot Complete",
+    )
+    assert slot_image(obj, "rollback") == D2
+    assert slot_image(obj, "staged") is None
+    assert host.pulls() == pulls and host.switch_calls() == switches
+    assert host.status()["status"]["rollbackQueued"] is False
+
+
+async def test_rollback_without_the_permit_is_queued_not_rebooted_then_reverted(
+    api: ApiClient, daemons: Daemons, node: str, tmp_path: Path
+) -> None:
+    host = await on_bad_image(api, node, tmp_path)
+    daemons.start(node, host)
+    await wait_bn(api, node, lambda o: is_idle(o) and state_of(o) == "Failed", "Idle on D2")
+
+    await reboot_node(api, node, drained=False, desired=D1)
+    obj = await wait_bn(
+        api,
+        node,
+        lambda o: settled(o) and condition(o, c.COND_DEGRADED).get("reason") == "RebootNotAllowed",
+        "queued, the reboot refused",
+    )
+    assert idle_reason(obj) == c.REASON_STAGED
+    assert idle_message(obj) == (
+        f"a rollback to {D1} is queued (bootc rollback): the rollback deployment boots next"
+    )
+    assert host.status()["status"]["rollbackQueued"] is True
+    assert host.reboot_request is None, "never a reboot without the drained slot"
+
+    # the target goes back to the booted image: the queued rollback is reverted
+    await set_spec(api, node, desiredImage=D2, desiredImageState="Staged")
+    obj = await wait_bn(api, node, is_idle, "Idle on D2 again")
+    assert host.status()["status"]["rollbackQueued"] is False
+    assert host.bootc_calls("rollback") == [["rollback"], ["rollback"]]
+    assert host.reboot_request is None
+    assert host.pulls() == [D2], "only the first switch pulled"
+
+
+async def test_a_third_image_while_a_rollback_is_queued_is_switched_to(
+    api: ApiClient, daemons: Daemons, node: str, tmp_path: Path
+) -> None:
+    host = await on_bad_image(api, node, tmp_path)
+    daemons.start(node, host)
+    await set_spec(api, node, desiredImage=D1)  # Staged: queue the rollback only
+    await wait_bn(
+        api, node, lambda o: settled(o) and idle_reason(o) == c.REASON_STAGED, "rollback queued"
+    )
+    assert host.status()["status"]["rollbackQueued"] is True
+
+    await set_spec(api, node, desiredImage=D3)
+    obj = await wait_bn(
+        api,
+        node,
+        lambda o: (
+            settled(o) and idle_reason(o) == c.REASON_STAGED and slot_image(o, "staged") == D3
+        ),
+        "D3 staged",
+    )
+    assert idle_message(obj) == f"{D3} is staged"
+    assert host.status()["status"]["rollbackQueued"] is False, "staging cancelled the rollback"
+    assert host.switch_calls()[-1] == ["switch", D3]
+    assert host.bootc_calls("rollback") == [["rollback"]]

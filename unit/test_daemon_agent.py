@@ -37,7 +37,14 @@ def entry(ref: str, **flags: Any) -> dict[str, Any]:
     return {"image": {"image": {"image": ref}, "imageDigest": ref.partition("@")[2]}, **flags}
 
 
-def host_doc(booted: str, staged: str | None = None, *, download_only: bool = False) -> HostStatus:
+def host_doc(
+    booted: str,
+    staged: str | None = None,
+    *,
+    download_only: bool = False,
+    rollback: str | None = None,
+    queued: bool = False,
+) -> HostStatus:
     return HostStatus.model_validate(
         {
             "apiVersion": "org.containers.bootc/v1",
@@ -45,6 +52,8 @@ def host_doc(booted: str, staged: str | None = None, *, download_only: bool = Fa
             "status": {
                 "booted": entry(booted),
                 "staged": entry(staged, downloadOnly=download_only) if staged else None,
+                "rollback": entry(rollback) if rollback else None,
+                "rollbackQueued": queued,
             },
         }
     )
@@ -60,6 +69,7 @@ class FakeHost:
         self.doc = status
         self.shutting_down = False
         self.switch_error: str | None = None
+        self.rollback_error: str | None = None
         #: what the next boot probes return, in order (then: a completed boot); not
         #: journaled, so the journals of the other tests stay about bootc
         self.probes: list[BootProbe] = []
@@ -81,6 +91,21 @@ class FakeHost:
 
     async def reboot(self) -> None:
         self.journal.append("reboot")
+
+    async def rollback(self) -> None:
+        """``bootc rollback``: toggles the queued rollback (a staged deployment is dropped)."""
+        self.journal.append("rollback")
+        if self.rollback_error:
+            raise HostCommandError(self.rollback_error)
+        body = self.doc.status
+        booted, rollback = body.booted, body.rollback
+        assert booted is not None and booted.image is not None
+        assert rollback is not None and rollback.image is not None
+        self.doc = host_doc(
+            booted.image.image.image,
+            rollback=rollback.image.image.image,
+            queued=not body.rollback_queued,
+        )
 
     async def apply_downloaded(self) -> None:
         self.journal.append("apply")
@@ -496,3 +521,55 @@ async def test_a_pending_assessment_does_not_delay_a_failed_commands_backoff(
     await asyncio.wait_for(next_trigger(agent), 10)
     clock.now += 0.5
     assert await agent.reconcile(NODE) == 0.5  # the switch's backoff is 10 s
+
+
+# ------------------------------------------------------------------ issue 16: rollback
+
+
+async def test_a_rollback_is_queued_then_rebooted_into(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, journal: list[Any]
+) -> None:
+    # B booted (it failed its health check), A the rollback deployment: desired A
+    host = FakeHost(journal, host_doc(B, rollback=A))
+    node = bootc_node(A, "Booted", annotations=DRAINED)
+    agent, api = make_agent(tmp_path, monkeypatch, journal, node, host)
+    assert await agent.reconcile(NODE) == 0.0  # judged from a fresh status at once
+    assert journal == ["status", ("patch", c.REASON_STAGING), "rollback"]
+    idle = next(x for x in api.obj["status"]["conditions"] if x["type"] == c.COND_IDLE)
+    assert idle["message"].startswith(f"rolling back to {A}")
+    assert await agent.reconcile(NODE) is None
+    assert journal[3:] == ["status", ("patch", c.REASON_REBOOTING), "reboot"]
+    idle = next(x for x in api.obj["status"]["conditions"] if x["type"] == c.COND_IDLE)
+    assert idle["message"] == f"rebooting into {A} (the rollback deployment)"
+    assert ("switch", A) not in journal
+
+
+async def test_a_failed_rollback_is_degraded_and_retried_after_the_backoff(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, journal: list[Any]
+) -> None:
+    host = FakeHost(journal, host_doc(B, rollback=A))
+    host.rollback_error = "bootc rollback failed (exit code 1): error: Rollback: boom"
+    clock = Clock()
+    node = bootc_node(A, "Booted", annotations=DRAINED)
+    agent, api = make_agent(tmp_path, monkeypatch, journal, node, host, clock)
+    assert await agent.reconcile(NODE) == 0.0
+    assert await agent.reconcile(NODE) == 10.0
+    assert journal == [
+        "status",
+        ("patch", c.REASON_STAGING),
+        "rollback",
+        "status",
+        ("patch", c.REASON_IDLE),
+    ]
+    assert (degraded_cond(api)["status"], degraded_cond(api)["message"]) == (
+        "True",
+        host.rollback_error,
+    )
+    # the backoff is over and the host behaves: queued, Degraded clears, reboot
+    host.rollback_error = None
+    clock.now += 10.0
+    assert await agent.reconcile(NODE) == 0.0
+    assert journal[5:] == [("patch", c.REASON_STAGING), "rollback"]
+    assert await agent.reconcile(NODE) is None
+    assert journal[7:] == ["status", ("patch", c.REASON_REBOOTING), "reboot"]
+    assert degraded_cond(api)["status"] == "False"

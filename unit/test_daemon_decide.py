@@ -4,7 +4,11 @@ DESIGN §3/§4 is one row of (desired, host status, in-flight work) → decision
 Rows added for issue 13: no reboot without the rollout's slot annotations
 (RebootNotAllowed), download-only staged deployments (applied before the reboot), a
 stale staged image once the target is the booted image again (re-staged), and pull
-secret problems on a node that has nothing to pull (noted, not Degraded)."""
+secret problems on a node that has nothing to pull (noted, not Degraded).
+
+Rows added for issue 16: the desired image is the rollback deployment (``bootc
+rollback``, no pull; then Staged/Rebooting like a staged image), a queued rollback
+reverted when the booted image is desired, and switched over for a third image."""
 
 from __future__ import annotations
 
@@ -34,8 +38,12 @@ from bootc_operator.daemon.decide import (
     reboot_not_allowed,
     rebooting,
     restaging,
+    reverting,
+    rollback_queued,
+    rolling_back,
     staged,
     staging,
+    with_note,
 )
 
 
@@ -72,11 +80,18 @@ def host(
     booted: dict[str, Any] | None = None,
     staged_: dict[str, Any] | None = None,
     rollback: dict[str, Any] | None = None,
+    *,
+    queued: bool = False,
 ) -> HostView:
     doc = {
         "apiVersion": "org.containers.bootc/v1",
         "kind": "BootcHost",
-        "status": {"booted": booted, "staged": staged_, "rollback": rollback},
+        "status": {
+            "booted": booted,
+            "staged": staged_,
+            "rollback": rollback,
+            "rollbackQueued": queued,
+        },
     }
     return HostView(HostStatus.model_validate(doc))
 
@@ -85,6 +100,10 @@ ON_A = host(entry(A))
 A_STAGED_B = host(entry(A), entry(B))
 A_STAGED_B_DOWNLOAD_ONLY = host(entry(A), entry(B, downloadOnly=True))
 A_STAGED_A = host(entry(A), entry(A))
+#: B (the target) booted and bad, A (the image before) the rollback deployment
+B_ROLLBACK_A = host(entry(B), None, entry(A))
+B_QUEUED_A = host(entry(B), None, entry(A), queued=True)
+ROLLBACK_ERROR = "bootc rollback failed (exit code 1): error: Rollback: No rollback available"
 INCOMPATIBLE_WHY = "local rpm-ostree modifications (incompatible: true)"
 NOT_BOOTC_WHY = "bootc reports no booted deployment (status.booted is null)"
 
@@ -613,6 +632,185 @@ ROWS: list[Row] = [
         (),
         Decision(IDLE, HEALTHY),
     ),
+    # --- rollback: desiredImage is the rollback deployment (issue 16)
+    (
+        "desired is the rollback deployment: bootc rollback, no switch (no pull)",
+        Desired(A),
+        B_ROLLBACK_A,
+        Work(),
+        (),
+        Decision(rolling_back(A), HEALTHY, rollback=True),
+    ),
+    (
+        "rollback with Booted and the permit: queued first, the reboot after",
+        Desired(A, BOOTED, DRAINED),
+        B_ROLLBACK_A,
+        Work(),
+        (),
+        Decision(rolling_back(A), HEALTHY, rollback=True),
+    ),
+    (
+        "the rollback deployment named by repo@imageDigest (it was booted from a tag)",
+        Desired(A),
+        host(entry(B), None, entry(f"{REPO}:v1", digest("a"))),
+        Work(),
+        (),
+        Decision(rolling_back(A), HEALTHY, rollback=True),
+    ),
+    (
+        "a staged image is no obstacle: bootc rollback discards it",
+        Desired(A, BOOTED, DRAINED),
+        host(entry(B), entry(C), entry(A)),
+        Work(),
+        (),
+        Decision(rolling_back(A), HEALTHY, rollback=True),
+    ),
+    (
+        "another image's switch runs: cancelled, then the rollback",
+        Desired(A),
+        B_ROLLBACK_A,
+        Work(switching=C),
+        (),
+        Decision(rolling_back(A), HEALTHY, cancel_switch=True, rollback=True),
+    ),
+    (
+        "rollback queued, Staged asked: Staged, a rollback is queued",
+        Desired(A),
+        B_QUEUED_A,
+        Work(),
+        (),
+        Decision(rollback_queued(A), HEALTHY),
+    ),
+    (
+        "rollback queued, Booted with the permit: Rebooting, reboot",
+        Desired(A, BOOTED, DRAINED),
+        B_QUEUED_A,
+        Work(),
+        (),
+        Decision(rebooting(A, rollback=True), HEALTHY, reboot=True),
+    ),
+    (
+        "rollback queued, Booted without the permit: no reboot, RebootNotAllowed",
+        Desired(A, BOOTED),
+        B_QUEUED_A,
+        Work(),
+        (),
+        Decision(rollback_queued(A), reboot_not_allowed(A, (SLOT, REQUESTED))),
+    ),
+    (
+        "rollback queued, reboot requested already: Rebooting, no second reboot",
+        Desired(A, BOOTED, DRAINED),
+        B_QUEUED_A,
+        Work(reboot_requested=A),
+        (),
+        Decision(rebooting(A, rollback=True), HEALTHY),
+    ),
+    (
+        "the successful rollback command is forgotten once it is queued",
+        Desired(A, BOOTED, DRAINED),
+        B_QUEUED_A,
+        Work(last=failed("rollback", A, 1, 1, None)),
+        (),
+        Decision(rebooting(A, rollback=True), HEALTHY, reboot=True, forget_attempt=True),
+    ),
+    (
+        "bootc rollback failed, backoff running: Idle + Degraded, wait",
+        Desired(A, BOOTED, DRAINED),
+        B_ROLLBACK_A,
+        Work(last=failed("rollback", A, 1, 3, ROLLBACK_ERROR)),
+        (),
+        Decision(IDLE, deg(ROLLBACK_ERROR), requeue_after=7.0),
+    ),
+    (
+        "bootc rollback failed, backoff over: retried, Degraded kept",
+        Desired(A, BOOTED, DRAINED),
+        B_ROLLBACK_A,
+        Work(last=failed("rollback", A, 2, 20, ROLLBACK_ERROR)),
+        (),
+        Decision(rolling_back(A), deg(ROLLBACK_ERROR), rollback=True),
+    ),
+    (
+        "bootc rollback exited 0 but nothing queued: read status, not the exit code",
+        Desired(A),
+        B_ROLLBACK_A,
+        Work(last=failed("rollback", A, 1, 1, None)),
+        (),
+        Decision(
+            IDLE,
+            deg(
+                f"bootc rollback exited 0 but bootc status does not show the rollback to {A} queued"
+            ),
+            requeue_after=9.0,
+        ),
+    ),
+    (
+        "pull secret problem while rolling back: noted, not Degraded (nothing is pulled)",
+        Desired(A),
+        B_ROLLBACK_A,
+        Work(),
+        (SECRET,),
+        Decision(with_note(rolling_back(A), [SECRET]), HEALTHY, rollback=True),
+    ),
+    (
+        "after the rollback's reboot: Idle on the old image, the bad one is the rollback",
+        Desired(A, BOOTED, DRAINED),
+        host(entry(A), None, entry(B)),
+        Work(),
+        (),
+        Decision(IDLE, HEALTHY),
+    ),
+    (
+        "a queued rollback while the booted image is desired: reverted (second rollback)",
+        Desired(B),
+        B_QUEUED_A,
+        Work(),
+        (),
+        Decision(reverting(B, A), HEALTHY, rollback=True),
+    ),
+    (
+        "revert with Booted and the permit: still only reverted, never a reboot",
+        Desired(B, BOOTED, DRAINED),
+        B_QUEUED_A,
+        Work(),
+        (),
+        Decision(reverting(B, A), HEALTHY, rollback=True),
+    ),
+    (
+        "revert exited 0 but still queued: Idle + Degraded, backoff",
+        Desired(B),
+        B_QUEUED_A,
+        Work(last=failed("rollback", B, 1, 1, None)),
+        (),
+        Decision(
+            IDLE,
+            deg("bootc rollback exited 0 but bootc status still shows a rollback queued"),
+            requeue_after=9.0,
+        ),
+    ),
+    (
+        "reverted: Idle, the rollback record forgotten",
+        Desired(B),
+        B_ROLLBACK_A,
+        Work(last=failed("rollback", B, 1, 1, None)),
+        (),
+        Decision(IDLE, HEALTHY, forget_attempt=True),
+    ),
+    (
+        "a queued rollback, desired a third image: switch as usual (staging cancels it)",
+        Desired(C),
+        B_QUEUED_A,
+        Work(),
+        (),
+        Decision(staging(C), HEALTHY, start_switch=C),
+    ),
+    (
+        "a queued rollback and no desired image: left alone",
+        None,
+        B_QUEUED_A,
+        Work(),
+        (),
+        Decision(IDLE, HEALTHY),
+    ),
 ]
 
 
@@ -653,7 +851,7 @@ def test_never_a_switch_or_reboot_on_an_unmanageable_host() -> None:
         for desired in (Desired(B), Desired(B, BOOTED), Desired(A, BOOTED)):
             for work in (Work(), Work(last=failed("switch", B, 1, 999, SWITCH_ERROR))):
                 d = decide(desired, view, work, now=NOW, retry=RETRY)
-                assert d.start_switch is None and not d.reboot
+                assert d.start_switch is None and not d.reboot and not d.rollback
                 assert d.degraded.status
 
 
@@ -682,6 +880,30 @@ def test_no_reboot_or_apply_without_both_annotations() -> None:
                 d = decide(Desired(B, BOOTED, permits), view, work, now=NOW, retry=RETRY)
                 assert not d.reboot and not d.apply_staged, (permits, view, work)
     assert decide(Desired(B, BOOTED, DRAINED), A_STAGED_B, Work(), now=NOW, retry=RETRY).reboot
+
+
+def test_rolling_back_never_pulls_and_never_reboots_without_both_annotations() -> None:
+    """Desired = the rollback deployment: whatever the work under way, never a switch
+    (a pull) of it, and never a reboot without the reboot permit."""
+    works = (
+        Work(),
+        Work(last=failed("rollback", A, 3, 999, ROLLBACK_ERROR)),
+        Work(last=failed("rollback", A, 1, 1, None)),
+        Work(last=failed("reboot", A, 3, 999, "nope")),
+        Work(switching=C),
+    )
+    for view in (B_ROLLBACK_A, B_QUEUED_A, host(entry(B), entry(C), entry(A))):
+        for work in works:
+            for permits in (frozenset(), frozenset({SLOT}), frozenset({REQUESTED}), DRAINED):
+                for state in (STAGED, BOOTED):
+                    d = decide(Desired(A, state, permits), view, work, now=NOW, retry=RETRY)
+                    assert d.start_switch is None, (view, work)
+                    assert not d.reboot or (permits == DRAINED and state == BOOTED)
+    # and it does get there: queued, then rebooted into
+    first = decide(Desired(A, BOOTED, DRAINED), B_ROLLBACK_A, Work(), now=NOW, retry=RETRY)
+    assert first.rollback and not first.reboot
+    then = decide(Desired(A, BOOTED, DRAINED), B_QUEUED_A, Work(), now=NOW, retry=RETRY)
+    assert then.reboot and not then.rollback
 
 
 @pytest.mark.parametrize(

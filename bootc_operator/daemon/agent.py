@@ -382,6 +382,9 @@ class Agent:
             self._start_switch(decision.start_switch)
         if decision.apply_staged and desired is not None:
             await self._apply_staged(desired.image)
+        if decision.rollback and desired is not None:
+            await self._rollback(desired.image)
+            requeue = 0.0  # judge it from a fresh bootc status, once this reconcile is done
         if decision.reboot and desired is not None and not await self._reboot(desired.image):
             requeue = 0.0  # the reboot failed: decide again (its backoff is in decide)
         return requeue
@@ -449,6 +452,20 @@ class Agent:
             log.warning("applying failed: %s", error, extra={**self._ctx, "image": image})
         self._last = Attempt("apply", image, attempts, self.clock(), error)
         self.host_changed()  # judge it from a fresh bootc status
+
+    async def _rollback(self, image: str) -> None:
+        """``bootc rollback``: queue the rollback deployment ``image``, or revert a queued
+        rollback while ``image`` is booted; judged from the next status read."""
+        log.info("bootc rollback", extra={**self._ctx, "image": image})
+        attempts = self._attempts("rollback", image)
+        error: str | None = None
+        try:
+            await self.host.rollback()
+        except HostCommandError as exc:
+            error = str(exc)
+            log.warning("rollback failed: %s", error, extra={**self._ctx, "image": image})
+        self._last = Attempt("rollback", image, attempts, self.clock(), error)
+        self._host_stale = True
 
     async def _reboot(self, image: str) -> bool:
         """``systemctl reboot`` on the host; False when it failed."""

@@ -250,6 +250,11 @@ class HostStatus(_BootcModel):
         return self.status.rollback
 
     @property
+    def rollback_queued(self) -> bool:
+        """``bootc rollback`` ran: the rollback deployment boots next (``bootOrder: rollback``)."""
+        return self.status.rollback_queued
+
+    @property
     def is_bootc_host(self) -> bool:
         """False when bootc reports no booted deployment (not bootc, or "in a container")."""
         return self.status.booted is not None

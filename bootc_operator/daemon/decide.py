@@ -5,7 +5,8 @@
 last said (``HostView``) and what the daemon itself has under way or just tried
 (``Work``), and returns a ``Decision``: the ``Idle`` and ``Degraded`` conditions to
 report and the one next step to take (cancel the running switch, start a switch, apply
-a download-only deployment, reboot, or wait ``requeue_after`` seconds). It never
+a download-only deployment, run ``bootc rollback``, reboot, or wait ``requeue_after``
+seconds). It never
 performs I/O, never reads a clock and never raises for odd input: ``agent`` is the thin
 async shell that gathers the inputs, writes the status and runs the commands.
 
@@ -20,17 +21,25 @@ Rules, in order (the first that applies wins):
    deployment without an image) → ``Idle=True``, ``Degraded=True`` saying exactly
    why; never a switch.
 4. No desired image, or the booted deployment runs it → ``Idle=True/Idle``; unless
-   another image is still staged (the target went back to the booted image): the
-   next reboot, whoever causes it, would boot that stale image, so it is replaced by
-   switching to the desired (= booted) image again (``Idle=False/Staging``, failures
-   and backoff as in rule 6). bootc has no "unstage": ``bootc switch <booted image>``
-   stages the booted image again in place of the other one, which is harmless at any
-   moment; ``bootc rollback`` also drops a staged deployment but queues the rollback
-   deployment for the next boot and needs one to exist, and undoing that takes a
-   second rollback, with the old rollback image queued in between. A *download-only*
-   staged deployment is left alone: bootc never boots one (a reboot discards it).
-5. The desired image is staged:
-   ``desiredImageState: Staged`` → ``Idle=False/Staged``;
+   the next reboot, whoever causes it, would leave that image:
+   a. a rollback is queued (``rollbackQueued``; e.g. a rollback was queued by rule 6
+      and then the target moved back to the booted image): reverted with a second
+      ``bootc rollback`` (``Idle=False/Staging``, "reverting the queued rollback to
+      X"; failures and backoff as in rule 7, and one that exits 0 with the rollback
+      still queued counts as failed);
+   b. another image is still staged (the target went back to the booted image): it
+      is replaced by switching to the desired (= booted) image again
+      (``Idle=False/Staging``, failures and backoff as in rule 7). bootc has no
+      "unstage": ``bootc switch <booted image>`` stages the booted image again in
+      place of the other one, which is harmless at any moment; ``bootc rollback``
+      also drops a staged deployment but queues the rollback deployment for the next
+      boot and needs one to exist, and undoing that takes a second rollback, with the
+      old rollback image queued in between. A *download-only* staged deployment is
+      left alone: bootc never boots one (a reboot discards it).
+5. The desired image boots next: it is staged, or it is the rollback deployment and
+   a rollback is queued (rule 6 ran ``bootc rollback``):
+   ``desiredImageState: Staged`` → ``Idle=False/Staged`` (for a queued rollback: "a
+   rollback to X is queued");
    ``Booted`` → only on a node the rollout gave a reboot slot and drained, i.e. whose
    BootcNode carries both ``bootc.dev/in-reboot-slot`` and
    ``bootc.dev/reboot-requested``. Without them: no reboot, ``Idle=False/Staged``,
@@ -44,18 +53,30 @@ Rules, in order (the first that applies wins):
    process and image. A failed apply or reboot command is retried after the backoff
    (``Staged`` + ``Degraded`` meanwhile); an apply that exits 0 but leaves the
    deployment download-only counts as failed.
-6. Otherwise stage it (``Idle=False/Staging``, start a switch), unless the last switch
+6. The desired image is the *rollback* deployment (``image_matches``), neither booted
+   nor staged: this is how the controller rolls a node back after a failed health
+   check (``desiredImage`` = the rollback deployment as a digest ref; the Go
+   operator's daemon would ``bootc switch`` to it, which ends in the same place).
+   Queue it with ``bootc rollback`` (no ``--apply``, no pull: the deployment is on
+   disk; a staged deployment is discarded) → ``Idle=False/Staging`` ("rolling back to
+   X"); status is re-read and rule 5 takes over (Staged, or Rebooting with the
+   permit). Failures and backoff as a switch's (rule 7); a rollback that exited 0
+   without ``rollbackQueued: true`` counts as failed.
+7. Otherwise stage it (``Idle=False/Staging``, start a switch), unless the last switch
    of this very image failed less than the backoff ago: then ``Idle=True/Idle`` +
    ``Degraded=True/Error`` with bootc's error text until the retry is due. A switch
    that exited 0 but left status without the image staged counts as failed ("exit
    code 0 also for nothing to do: read status, not the exit code"). While retrying,
-   ``Degraded`` keeps the last error (no flapping) until the image is staged.
+   ``Degraded`` keeps the last error (no flapping) until the image is staged. A
+   queued rollback needs nothing special here: staging a deployment cancels it
+   (bootc's own behaviour).
 
 In every rule a running switch of any *other* image is cancelled (one switch at a
 time; a newer desired image wins). ``pull_problems`` (an unusable pull secret) make
-``Degraded`` True only where the node has to pull (rules 1, 4's re-stage, 6) or is
-Degraded anyway (2, 3); a node that runs or has staged its desired image needs no
-credentials, so there the problem is only noted in the ``Idle`` message.
+``Degraded`` True only where the node has to pull (rules 1, 4b's re-stage, 7) or is
+Degraded anyway (2, 3); a node that runs or has staged its desired image, or rolls
+back to it (4a, 6: ``bootc rollback`` pulls nothing), needs no credentials, so there
+the problem is only noted in the ``Idle`` message.
 """
 
 from __future__ import annotations
@@ -68,7 +89,7 @@ from bootc_operator.api import constants as c
 from bootc_operator.api.v1alpha1 import DesiredImageState
 from bootc_operator.daemon.bootc_status import HostStatus, image_matches
 
-Action = Literal["switch", "apply", "reboot"]
+Action = Literal["switch", "apply", "rollback", "reboot"]
 
 #: The rollout's annotations that together say "this node holds a reboot slot and was
 #: drained": only then may ``desiredImageState: Booted`` make the daemon reboot.
@@ -131,7 +152,7 @@ class HostView:
 
 @dataclass(frozen=True)
 class Attempt:
-    """The last finished switch, apply or reboot command for ``image``.
+    """The last finished switch, apply, rollback or reboot command for ``image``.
 
     ``error`` is the command's failure text; None when it exited 0 (whether it had
     the intended effect is judged from status, not from the exit code).
@@ -177,6 +198,8 @@ class Decision:
     start_switch: str | None = None
     #: ``bootc upgrade --from-downloaded``: let the staged download-only deployment boot
     apply_staged: bool = False
+    #: ``bootc rollback``: queue the rollback deployment, or revert a queued rollback
+    rollback: bool = False
     reboot: bool = False
     #: the ``Work.last`` record is obsolete (succeeded, or about another image)
     forget_attempt: bool = False
@@ -211,8 +234,34 @@ def staged(image: str, *, download_only: bool = False) -> Cond:
     return Cond(False, c.REASON_STAGED, f"{image} is staged")
 
 
-def rebooting(image: str) -> Cond:
-    return Cond(False, c.REASON_REBOOTING, f"rebooting into {image}")
+def rebooting(image: str, *, rollback: bool = False) -> Cond:
+    what = " (the rollback deployment)" if rollback else ""
+    return Cond(False, c.REASON_REBOOTING, f"rebooting into {image}{what}")
+
+
+def rolling_back(image: str) -> Cond:
+    return Cond(
+        False,
+        c.REASON_STAGING,
+        f"rolling back to {image}: queueing the rollback deployment (bootc rollback, no pull)",
+    )
+
+
+def rollback_queued(image: str) -> Cond:
+    return Cond(
+        False,
+        c.REASON_STAGED,
+        f"a rollback to {image} is queued (bootc rollback): the rollback deployment boots next",
+    )
+
+
+def reverting(image: str, queued: str | None) -> Cond:
+    return Cond(
+        False,
+        c.REASON_STAGING,
+        f"reverting the queued rollback to {queued or 'the rollback deployment'} "
+        f"(bootc rollback): {image} is booted and desired",
+    )
 
 
 def degraded(*problems: str | None) -> Cond:
@@ -241,10 +290,18 @@ def with_note(cond: Cond, notes: Sequence[str]) -> Cond:
     return Cond(cond.status, cond.reason, f"{cond.message}; {note}" if cond.message else note)
 
 
-def attempt_problem(attempt: Attempt, staged_image: str | None) -> str:
-    """The Degraded text for a command that did not get the host where it should."""
+def attempt_problem(attempt: Attempt, staged_image: str | None, *, queued: bool = False) -> str:
+    """The Degraded text for a command that did not get the host where it should
+    (``queued``: bootc status shows a queued rollback)."""
     if attempt.error is not None:
         return attempt.error
+    if attempt.action == "rollback":
+        if queued:
+            return "bootc rollback exited 0 but bootc status still shows a rollback queued"
+        return (
+            f"bootc rollback exited 0 but bootc status does not show the rollback to "
+            f"{attempt.image} queued"
+        )
     if attempt.action == "reboot":
         return f"systemctl reboot into {attempt.image} had no effect"
     if attempt.action == "apply":
@@ -270,31 +327,41 @@ def _stage(
     retry: RetryPolicy,
     other_switch: bool,
     extra: tuple[str, ...],
+    action: Literal["switch", "rollback"] = "switch",
+    queued: bool = False,
+    notes: tuple[str, ...] = (),
 ) -> Decision:
-    """Start (or retry after the backoff) a switch to ``image``; ``idle`` while it runs."""
-    failed = last if last is not None and last.action == "switch" else None
-    forget = forget or (last is not None and last.action != "switch")
+    """Start (or retry after the backoff) a switch to ``image``, or a ``bootc rollback``
+    (``action``); ``idle`` while it runs. ``extra`` problems make Degraded, ``notes``
+    (pull problems where nothing is pulled) go into the Idle message; ``queued``: bootc
+    status shows a queued rollback."""
+    failed = last if last is not None and last.action == action else None
+    forget = forget or (last is not None and last.action != action)
+    start_switch = image if action == "switch" else None
+    rollback = action == "rollback"
     if failed is not None:
-        problem = attempt_problem(failed, staged_image)
+        problem = attempt_problem(failed, staged_image, queued=queued)
         retry_at = failed.finished_at + retry.delay(failed.attempts)
         if now < retry_at:
             return Decision(
-                IDLE,
+                with_note(IDLE, notes),
                 degraded(problem, *extra),
                 cancel_switch=other_switch,
                 requeue_after=retry_at - now,
             )
         return Decision(
-            idle,
+            with_note(idle, notes),
             degraded(problem, *extra),
             cancel_switch=other_switch,
-            start_switch=image,
+            start_switch=start_switch,
+            rollback=rollback,
         )
     return Decision(
-        idle,
+        with_note(idle, notes),
         degraded(*extra),
         cancel_switch=other_switch,
-        start_switch=image,
+        start_switch=start_switch,
+        rollback=rollback,
         forget_attempt=forget,
     )
 
@@ -388,8 +455,25 @@ def decide(
     staged_entry = host.status.staged
     staged_image = images.staged.image if images.staged else None
     download_only = staged_entry is not None and staged_entry.download_only
+    queued = host.status.rollback_queued and images.rollback is not None
+    queued_image = images.rollback.image if queued and images.rollback else None
 
-    # 4. nothing to do, unless a stale image is staged
+    # 4. nothing to do, unless a rollback is queued (a) or a stale image is staged (b)
+    if desired is not None and queued and image_matches(images.booted, desired.image):
+        return _stage(
+            desired.image,
+            last,
+            forget,
+            staged_image,
+            idle=reverting(desired.image, queued_image),
+            now=now,
+            retry=retry,
+            other_switch=other_switch,
+            extra=(),
+            action="rollback",
+            queued=True,
+            notes=extra,
+        )
     if desired is None or image_matches(images.booted, desired.image):
         stale = (
             desired is not None
@@ -416,9 +500,16 @@ def decide(
             extra=extra,
         )
 
-    # 5. the desired image is staged
-    if image_matches(images.staged, desired.image):
-        waiting = with_note(staged(desired.image, download_only=download_only), extra)
+    # 5. the desired image boots next: staged, or the rollback deployment, queued
+    rolled_back = queued and image_matches(images.rollback, desired.image)
+    if rolled_back or image_matches(images.staged, desired.image):
+        download_only = download_only and not rolled_back
+        waiting = with_note(
+            rollback_queued(desired.image)
+            if rolled_back
+            else staged(desired.image, download_only=download_only),
+            extra,
+        )
         if desired.state != DesiredImageState.BOOTED:
             return Decision(
                 waiting,
@@ -427,7 +518,11 @@ def decide(
                 forget_attempt=work.last is not None,
             )
         if work.reboot_requested == desired.image:
-            return Decision(rebooting(desired.image), HEALTHY, cancel_switch=other_switch)
+            return Decision(
+                rebooting(desired.image, rollback=rolled_back),
+                HEALTHY,
+                cancel_switch=other_switch,
+            )
         missing = desired.missing_permits
         if missing:
             return Decision(
@@ -448,7 +543,7 @@ def decide(
                 f"applying the download-only {desired.image} before rebooting",
             )
             if download_only
-            else rebooting(desired.image)
+            else rebooting(desired.image, rollback=rolled_back)
         )
         return _command_after_backoff(
             action,
@@ -462,7 +557,23 @@ def decide(
             waiting=waiting,
         )
 
-    # 6. stage the desired image
+    # 6. the desired image is the rollback deployment: bootc rollback, no pull
+    if image_matches(images.rollback, desired.image):
+        return _stage(
+            desired.image,
+            last,
+            forget,
+            staged_image,
+            idle=rolling_back(desired.image),
+            now=now,
+            retry=retry,
+            other_switch=other_switch,
+            extra=(),
+            action="rollback",
+            notes=extra,
+        )
+
+    # 7. stage the desired image
     return _stage(
         desired.image,
         last,
