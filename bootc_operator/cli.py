@@ -213,6 +213,33 @@ def build_parser() -> argparse.ArgumentParser:
         "repeatable, for test registries only",
     )
     ctl.add_argument(
+        "--prometheus-url",
+        default="",
+        metavar="URL",
+        help="Prometheus (or any server of its query API) asked for the firing alerts of "
+        "pools' spec.rollout.blockingAlerts, e.g. http://prometheus.monitoring:9090",
+    )
+    ctl.add_argument(
+        "--prometheus-ca-file", default="", help="PEM bundle trusted for --prometheus-url"
+    )
+    ctl.add_argument(
+        "--prometheus-bearer-token-file",
+        default="",
+        help="file holding a bearer token for --prometheus-url (re-read on every query)",
+    )
+    ctl.add_argument(
+        "--prometheus-insecure-skip-verify",
+        action=BoolFlag,
+        default=False,
+        help="do not verify --prometheus-url's TLS certificate (labs only)",
+    )
+    ctl.add_argument(
+        "--alert-check-interval",
+        type=parse_duration,
+        default=30.0,
+        help="how often a pool's blocking alerts are checked",
+    )
+    ctl.add_argument(
         "--namespace",
         default=os.environ.get("POD_NAMESPACE", DEFAULT_NAMESPACE),
         help="the operator's own namespace",

@@ -4,8 +4,8 @@ Start-up: API clients (one for requests, one with an unbounded connection pool
 for watches, so open drains never starve requests) → shared informers (pools,
 BootcNodes, Nodes) → probe and metrics server → caches synced (``/readyz``
 turns ready) → leader election (if enabled) → as leader only: the Event
-recorder and N workers on each of the four rate-limited queues (membership,
-rollout, status, tags), all keyed by pool name, plus one worker that starts
+recorder and N workers on each of the five rate-limited queues (membership,
+rollout, status, tags, alerts), all keyed by pool name, plus one worker that starts
 and stops the watches of the pull Secrets pools reference.
 A standby keeps warm caches and does no writes. Losing the lease stops the
 process (exit code 1) so it restarts as a standby, like controller-runtime.
@@ -36,6 +36,7 @@ import socket
 import uuid
 from typing import Any
 
+from bootc_operator.alerts import PrometheusClient, PrometheusOptions
 from bootc_operator.informers import (
     EventHandler,
     SharedInformerFactory,
@@ -47,6 +48,7 @@ from bootc_operator.informers import (
 )
 from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, NODES, load_api_client
 from bootc_operator.reconcilers import metrics as m
+from bootc_operator.reconcilers.alertgate import AlertReconciler
 from bootc_operator.reconcilers.context import Context, Obj
 from bootc_operator.reconcilers.drain import DrainManager
 from bootc_operator.reconcilers.healthpods import HealthPods
@@ -75,7 +77,7 @@ log = logging.getLogger("controller")
 # pass classifies every node of the pool (O(nodes)); run on every BootcNode/Node
 # event it dominated the controller's CPU during large rollouts.
 STATUS_COALESCE = 1.0
-POOL_QUEUES = ("membership", "rollout", "status", "tags")
+POOL_QUEUES = ("membership", "rollout", "status", "tags", "alerts")
 # The one key of the pull-secret watch queue: the set of watched Secrets is one
 # piece of state, derived from every pool.
 SECRET_WATCHES = "pull-secret-watches"
@@ -92,6 +94,8 @@ class Controller:
         registry: RegistryOptions | None = None,
         watch_api: Any = None,
         clock: Clock | None = None,
+        prometheus: PrometheusOptions | None = None,
+        alert_check_interval: float = 30.0,
     ) -> None:
         """``api`` makes requests; ``watch_api`` (default ``api``) carries every watch;
         ``clock`` drives the workqueues' delays (tests pass a fake one)."""
@@ -139,6 +143,15 @@ class Controller:
             on_target_changed=lambda pool: self.notify(pool, source="tags"),
         )
         self.ctx.resolved_tag = self.tags.target
+        self.prometheus = PrometheusClient(prometheus) if prometheus is not None else None
+        self.alerts = AlertReconciler(
+            self.ctx.pool,
+            self.prometheus,
+            interval=alert_check_interval,
+            url=prometheus.url if prometheus is not None else "",
+            on_change=lambda pool: self.notify(pool, source="alerts"),
+        )
+        self.ctx.alert_gate = self.alerts.gate
         self.status = StatusReconciler(
             self.ctx,
             self.drains,
@@ -273,6 +286,7 @@ class Controller:
             "rollout": self.rollout.reconcile,
             "status": self.status.reconcile,
             "tags": self.tags.reconcile,
+            "alerts": self.alerts.reconcile,
         }
         async with asyncio.TaskGroup() as tg:
             for name, reconcile in reconcilers.items():
@@ -307,6 +321,8 @@ class Controller:
         await self.secrets.stop()
         await self.recorder.stop()
         await self.registry.close()
+        if self.prometheus is not None:
+            await self.prometheus.close()
 
 
 def _without_status(pool: Any) -> dict[str, Any]:
@@ -329,6 +345,15 @@ async def run(args: argparse.Namespace) -> int:
             ca_file=args.registry_ca_file or None,
             insecure_registries=frozenset(args.insecure_registry or ()),
         ),
+        prometheus=PrometheusOptions(
+            url=args.prometheus_url,
+            ca_file=args.prometheus_ca_file or None,
+            bearer_token_file=args.prometheus_bearer_token_file or None,
+            insecure_skip_verify=args.prometheus_insecure_skip_verify,
+        )
+        if args.prometheus_url
+        else None,
+        alert_check_interval=args.alert_check_interval,
     )
 
     async def work(stop: asyncio.Event) -> int:

@@ -65,6 +65,14 @@ REASON_NO_MATCHING_NODES: Final = "NoMatchingNodes"
 REASON_ROLLOUT_BLOCKED: Final = "RolloutBlocked"
 # Outside every maintenance window: no new reboot slots.
 REASON_AWAITING_MAINTENANCE_WINDOW: Final = "AwaitingMaintenanceWindow"
+# A Prometheus alert matching spec.rollout.blockingAlerts fires, or Prometheus cannot
+# be queried (fail closed): no new reboot slots.
+REASON_BLOCKED_BY_ALERTS: Final = "BlockedByAlerts"
+# spec.rollout.blockingAlerts[]: comma-separated PromQL label matchers (ANDed).
+ALERT_MATCHERS_PATTERN: Final = (
+    r'^\s*[a-zA-Z_][a-zA-Z0-9_]*\s*(=~|!~|!=|=)\s*"([^"\\]|\\.)*"\s*'
+    r'(,\s*[a-zA-Z_][a-zA-Z0-9_]*\s*(=~|!~|!=|=)\s*"([^"\\]|\\.)*"\s*)*,?\s*$'
+)
 # Canaries passed; spec.rollout.approvedDigest does not name the target yet.
 REASON_AWAITING_APPROVAL: Final = "AwaitingApproval"
 # Updated nodes are still being checked (spec.health) before their slots are released.

@@ -274,6 +274,17 @@ class RolloutSpec(WireModel):
         "closes.",
         json_schema_extra={"x-kubernetes-list-type": "atomic"},
     )
+    blocking_alerts: list[str] | None = Field(
+        default=None,
+        description="no new reboots while a Prometheus alert matching any entry fires (nodes "
+        'already rebooting finish). An entry is PromQL label matchers, ANDed: alertname=~"Node.*", '
+        'severity="critical". Needs the controller\'s --prometheus-url; when Prometheus cannot '
+        "be queried no new reboots start either (fail closed).",
+        json_schema_extra={
+            "x-kubernetes-list-type": "atomic",
+            "items": {"type": "string", "pattern": c.ALERT_MATCHERS_PATTERN, "maxLength": 1024},
+        },
+    )
     canary: CanarySpec | None = Field(
         default=None,
         description="canary nodes update first, alone, and must pass the health gate before "

@@ -27,6 +27,7 @@ from typing import Any
 
 from kubernetes_asyncio.client import ApiClient
 
+from bootc_operator.alerts.gate import AlertGate
 from bootc_operator.api import constants as c
 from bootc_operator.informers import Informer
 from bootc_operator.informers.overlay import Overlay
@@ -88,6 +89,13 @@ class Context:
     # tag reconciler owns that knowledge and the controller injects this lookup
     resolved_tag: Callable[[str], tuple[str, str] | None] = lambda pool: None
     views: ViewCache = field(default_factory=ViewCache)
+    # the alert gate of a pool (None: it has no spec.rollout.blockingAlerts); the alert
+    # reconciler owns it and the controller injects this lookup
+    alert_gate: Callable[[Obj], AlertGate | None] = lambda pool: None
+
+    def alerts_blocked(self, pool: Obj) -> bool:
+        gate = self.alert_gate(pool)
+        return gate is not None and gate.blocked
 
     @property
     def streams(self) -> ApiClient:

@@ -9,8 +9,8 @@ RolloutHalted < PullSecretError < InvalidSpec < TagResolutionError);
 is known: it is True only once membership has processed the pool's current
 generation and every matched node runs a known target; a pool that cannot
 progress says what blocks it (InvalidSpec, TagResolutionError, HealthCheckFailed,
-RolloutHalted, Paused, AwaitingMaintenanceWindow, AwaitingApproval, RolloutBlocked
-for maxUnavailable 0), not "in progress"; updated nodes still being checked make
+RolloutHalted, Paused, AwaitingMaintenanceWindow, BlockedByAlerts, AwaitingApproval,
+RolloutBlocked for maxUnavailable 0), not "in progress"; updated nodes still being checked make
 it HealthCheckPending, naming the pending check;
 ``phase`` condenses both conditions into the one word ``kubectl get`` shows.
 """
@@ -134,6 +134,7 @@ class RolloutFacts:
     health_pending: str = ""  # holders still being checked, named with their check
     canaries: str = ""  # "canaries first: ..." while canaries go alone
     awaiting_approval: str = ""  # canaries passed, approvedDigest not the target
+    blocked_by_alerts: str = ""  # the alert gate's message while it blocks new slots
 
 
 def rollout_condition(facts: RolloutFacts) -> tuple[bool, str, str]:
@@ -170,6 +171,8 @@ def rollout_condition(facts: RolloutFacts) -> tuple[bool, str, str]:
             c.REASON_AWAITING_MAINTENANCE_WINDOW,
             f"no new reboots outside maintenance windows; {f.next_window}; {progress}",
         )
+    if f.blocked_by_alerts:
+        return False, c.REASON_BLOCKED_BY_ALERTS, f"{f.blocked_by_alerts}; {progress}"
     if f.awaiting_approval:
         return False, c.REASON_AWAITING_APPROVAL, f"{f.awaiting_approval}; {progress}"
     if f.canaries:
@@ -206,6 +209,7 @@ def phase(up_reason: str, degraded: bool, degraded_reason: str) -> str:
         c.REASON_ROLLOUT_HALTED: c.PHASE_HALTED,
         c.REASON_HEALTH_CHECK_FAILED: c.PHASE_HALTED,
         c.REASON_AWAITING_APPROVAL: c.PHASE_AWAITING_APPROVAL,
+        c.REASON_BLOCKED_BY_ALERTS: c.PHASE_BLOCKED,
     }.get(up_reason, c.PHASE_PROGRESSING)
 
 

@@ -108,7 +108,9 @@ class RolloutReconciler:
             return None
         now = ctx.now()
         gates = health_gates(self.health_pods, pool_name, check, views.values(), now, watch=True)
-        plan, window = plan_pool(check, list(views.values()), now, gates)
+        plan, window = plan_pool(
+            check, list(views.values()), now, gates, alerts_blocked=ctx.alerts_blocked(pool)
+        )
         # Per-node steps run concurrently (bounded); every release completes before
         # any take starts, so holders never exceed maxUnavailable.
         await each(

@@ -79,6 +79,7 @@ class RolloutPlan:
     canaries: tuple[str, ...] = ()
     canary_pending: tuple[str, ...] = ()  # canaries not yet updated (and passed)
     awaiting_approval: bool = False  # canaries passed; approvedDigest is not the target
+    alerts_blocked: bool = False  # candidates wait: a blocking alert fires (or unknown)
 
     @property
     def health_halted(self) -> bool:
@@ -241,12 +242,14 @@ def plan_rollout(
     rollback_on_failure: bool = False,
     canaries: frozenset[str] = frozenset(),
     approval_needed: bool = False,
+    alerts_blocked: bool = False,
 ) -> RolloutPlan:
     """The slot decisions (module doc). ``gates``: health-gate verdicts of the holders
     that arrived on the target (``health.gate_results``); a failed one with
     ``rollback_on_failure`` and a rollback deployment is rolled back, else it keeps
     its slot; either halts the rollout. ``canaries``: while any of them is not
-    updated, only they may take slots; then, with ``approval_needed``, none."""
+    updated, only they may take slots; then, with ``approval_needed``, none.
+    ``alerts_blocked``: a blocking alert fires (the alert gate): no new slots."""
     gates = gates or {}
     nodes = sorted(views, key=lambda v: v.name)
     release: list[str] = []
@@ -298,6 +301,7 @@ def plan_rollout(
     elif approval_needed and candidates:
         awaiting_approval = True
     stopped = halted or bool(health_failed or rollback or held_back) or awaiting_approval
+    stopped = stopped or alerts_blocked
     capacity = 0 if paused or stopped or not window_open else max(0, max_unavailable - len(kept))
     # unavailable members (holders and outside) may not exceed max_unavailable
     budget = max_unavailable - len(kept) - len(outside)
@@ -341,6 +345,7 @@ def plan_rollout(
         canaries=tuple(sorted(canaries)),
         canary_pending=tuple(canary_pending),
         awaiting_approval=awaiting_approval,
+        alerts_blocked=alerts_blocked and bool(candidates),
     )
 
 
@@ -383,9 +388,12 @@ def plan_pool(
     views: Sequence[NodeView],
     now: dt.datetime,
     gates: Mapping[str, GateResult] | None = None,
+    *,
+    alerts_blocked: bool = False,
 ) -> tuple[RolloutPlan, WindowState]:
     """``plan_rollout`` with the pool's own settings, and its maintenance-window state;
-    ``gates``: the health-gate verdicts (``health.gate_results``)."""
+    ``gates``: the health-gate verdicts (``health.gate_results``); ``alerts_blocked``:
+    the alert gate's verdict."""
     window = window_state(check.windows, now)
     max_unavailable = check.resolve_max_unavailable(len(views))
     canaries = choose_canaries(views, check.resolve_canaries(len(views)))
@@ -401,6 +409,7 @@ def plan_pool(
         rollback_on_failure=check.health is not None and check.health.rollback,
         canaries=canaries,
         approval_needed=check.awaiting_approval,
+        alerts_blocked=alerts_blocked,
     )
     stage = plan_staging(
         views, check.resolve_stage_ahead(len(views), max_unavailable), canaries=canaries

@@ -141,9 +141,19 @@ class StatusReconciler:
         window = ALWAYS_OPEN
         waiting_on = ""  # members outside the rollout that use up the budget
         gated = GateNews()
+        blocked_by_alerts = ""
         if check.valid and check.targets:
             max_unavailable = check.resolve_max_unavailable(len(views))
-            plan, window = plan_pool(check, views, now, gates)
+            alert_gate = ctx.alert_gate(pool)
+            plan, window = plan_pool(
+                check,
+                views,
+                now,
+                gates,
+                alerts_blocked=alert_gate is not None and alert_gate.blocked,
+            )
+            if plan.alerts_blocked and alert_gate is not None:
+                blocked_by_alerts = alert_gate.message
             gated = gate_news(plan, {v.name: v for v in views}, check)
             if gated.failed:
                 problems[c.REASON_HEALTH_CHECK_FAILED] = gated.failed
@@ -191,6 +201,7 @@ class StatusReconciler:
             health_pending=gated.pending,
             canaries=gated.canaries,
             awaiting_approval=gated.approval,
+            blocked_by_alerts=blocked_by_alerts,
             selects_all=check.selector_ok and is_empty(pool["spec"].get("nodeSelector")),
         )
         up, up_reason, up_message = rollout_condition(facts)

@@ -1,0 +1,5 @@
+"""Prometheus alerts for the alert gate (``spec.rollout.blockingAlerts``)."""
+
+from bootc_operator.alerts.client import PrometheusClient, PrometheusError, PrometheusOptions
+
+__all__ = ["PrometheusClient", "PrometheusError", "PrometheusOptions"]
