@@ -1,0 +1,78 @@
+"""The alert gate end to end (issue 17 §2): the real controller with
+``--prometheus-url``, real daemons on simulated hosts, the safety monitor on.
+
+- Prometheus cannot be queried (nothing listens at the URL): the gate fails
+  closed — nodes stage, no slot is taken, the pool says
+  ``UpToDate=False/BlockedByAlerts`` naming the URL and the cause; removing
+  ``blockingAlerts`` lets the rollout finish.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from typing import Any
+
+from kubernetes_asyncio.client import ApiClient
+
+from bootc_operator.alerts import PrometheusOptions
+from bootc_operator.api import constants as c
+from bootc_operator.kube import BOOTC_NODE_POOLS, ApiError
+from bootc_operator.kube.rest import patch_object
+from e2e.controllerenv import create_pool, delete_quietly, get_pool, running_controller
+from e2e.helpers import condition, unique_name, wait_for
+from e2e.hostsenv import HostedNodes
+from e2e.test_rollout_policies import idle_reason, report, setup_hosts, up_to_date_on
+from hack.testenv.monitor import SafetyMonitor
+from hack.testenv.pools import pool_body
+from hack.testenv.registry import Registry
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def test_an_unreachable_prometheus_blocks_new_slots_until_the_gate_is_removed(
+    api: ApiClient, hosted: HostedNodes, registry: Registry
+) -> None:
+    started = time.monotonic()
+    group = unique_name("alerts")
+    names, repo, (_v1, v2) = await setup_hosts(hosted, registry, group, 2)
+    url = f"http://127.0.0.1:{closed_port()}"
+    body = pool_body(
+        group,
+        {"group": group},
+        registry.ref(repo, digest=v2),
+        1,
+        blockingAlerts=['severity="critical"'],
+    )
+    monitor = SafetyMonitor(api, group, 1, target=v2)
+    options = PrometheusOptions(url=url, timeout=2.0)
+    async with monitor, running_controller(api, prometheus=options, alert_check_interval=2.0):
+        await create_pool(api, body)
+
+        async def blocked() -> dict[str, Any] | None:
+            pool = await get_pool(api, group)
+            up = condition(pool, "UpToDate")
+            staged = [await idle_reason(api, n) for n in names] == [c.REASON_STAGED] * 2
+            return pool if staged and up.get("reason") == c.REASON_BLOCKED_BY_ALERTS else None
+
+        pool = await wait_for(
+            blocked, 90, "nodes staged and the pool blocked by the alert gate", ignore=(ApiError,)
+        )
+        message = condition(pool, "UpToDate")["message"]
+        assert f"cannot query Prometheus at {url}" in message, message
+        assert "no new reboots until Prometheus answers (fail closed)" in message, message
+        assert pool["status"]["phase"] == c.PHASE_BLOCKED
+        assert monitor.takes == []
+
+        await patch_object(
+            api, BOOTC_NODE_POOLS, group, {"spec": {"rollout": {"blockingAlerts": None}}}
+        )
+        await wait_for(lambda: up_to_date_on(api, group, v2, 2), 120, "the rollout finishing")
+    assert monitor.violations == [], monitor.violations
+    await delete_quietly(api, BOOTC_NODE_POOLS, group)
+    report("alert gate: unreachable Prometheus", started)
