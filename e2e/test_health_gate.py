@@ -33,7 +33,7 @@ from bootc_operator.api import constants as c
 from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, NODES, PODS
 from bootc_operator.kube.rest import create_object, get_object, patch_object
 from e2e.controllerenv import create_pool, delete_quietly, get_pool, running_controller
-from e2e.helpers import condition, ensure_namespace, unique_name, wait_for
+from e2e.helpers import condition, ensure_namespace, push, unique_name, wait_for
 from e2e.hostsenv import HostedNodes
 from e2e.test_rollout_policies import booted, cordoned, report, setup_hosts, up_to_date_on
 from hack.testenv.kubelet import set_node_ready, timestamp
@@ -274,3 +274,143 @@ async def test_one_canary_then_approval_of_exactly_the_target(
     assert monitor.violations == [], monitor.violations
     await delete_quietly(api, BOOTC_NODE_POOLS, group)
     report("canary + approval", started)
+
+
+# ------------------------------------------------------------------ boot assessment
+
+BAD = {"fakebootc.boot-assessment": "fail"}  # every boot of the image fails its assessment
+
+
+async def bad_and_good_images(
+    hosted: HostedNodes, registry: Registry, group: str, n: int
+) -> tuple[list[str], str, list[str]]:
+    """``n`` hosts on v1, plus v2 (its boots fail their assessment) and v3 (good)."""
+    names, repo, (v1,) = await setup_hosts(hosted, registry, group, n, images=1)
+    v2 = await push(registry, registry.ref(repo, "v2"), "os bad", labels=BAD)
+    v3 = await push(registry, registry.ref(repo, "v3"), "os good")
+    return names, repo, [v1, v2, v3]
+
+
+async def degraded_with(api: ApiClient, pool: str, fragment: str) -> dict[str, Any] | None:
+    p = await get_pool(api, pool)
+    deg = condition(p, "Degraded")
+    ok = deg.get("reason") == c.REASON_HEALTH_CHECK_FAILED and fragment in deg.get("message", "")
+    return p if ok else None
+
+
+async def retarget(api: ApiClient, pool: str, ref: str) -> None:
+    await patch_object(api, BOOTC_NODE_POOLS, pool, {"spec": {"image": {"ref": ref}}})
+
+
+async def test_a_failed_boot_assessment_halts_the_rollout_until_the_image_changes(
+    api: ApiClient, hosted: HostedNodes, registry: Registry
+) -> None:
+    """onFailure Halt: the first node boots the bad image, its boot assessment fails,
+    the pool names it and nobody else reboots; a good image moves everyone on (the
+    halted node gives its slot back while it stages the new image, like any holder
+    whose target moves before it is told to reboot)."""
+    started = time.monotonic()
+    group = unique_name("halt")
+    names, repo, (v1, v2, v3) = await bad_and_good_images(hosted, registry, group, 3)
+    body = pool_body(group, {"group": group}, registry.ref(repo, digest=v2), 1)
+    body["spec"]["health"] = {"bootComplete": True, "timeoutSeconds": 300}
+    monitor = SafetyMonitor(api, group, 1)
+    async with monitor, running_controller(api):
+        await create_pool(api, body)
+        await wait_for(lambda: monitor.takes, 90, "a first slot")
+        first = monitor.takes[0][1]
+        pool = await wait_for(
+            lambda: degraded_with(api, group, f"{first} failed its health check on {v2}"),
+            90,
+            "the pool halted by the failed boot assessment",
+        )
+        message = condition(pool, "Degraded")["message"]
+        assert "bootComplete: the boot did not reach boot-complete.target" in message, message
+        assert "greenboot-healthcheck.service" in message, message
+        assert pool["status"]["phase"] == c.PHASE_HALTED
+        assert condition(pool, "UpToDate")["reason"] == c.REASON_HEALTH_CHECK_FAILED
+        bn = await get_object(api, BOOTC_NODES, first)
+        assert bn["status"]["bootAssessment"]["state"] == "Failed", bn["status"]
+        assert (await health_note(api, first)).startswith("Failed: bootComplete: ")
+        # Halt: it keeps its slot and stays cordoned; nobody else took one or rebooted
+        assert monitor.holders() == {first} and await cordoned(api, first)
+        assert [n for _, n in monitor.takes] == [first]
+        assert hosted.reboots == [first]
+        others = [n for n in names if n != first]
+        assert [await booted(api, n) for n in others] == [v1, v1]
+
+        # the admin changes the image: the halted node goes first, then the rest
+        await retarget(api, group, registry.ref(repo, digest=v3))
+        await wait_for(lambda: up_to_date_on(api, group, v3, 3), 180, "everyone on the good one")
+        assert sorted(n for _, n in monitor.takes[1:]) == sorted(names), monitor.takes
+        pool = await get_pool(api, group)
+        assert condition(pool, "Degraded")["status"] == "False"
+        for name in names:
+            assert await booted(api, name) == v3 and not await cordoned(api, name)
+    assert monitor.violations == [], monitor.violations
+    await delete_quietly(api, BOOTC_NODE_POOLS, group)
+    report("health gate: bootComplete + Halt", started)
+
+
+async def test_a_failed_boot_assessment_is_rolled_back_with_bootc_and_held_until_the_target_changes(
+    api: ApiClient, hosted: HostedNodes, registry: Registry
+) -> None:
+    """onFailure Rollback: the first node fails its boot assessment on v2 and is rolled
+    back with ``bootc rollback`` (no pull), released and uncordoned on v1, the pool
+    halted naming it, nobody else touched; it is not offered v2 again; a new target
+    (v3) clears the hold and everyone updates."""
+    started = time.monotonic()
+    group = unique_name("rollback")
+    names, repo, (v1, v2, v3) = await bad_and_good_images(hosted, registry, group, 3)
+    body = pool_body(group, {"group": group}, registry.ref(repo, digest=v2), 1)
+    body["spec"]["health"] = {"bootComplete": True, "onFailure": "Rollback"}
+    monitor = SafetyMonitor(api, group, 1)
+    async with monitor, running_controller(api):
+        await create_pool(api, body)
+        await wait_for(lambda: monitor.takes, 90, "a first slot")
+        first = monitor.takes[0][1]
+        host = hosted.hosts[first]
+
+        async def rolled_back() -> dict[str, Any] | None:
+            said = f"{first} failed its health check on {v2} and was rolled back"
+            pool = await degraded_with(api, group, said)
+            released = first not in monitor.holders()
+            ok = released and await booted(api, first) == v1 and not await cordoned(api, first)
+            return pool if pool is not None and ok else None
+
+        pool = await wait_for(rolled_back, 150, f"{first} rolled back, released, pool halted")
+        message = condition(pool, "Degraded")["message"]
+        assert f"{first} failed its health check on {v2} and was rolled back" in message, message
+        assert "bootComplete" in message, message
+        assert pool["status"]["phase"] == c.PHASE_HALTED
+        assert "1 rolled back" in condition(pool, "UpToDate")["message"]
+        # bootc's own rollback, and no pull for it: v2 was the only image fetched
+        assert host.bootc_calls("rollback"), host.calls("bootc")
+        assert [p.rsplit("@", 1)[-1] for p in host.pulls()] == [v2], host.pulls()
+        status = (await get_object(api, BOOTC_NODES, first))["status"]
+        assert status["booted"]["imageDigest"] == v1
+        assert status["rollback"]["imageDigest"] == v2
+        bn = await get_object(api, BOOTC_NODES, first)
+        annotations = bn["metadata"].get("annotations") or {}
+        assert annotations.get(c.HEALTH_FAILED_ANNOTATION) == v2
+        assert bn["spec"]["desiredImage"].endswith(f"@{v1}")
+        assert bn["spec"]["desiredImageState"] == "Staged"
+        # halted: nobody else took a slot or rebooted; first rebooted twice (v2, back)
+        assert [n for _, n in monitor.takes] == [first]
+        assert hosted.reboots == [first, first]
+        for name in names:
+            if name != first:
+                assert await booted(api, name) == v1
+
+        # a new target clears the hold: everyone, the rolled-back node included
+        await retarget(api, group, registry.ref(repo, digest=v3))
+        await wait_for(lambda: up_to_date_on(api, group, v3, 3), 180, "everyone on v3")
+        bn = await get_object(api, BOOTC_NODES, first)
+        assert c.HEALTH_FAILED_ANNOTATION not in (bn["metadata"].get("annotations") or {})
+        pool = await get_pool(api, group)
+        assert condition(pool, "Degraded")["status"] == "False"
+        for name in names:
+            assert await booted(api, name) == v3 and not await cordoned(api, name)
+    assert monitor.violations == [], monitor.violations
+    await delete_quietly(api, BOOTC_NODE_POOLS, group)
+    report("health gate: bootComplete + Rollback", started)
