@@ -28,6 +28,7 @@ import time
 from typing import Any
 
 from kubernetes_asyncio.client import ApiClient
+from prometheus_client import REGISTRY
 
 from bootc_operator.api import constants as c
 from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, NODES, PODS
@@ -151,6 +152,13 @@ async def test_a_pod_not_ready_after_the_reboot_holds_the_slot_then_halts_then_r
         assert [n for _, n in monitor.takes] == [first]
         assert monitor.holders() == {first} and await cordoned(api, first)
 
+        failures = REGISTRY.get_sample_value(
+            "bootc_operator_health_check_failures_total", {"pool": group, "check": "pods"}
+        )
+        assert failures == 1, failures
+        healthy_before = REGISTRY.get_sample_value(
+            "bootc_operator_health_check_duration_seconds_count"
+        )
         # the pod recovers: the gate passes, the rollout resumes by itself
         await set_pod_ready(api, pod, True)
         await wait_for(lambda: up_to_date_on(api, group, v2, 3), 180, "the rollout finishing")
@@ -160,6 +168,8 @@ async def test_a_pod_not_ready_after_the_reboot_holds_the_slot_then_halts_then_r
         for name in names:
             assert await booted(api, name) == v2 and not await cordoned(api, name)
             assert await health_note(api, name) == ""  # cleared with the slot
+        healthy = REGISTRY.get_sample_value("bootc_operator_health_check_duration_seconds_count")
+        assert healthy is not None and healthy - (healthy_before or 0) == 3, healthy
     assert monitor.violations == [], monitor.violations
     await delete_quietly(api, BOOTC_NODE_POOLS, group)
     report("health gate: pods", started)
@@ -398,6 +408,13 @@ async def test_a_failed_boot_assessment_is_rolled_back_with_bootc_and_held_until
         # halted: nobody else took a slot or rebooted; first rebooted twice (v2, back)
         assert [n for _, n in monitor.takes] == [first]
         assert hosted.reboots == [first, first]
+        # the metrics say so too (the controller runs in this process)
+        assert REGISTRY.get_sample_value("bootc_operator_rollbacks_total", {"pool": group}) == 1
+        failures = REGISTRY.get_sample_value(
+            "bootc_operator_health_check_failures_total",
+            {"pool": group, "check": "bootComplete"},
+        )
+        assert failures == 1, failures
         for name in names:
             if name != first:
                 assert await booted(api, name) == v1
