@@ -6,7 +6,9 @@ simulated. The first test drives the ``hack/sim`` command the way a user does
 real daemon processes and simulated reboots; the next one has ``up`` and ``pool``
 apply a pool from a pool file and rollout-policy flags; the others check that no
 process outlives a simulation, even when its supervisor is SIGKILLed, and the
-in-process ``Sim`` API that later whole-system tests build on.
+in-process ``Sim`` API that later whole-system tests build on. The last one runs
+``hack/demo --scenario bad-image`` (plain output) and checks from the hosts and the
+reboot log that what its summary claims happened.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, NODES
 from bootc_operator.kube.rest import create_object, get_object, list_objects, patch_object
 from e2e.helpers import unique_name, wait_for
 from hack.simlib import AttachedSim, Sim, SimConfig, SimInfo
+from hack.simlib.demo import canary_node
 from hack.simlib.images import digest_ref
 from hack.simlib.reaper import leftovers, teardown
 from hack.simlib.view import node_row
@@ -311,4 +314,60 @@ def test_in_process_sim_restarts_killed_daemons_and_holds_nodes_down(tmp_path: P
         assert sim.host(node).state().boots == 2
         state_dir = sim.state_dir
     assert not state_dir.exists()
+    assert leftovers(state_dir) == []
+
+
+def test_demo_bad_image_rolls_the_canary_back_then_updates_everyone(state_dir: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    argv = [sys.executable, "-m", "hack.simlib.demo", "--scenario=bad-image", "--plain"]
+    argv += ["--keep", f"--dir={state_dir}", "--reboot-seconds=1", "--stage-seconds=0.5"]
+    argv += ["--boot-complete-delay=0.5"]
+    started = time.monotonic()
+    res = subprocess.run(
+        argv, capture_output=True, text=True, timeout=480, env=env, cwd=REPO_ROOT, check=False
+    )
+    took = time.monotonic() - started
+    out = res.stdout
+    assert res.returncode == 0, f"demo failed ({took:.0f}s):\n{out[-6000:]}\n{res.stderr[-3000:]}"
+    assert "!!" not in out, out
+
+    info = SimInfo.load(state_dir)  # --keep: the cluster is still there to inspect
+    assert info is not None
+    sim = AttachedSim(info)
+    canary = canary_node(info.nodes)
+    # The live lines showed the canary rolling back and rolled back; the pool halted.
+    mine = [
+        line.split(f"  {canary}: ", 1)[1] for line in out.splitlines() if f"  {canary}: " in line
+    ]
+    assert any("-> RollingBack on v2" in line for line in mine), mine
+    assert any("-> RolledBack on v1" in line for line in mine), mine
+    assert "Degraded=True HealthCheckFailed" in out, out
+    assert f"{canary} (the canary) rebooted into it" in out, out
+
+    # From the hosts and the reboot log: the canary booted v2, then v1 by `bootc rollback`
+    # (no pull), then v3; every other node rebooted exactly once, into v3, after the canary.
+    reboots = sim.reboots()
+    by_node = {
+        n: [r["booted"].rsplit("@", 1)[1] for r in reboots if r["node"] == n] for n in info.nodes
+    }
+    v1 = info.first_image.rsplit("@", 1)[1]
+    v2, v3 = by_node[canary][0], by_node[canary][-1]
+    assert len({v1, v2, v3}) == 3 and by_node[canary] == [v2, v1, v3], by_node
+    for node in info.nodes:
+        host = sim.host(node)
+        state = host.state()
+        assert state.booted is not None and state.booted.image.endswith(f"@{v3}"), node
+        if node == canary:
+            assert len(host.bootc_calls("rollback")) == 1, "the canary: one bootc rollback"
+            pulls = host.pulls()
+            assert any(v2 in pull for pull in pulls), pulls
+            assert not any(v1 in pull for pull in pulls), "v1 was still on disk: no pull"
+        else:
+            assert by_node[node] == [v3], (node, by_node)
+            assert host.bootc_calls("rollback") == [], node
+    canary_up = max(r["up"] for r in reboots if r["node"] == canary)
+    assert canary_up <= min(r["requested"] for r in reboots if r["node"] != canary)
+    print(f"demo --scenario bad-image took {took:.1f}s")
+    down = run_sim_cli(state_dir, "down")
+    assert down.returncode == 0, down.stderr
     assert leftovers(state_dir) == []

@@ -83,7 +83,9 @@ def row(name: str, state: str = "Staged", **kw: Any) -> NodeRow:
     return NodeRow(name=name, state=state, **fields)
 
 
-def snap(*rows: NodeRow, degraded_reason: str = "HealthCheckFailed") -> Snapshot:
+def snap(
+    *rows: NodeRow, degraded_reason: str = "HealthCheckFailed", how: str = "was rolled back"
+) -> Snapshot:
     return Snapshot(
         rows=rows,
         target=D2,
@@ -91,7 +93,8 @@ def snap(*rows: NodeRow, degraded_reason: str = "HealthCheckFailed") -> Snapshot
         total=len(rows),
         up_to_date=False,
         condition="UpToDate=False HealthCheckFailed: ...",
-        degraded="Degraded=True HealthCheckFailed: worker-2 failed its health check"
+        degraded=f"Degraded=True HealthCheckFailed: worker-2 failed its health check on {D2} "
+        f"and {how} (bootComplete: ...); no new reboots until the target changes"
         if degraded_reason
         else "",
         degraded_reason=degraded_reason,
@@ -113,6 +116,10 @@ def test_the_bad_image_step_ends_when_the_rolled_back_canary_is_released() -> No
     assert not rollback_finished(pool(observed=1), done, D2), "status of an older generation"
     assert not rollback_finished(pool(target=D1), done, D2)
     assert not rollback_finished(pool(), snap(row("worker-1"), back, degraded_reason=""), D2)
+    # the BootcNode released, the pool's status not updated yet
+    assert not rollback_finished(
+        pool(), snap(row("worker-1"), back, how="is being rolled back"), D2
+    )
     for still in (
         row("worker-2", "RolledBack", failed_on=D2, in_slot=True),  # not released yet
         row("worker-2", "RolledBack", failed_on=D2, cordoned=True),

@@ -223,7 +223,22 @@ def test_rows_show_the_boot_check_the_note_and_canaries() -> None:
     # the plain output: the check and the note in the row's line, the pool's Degraded too
     before = snapshot(pool(D2, 0, 2, False), {}, {}, names, D2)
     out = changes(before, snap, {D1: "v1", D2: "v2"})
-    assert out[0] == (
-        f"worker-1: Pending on - (NotReady) -> RolledBack on v1 (boot Complete): {failed}"
-    )
+    assert out[0] == f"worker-1: Pending on - (NotReady) -> RolledBack on v1: {failed}"
     assert out[-1].endswith(snap.degraded) and out[-1].startswith("pool: 0/2 updated;")
+    # only what changed: a note said once, a boot assessment only while not Complete
+    checking = health_bn(D2, D2, note="Pending: bootComplete: not yet", assessment="Pending")
+    passed = health_bn(D2, D2, assessment="Complete", slot=False)
+    first = snapshot(pool(D2, 0, 1, False), {"worker-1": checking}, {"worker-1": node()}, names[:1])
+    again = snapshot(pool(D2, 0, 1, False), {"worker-1": checking}, {"worker-1": node()}, names[:1])
+    done = snapshot(pool(D2, 1, 1, False), {"worker-1": passed}, {"worker-1": node()}, names[:1])
+    labels = {D2: "v2"}
+    assert changes(first, again, labels) == []
+    assert changes(again, done, labels) == [
+        "worker-1: Checking on v2 (in slot, boot Pending) -> UpToDate on v2",
+        "pool: 1/1 updated; UpToDate=False RolloutInProgress: 1/1 updated",
+    ]
+    noted = health_bn(D2, D2, note="Pending: bootComplete: still not", assessment="Pending")
+    later = snapshot(pool(D2, 0, 1, False), {"worker-1": noted}, {"worker-1": node()}, names[:1])
+    assert changes(again, later, labels) == [
+        "worker-1: Checking on v2 (in slot, boot Pending): Pending: bootComplete: still not"
+    ]

@@ -185,14 +185,21 @@ def pool_done(pool: Mapping[str, Any] | None, digest: str, total: int) -> bool:
 
 def rollback_finished(pool: Mapping[str, Any] | None, snap: Snapshot, bad: str) -> bool:
     """The end of the bad image's rollout: the pool halted on ``bad`` (Degraded
-    HealthCheckFailed), a node rolled back from it, and every node settled: out of its
-    slot, uncordoned, Ready, not rebooting."""
+    HealthCheckFailed), a node rolled back from it, every node settled (out of its
+    slot, uncordoned, Ready, not rebooting) and the pool's message saying so ("<node>
+    failed its health check on <bad> and was rolled back": the status follows the
+    BootcNodes a moment later)."""
     if not pool or not _status_current(pool, bad):
         return False
+    back = [r.name for r in snap.rows if r.state == ROLLED_BACK and r.failed_on == bad]
     return (
         snap.degraded_reason == c.REASON_HEALTH_CHECK_FAILED
-        and any(r.state == ROLLED_BACK and r.failed_on == bad for r in snap.rows)
+        and bool(back)
         and not any(r.in_slot or r.unavailable or r.state == c.REASON_REBOOTING for r in snap.rows)
+        and all(
+            f"{name} failed its health check on {bad} and was rolled back" in snap.degraded
+            for name in back
+        )
     )
 
 
@@ -449,7 +456,9 @@ async def bad_image_scenario(
         "check fails, so it is rolled back and the rollout halts"
     )
     say()
-    halted = await run.roll_out(bad, lambda pool, snap: rollback_finished(pool, snap, bad_digest))
+    halted = await run.roll_out(
+        bad, lambda pool, snap: rollback_finished(pool, snap, bad_digest), limit=300.0
+    )
     rolled_back = [r.name for r in halted.last.rows if r.failed_on == bad_digest]
 
     good = await asyncio.to_thread(sim.push_image, THIRD_IMAGE)

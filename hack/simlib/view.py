@@ -288,26 +288,31 @@ def render(
 
 
 def describe_row(row: NodeRow, labels: Mapping[str, str]) -> str:
-    """``Checking on v2 (in slot, boot Pending): Pending: bootComplete: ...``."""
+    """``Checking on v2 (cordoned, in slot, boot Pending)``: a boot assessment only
+    while it is not Complete (every healthy node's normal state)."""
     booted = labels.get(row.booted) or short(row.booted) or "-"
     flags = [f for f, on in (("cordoned", row.cordoned), ("in slot", row.in_slot)) if on]
     if not row.ready:
         flags.append("NotReady")
-    if row.check:
+    if row.check and row.check != "Complete":
         flags.append(f"boot {row.check}")
-    text = f"{row.state} on {booted}" + (f" ({', '.join(flags)})" if flags else "")
-    return f"{text}: {row.message[:160]}" if row.message else text
+    return f"{row.state} on {booted}" + (f" ({', '.join(flags)})" if flags else "")
 
 
 def changes(before: Snapshot | None, after: Snapshot, labels: Mapping[str, str]) -> list[str]:
-    """One line per node whose row changed, plus one when the pool's progress changed."""
+    """One line per node whose row changed (``was -> now``, plus its note when that
+    changed), plus one when the pool's progress or Degraded condition changed."""
     out: list[str] = []
     old = {r.name: r for r in before.rows} if before is not None else {}
     for row in after.rows:
         prev = old.get(row.name)
-        if prev is None or prev != row:
-            was = f"{describe_row(prev, labels)} -> " if prev is not None else ""
-            out.append(f"{row.name}: {was}{describe_row(row, labels)}")
+        now = describe_row(row, labels)
+        was = describe_row(prev, labels) if prev is not None else None
+        noted = row.message and (prev is None or prev.message != row.message)
+        if was == now and not noted:
+            continue
+        line = f"{row.name}: {now}" if was in (None, now) else f"{row.name}: {was} -> {now}"
+        out.append(f"{line}: {row.message[:160]}" if noted else line)
     if before is None or (before.updated, before.condition, before.degraded) != (
         after.updated,
         after.condition,
