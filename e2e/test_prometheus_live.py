@@ -6,25 +6,74 @@ scaled, an alert fired and resolved on demand (``fire``/``resolve``), and a rule
 on a gauge the test serves (``Gauges``) going pending → firing → gone through
 scrape, evaluation and the alerts API. This is the fixture the alert-gate tests
 build on.
+
+Then the whole system (``slow``): one ``hack/sim`` of 5 nodes with its Prometheus
+(``e2e.promenv``) scraping both controllers and every daemon each
+second, labelled as the kit's ServiceMonitors would, with the kit's alerting
+rules loaded. **The rules run on the simulation's clock: every ``for`` is divided
+by 60** (minutes become seconds: ``for: 30m`` fires after 30 s; ``for: 15m`` of
+``BootcOperatorDaemonDown`` still outlasts a simulated reboot of 1 s plus the
+daemon's restart); expressions and their range windows are the kit's own.
+
+- a healthy rollout (nodes 1-2) fires no alert, at any moment of it, and leaves
+  none pending; Prometheus demonstrably watched it (a reboot slot in use);
+- after it, every query of every Grafana dashboard panel returns data (a
+  number, not only NaN), the dashboard's variables substituted (``$pool`` = the
+  pool, ``$__rate_interval`` = a window spanning the rollout); panels that only
+  have data in some situation are listed in ``ONLY_DURING`` with it, and the
+  stuck-drain and halted tests check those panels in their situation;
+- a drain held by a PodDisruptionBudget (node 3) fires ``BootcOperatorDrainBlocked``
+  once blocked for its ``for``; the budget removed, the rollout completes and
+  the alert resolves;
+- two slot holders whose hosts do not come back (nodes 4-5, ``Sim.hold``, a
+  reboot timeout of 5 s) halt the rollout and fire ``BootcOperatorRolloutHalted``;
+  the hosts back, the rollout completes and the alert resolves.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 import math
-from collections.abc import Iterator
+import re
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from typing import Any
 
 import pytest
+import pytest_asyncio
+from kubernetes_asyncio.client import ApiClient
 
-from e2e.helpers import wait_for
+from bootc_operator.api import constants as c
+from bootc_operator.kube import ApiError
+from bootc_operator.kube.rest import delete_object
+from e2e.controllerenv import create_blocking_pdb, create_pod
+from e2e.helpers import unique_name, wait_for
+from e2e.promenv import scrape_targets, sim_prometheus
+from e2e.simenv import PoolRun, booted_image, digest_of, push
+from hack.simlib import Sim, SimConfig
+from hack.testenv import api_client
+from hack.testenv.controlplane import REPO_ROOT
+from hack.testenv.monitor import PDBS
 from hack.testenv.prometheus import (
+    CONTROLLER_JOB,
+    DAEMON_JOB,
     Gauges,
     Prometheus,
+    PrometheusClient,
     Target,
     alert_rule,
-    format_duration,
-    parse_duration,
+    finite,
     render_rules,
 )
+
+# The sim's tests run in one event loop for the module: the healthy rollout is a
+# module fixture that the alert and dashboard tests share (the dashboard reads its pool).
+module_loop = pytest.mark.asyncio(loop_scope="module")
+
+DASHBOARD = REPO_ROOT / "manifests" / "prometheus" / "grafana-dashboard.json"
+ROLLOUT = 120.0  # seconds a rollout of a few nodes may take on a loaded 2-core machine
 
 
 @pytest.fixture(scope="module")
@@ -43,31 +92,6 @@ def kit_prom(tmp_path_factory: pytest.TempPathFactory, gauges: Gauges) -> Iterat
         rules={"kit": render_rules(for_scale=1 / 60)},
     ) as prom:
         yield prom
-
-
-def test_durations_round_trip() -> None:
-    assert parse_duration("1h30m") == 5400
-    assert parse_duration("500ms") == 0.5
-    assert format_duration(5400) == "1h30m"
-    assert format_duration(0.5) == "500ms"
-    assert format_duration(30) == "30s"
-    with pytest.raises(ValueError):
-        parse_duration("two hours")
-
-
-def test_rules_rendered_with_scaled_for() -> None:
-    plain = render_rules()
-    fast = render_rules(for_scale=1 / 60)
-    by_name = {r["alert"]: r for g in plain["groups"] for r in g["rules"]}
-    fast_by_name = {r["alert"]: r for g in fast["groups"] for r in g["rules"]}
-    assert by_name.keys() == fast_by_name.keys() and len(by_name) >= 7
-    assert by_name["BootcOperatorDrainBlocked"]["for"] == "30m"
-    assert fast_by_name["BootcOperatorDrainBlocked"]["for"] == "30s"
-    assert fast_by_name["BootcOperatorRolloutStuck"]["for"] == "2m"
-    for name, rule in by_name.items():  # only `for` changes
-        assert {k: v for k, v in rule.items() if k != "for"} == {
-            k: v for k, v in fast_by_name[name].items() if k != "for"
-        }
 
 
 async def test_the_kit_rules_load_and_a_labelled_target_is_scraped(kit_prom: Prometheus) -> None:
@@ -138,3 +162,282 @@ async def test_a_new_job_is_added_while_running(kit_prom: Prometheus, gauges: Ga
         "the second job's target discovered",
     )
     assert found
+
+
+# ------------------------------------------------------------------ the whole system
+
+
+@pytest.fixture(scope="module")
+def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sim]:
+    """Five nodes, two controllers, fast stages and reboots, and the sim's Prometheus."""
+    config = SimConfig(nodes=5, reboot_seconds=1.0, stage_seconds=0.5, controllers=2)
+    with Sim(config, tmp_path_factory.mktemp("prom-live") / "sim") as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def prom(sim: Sim) -> Iterator[Prometheus]:
+    with sim_prometheus(sim) as p:
+        yield p
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def api(sim: Sim) -> AsyncIterator[ApiClient]:
+    async with await api_client(sim.kubeconfig) as client:
+        yield client
+
+
+def sel(pool: str) -> str:
+    return f'pool="{pool}"'
+
+
+def alerts_of(
+    prom: PrometheusClient, name: str, pool: str, state: str = ""
+) -> list[dict[str, Any]]:
+    """Active alerts ``name`` of ``pool`` (in ``state``, when given)."""
+    return [
+        a
+        for a in prom.alerts()
+        if a["labels"].get("alertname") == name
+        and a["labels"].get("pool") == pool
+        and (not state or a["state"] == state)
+    ]
+
+
+def since(started: float) -> str:
+    """A range selector's window reaching back to ``started`` (``time.time()``)."""
+    return f"{math.ceil(time.time() - started) + 2}s"
+
+
+async def firing_for_its_duration(
+    prom: PrometheusClient,
+    name: str,
+    pool: str,
+    timeout: float,  # noqa: ASYNC109
+) -> dict[str, Any]:
+    """Wait until alert ``name`` of ``pool`` fires; check it was pending for its ``for``."""
+    found = await wait_for(
+        lambda: alerts_of(prom, name, pool, "firing"), timeout, f"{name} firing for {pool}"
+    )
+    alert = found[0]
+    rule = next(r for g in prom.rules() for r in g["rules"] if r["name"] == name)
+    active = alert["activeAt"]
+    stamp = time.mktime(time.strptime(active[:19], "%Y-%m-%dT%H:%M:%S")) - time.timezone
+    assert time.time() - stamp >= rule["duration"] - 1, (alert, rule["duration"])
+    return alert
+
+
+@pytest.mark.slow
+def test_the_sim_prometheus_scrapes_the_controllers_and_loads_the_rules(
+    sim: Sim, prom: Prometheus
+) -> None:
+    """Both controllers, labelled as the ServiceMonitor's scrape would; no daemon yet:
+    no Node is managed, so the install's DaemonSet would run none."""
+    targets = {t["labels"]["instance"]: t for t in prom.targets()}
+    expected = scrape_targets(sim.processes(), managed=())
+    assert len(expected[CONTROLLER_JOB]) == 2 and expected[DAEMON_JOB] == []
+    assert set(targets) == {t.address for t in expected[CONTROLLER_JOB]}
+    for target in expected[CONTROLLER_JOB]:
+        seen = targets[target.address]
+        assert seen["health"] == "up", seen
+        assert seen["labels"]["job"] == CONTROLLER_JOB
+        assert target.labels.items() <= seen["labels"].items()
+    leaders = prom.query("max by (pod) (bootc_operator_leader) == 1")
+    assert len(leaders) == 1 and leaders[0][0]["pod"] in ("controller-1", "controller-2")
+    rules = [r for g in prom.rules() for r in g["rules"]]
+    kit = {r["alert"] for g in render_rules()["groups"] for r in g["rules"]}
+    assert {r["name"] for r in rules} == kit
+    assert {r["name"]: r["duration"] for r in rules}["BootcOperatorDrainBlocked"] == 30
+    assert all(r["health"] == "ok" for r in rules), rules
+
+
+@dataclass
+class Rollout:
+    pool: str
+    nodes: list[str]
+    started: float  # time.time() before the pool was created
+    target: str  # the digest rolled out
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def healthy(api: ApiClient, sim: Sim, prom: Prometheus) -> AsyncIterator[Rollout]:
+    """A pool over nodes 1-2 rolled out to a new image (one at a time), watched by the
+    safety monitor; the pool stays until the module ends (the dashboard reads it)."""
+    nodes = sim.nodes[0:2]
+    old = booted_image(sim, nodes[0])
+    async with PoolRun(api, sim, unique_name("healthy"), nodes, 1) as run:
+        started = time.time()
+        await run.create(old)
+        await run.wait_up_to_date(digest_of(old))
+        new = await push(sim, "os:healthy")
+        await run.set_image(new)
+        await run.wait_up_to_date(digest_of(new), ROLLOUT)
+        await run.finish(digest_of(new))
+        done = f'max by (pool) (bootc_operator_pool_nodes{{{sel(run.name)}, state="UpToDate"}})'
+        await wait_for(lambda: prom.value(done) == 2, 30, "Prometheus to see the pool updated")
+        yield Rollout(run.name, nodes, started, digest_of(new))
+
+
+@pytest.mark.slow
+@module_loop
+async def test_a_healthy_rollout_fires_no_alert(prom: Prometheus, healthy: Rollout) -> None:
+    """No alert fired at any moment of the rollout (``ALERTS`` over its whole window),
+    none is pending or firing after it. With the rules' ``for`` on the simulation's
+    clock (/60), a reboot's down daemon may show ``BootcOperatorDaemonDown`` pending
+    for a few seconds, never firing (15 s)."""
+    window = since(healthy.started)
+    slots = f"max_over_time(bootc_operator_reboot_slots_in_use{{{sel(healthy.pool)}}}[{window}])"
+    assert max(v for _, v in prom.query(slots)) >= 1, "Prometheus did not see the rollout"
+    daemons = prom.query(f'max_over_time(up{{job="{DAEMON_JOB}"}}[{window}])')
+    assert sorted(labels["node"] for labels, _ in daemons) == healthy.nodes, daemons
+    # A restarted daemon exports 0 as its last bootc status read until its first read,
+    # which BootcOperatorDaemonStatusStale counts as pending: give pending alerts a
+    # moment (well under any `for` that could fire) to clear.
+    await wait_for(lambda: prom.alerts() == [], 10, "no alert pending or firing")
+    window = since(healthy.started)
+    fired = prom.query(f'max_over_time(ALERTS{{alertstate="firing"}}[{window}])')
+    assert fired == [], f"alerts fired during a healthy rollout: {fired}"
+    pending = prom.query(f'max_over_time(ALERTS{{alertstate="pending"}}[{window}])')
+    print("pending during the rollout:", sorted(a["alertname"] for a, _ in pending))
+
+
+# Dashboard panels whose queries have data only in some situation: title → when.
+ONLY_DURING = {
+    "Degraded pools (reason)": "only while a pool is Degraded (checked in the halted test)",
+    # The counter's series of a controller appears with its first error (controller-
+    # runtime's exports 0 from the start; ours does not label it in advance).
+    "Reconcile errors": "only after a reconcile error",
+}
+
+
+def regex_literal(value: str) -> str:
+    """``value`` as a regular expression matching itself, inside a PromQL string (what
+    Grafana puts in for a single selected value): RE2 escapes, backslashes doubled."""
+    return re.sub(r"([\\.+*?()|\[\]{}^$])", r"\\\\\1", value)
+
+
+def dashboard_queries(pool: str, window: str) -> list[tuple[str, str]]:
+    """(panel title, PromQL) of every panel target, Grafana's variables substituted."""
+    dash = json.loads(DASHBOARD.read_text())
+    variables = {
+        "$pool": regex_literal(pool),
+        "$__rate_interval": window,
+        "$__interval": "1s",
+        "$__range": window,
+    }
+    queries = []
+    for panel in dash["panels"]:
+        for target in panel.get("targets") or ():
+            expr = target["expr"]
+            for name, value in variables.items():
+                expr = expr.replace(name, value)
+            assert "$" not in expr, f"unsubstituted variable in {panel['title']!r}: {expr}"
+            queries.append((panel["title"], expr))
+    return queries
+
+
+@pytest.mark.slow
+@module_loop
+async def test_every_dashboard_panel_has_data_after_a_rollout(
+    prom: Prometheus, healthy: Rollout
+) -> None:
+    dash = json.loads(await asyncio.to_thread(DASHBOARD.read_text))
+    pool_var = next(v for v in dash["templating"]["list"] if v["name"] == "pool")
+    metric = re.fullmatch(r"label_values\((\w+), pool\)", pool_var["definition"])
+    assert metric is not None
+    assert healthy.pool in prom.label_values("pool", metric[1])
+    queries = dashboard_queries(healthy.pool, since(healthy.started))
+    assert len({t for t, _ in queries}) == len([p for p in dash["panels"] if p["type"] != "row"])
+    empty = []
+    for title, expr in queries:
+        samples = prom.query(expr)
+        if not finite(samples) and title not in ONLY_DURING:
+            empty.append(f"{title}: {expr} -> {samples}")
+    assert not empty, "panels without data after a rollout:\n" + "\n".join(empty)
+    assert set(ONLY_DURING) <= {t for t, _ in queries}, "ONLY_DURING names unknown panels"
+
+
+def panel_query(title: str, pool: str) -> str:
+    [expr] = [e for t, e in dashboard_queries(pool, "1m") if t == title]
+    return expr
+
+
+@pytest.mark.slow
+@module_loop
+async def test_a_drain_held_by_a_budget_fires_the_drain_alert(
+    api: ApiClient, sim: Sim, prom: Prometheus
+) -> None:
+    node = sim.nodes[2]
+    old = booted_image(sim, node)
+    name = unique_name("pinned")
+    labels = {"app": name}
+    await create_pod(api, name, node, labels)
+    await create_blocking_pdb(api, name, labels)
+    try:
+        async with PoolRun(api, sim, unique_name("drain"), [node], 1) as run:
+            await run.create(old)
+            await run.wait_up_to_date(digest_of(old))
+            new = await push(sim, "os:drain-blocked")
+            await run.set_image(new)
+            blocked = f"max by (pool) (bootc_operator_drain_blocked{{{sel(run.name)}}})"
+            await wait_for(lambda: prom.value(blocked) == 1, 60, "the blocked drain scraped")
+            alert = await firing_for_its_duration(prom, "BootcOperatorDrainBlocked", run.name, 60)
+            assert alert["labels"]["severity"] == "warning"
+            assert alert["annotations"]["summary"] == f"Drains in pool {run.name} are blocked."
+            assert prom.query(panel_query("Blocked drains", run.name))[0][1] == 1
+            # the budget goes: the drain finishes, the node updates, the alert resolves
+            await delete_pdb(api, name)
+            await run.wait_up_to_date(digest_of(new), ROLLOUT)
+            await wait_for(
+                lambda: not alerts_of(prom, "BootcOperatorDrainBlocked", run.name),
+                30,
+                "BootcOperatorDrainBlocked resolved",
+            )
+            await run.finish(digest_of(new))
+    finally:
+        await delete_pdb(api, name)
+        await asyncio.to_thread(
+            sim.kubectl, "delete", "pod", name, "--ignore-not-found", "--wait=false"
+        )
+
+
+async def delete_pdb(api: ApiClient, name: str) -> None:
+    try:
+        await delete_object(api, PDBS, name, "default")
+    except ApiError as err:
+        if not err.not_found:
+            raise
+
+
+@pytest.mark.slow
+@module_loop
+async def test_a_halted_rollout_fires_its_alert(api: ApiClient, sim: Sim, prom: Prometheus) -> None:
+    nodes = sim.nodes[3:5]
+    old = booted_image(sim, nodes[0])
+    for node in nodes:
+        sim.hold(node)
+    try:
+        async with PoolRun(api, sim, unique_name("halted"), nodes, 2) as run:
+            await run.create(old, rebootTimeoutSeconds=5)
+            await run.wait_up_to_date(digest_of(old))
+            new = await push(sim, "os:halted")
+            await run.set_image(new)
+            await run.wait_degraded(c.REASON_ROLLOUT_HALTED, tuple(nodes), 90)
+            alert = await firing_for_its_duration(prom, "BootcOperatorRolloutHalted", run.name, 60)
+            assert alert["labels"]["severity"] == "critical"
+            assert alert["annotations"]["summary"] == f"Rollout of pool {run.name} is halted."
+            degraded = prom.query(panel_query("Degraded pools (reason)", run.name))
+            assert [s["reason"] for s, _ in degraded] == [c.REASON_ROLLOUT_HALTED], degraded
+            # the hosts come back: the rollout resumes and completes, the alert resolves
+            for node in nodes:
+                sim.hold(node, False)
+            await run.wait_up_to_date(digest_of(new), ROLLOUT)
+            await wait_for(
+                lambda: not alerts_of(prom, "BootcOperatorRolloutHalted", run.name),
+                30,
+                "BootcOperatorRolloutHalted resolved",
+            )
+            await run.finish(digest_of(new))
+    finally:
+        for node in nodes:
+            sim.hold(node, False)

@@ -11,8 +11,9 @@ job (``tmpdir/targets/JOB.json``: each target with its own labels, e.g. the
 ``pod``/``node`` a ServiceMonitor would add) and one rules file per name
 (``tmpdir/rules/NAME.yml``); ``start()`` runs ``prometheus`` on
 ``127.0.0.1:<free port>`` (TSDB in ``tmpdir/data``, ``--web.enable-lifecycle``
-for reloads) as a child in its own session (``hack.testenv.procs.spawn``, killed
-with the harness even on ``kill -9``) and returns once ``/-/ready`` answers.
+for reloads; ``env`` added to its environment) as a child in its own session
+(``hack.testenv.procs.spawn``, killed with the harness even on ``kill -9``) and
+returns once ``/-/ready`` answers.
 
 While it runs:
 
@@ -295,8 +296,10 @@ class Prometheus(PrometheusClient, Component):
         interval: str = "1s",
         binary: str | None = None,
         die_with_parent: bool = True,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self.dir = Path(tmpdir)
+        self.env = dict(env or {})
         self.interval = interval
         self.binary = binary
         self.die_with_parent = die_with_parent
@@ -378,7 +381,11 @@ class Prometheus(PrometheusClient, Component):
             "--log.level=info",
         ]
         self.process = spawn(
-            "prometheus", argv, self.log_path, die_with_parent=self.die_with_parent
+            "prometheus",
+            argv,
+            self.log_path,
+            env={**os.environ, **self.env},
+            die_with_parent=self.die_with_parent,
         )
         try:
             self.wait_ready(timeout)
