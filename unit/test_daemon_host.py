@@ -15,7 +15,10 @@ from prometheus_client import REGISTRY
 
 from bootc_operator.api.v1alpha1 import BootAssessmentState
 from bootc_operator.cli import DEFAULT_HOST_EXEC
-from bootc_operator.daemon import metrics  # noqa: F401 - registers the collectors
+from bootc_operator.daemon import (
+    hostcmd,
+    metrics,  # noqa: F401 - registers the collectors
+)
 from bootc_operator.daemon.assessment import BootProbe, assess
 from bootc_operator.daemon.hostcmd import (
     SWITCH_UNIT,
@@ -223,6 +226,15 @@ async def test_boot_probe_errors_are_in_the_probe_not_raised(host: Host) -> None
     probe = await silent.boot_probe()
     assert probe.error is not None and "printed no state (exit code 0)" in probe.error
     assert assess(probe).state == BootAssessmentState.UNKNOWN
+
+
+async def test_a_wedged_systemctl_times_out_quickly_into_the_probe(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(hostcmd, "PROBE_TIMEOUT", 0.5)
+    wedged = HostCommands(["sh", "-c", "sleep 60", "--"], command_timeout=30, stage_timeout=5)
+    probe = await wedged.boot_probe()
+    assert probe.error == "systemctl is-active boot-complete.target did not finish within 0.5s"
 
 
 async def test_rollback_queues_then_reverts_without_a_pull(host: Host) -> None:

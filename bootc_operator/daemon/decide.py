@@ -6,9 +6,9 @@ last said (``HostView``) and what the daemon itself has under way or just tried
 (``Work``), and returns a ``Decision``: the ``Idle`` and ``Degraded`` conditions to
 report and the one next step to take (cancel the running switch, start a switch, apply
 a download-only deployment, run ``bootc rollback``, reboot, or wait ``requeue_after``
-seconds). It never
-performs I/O, never reads a clock and never raises for odd input: ``agent`` is the thin
-async shell that gathers the inputs, writes the status and runs the commands.
+seconds). It never performs I/O, never reads a clock and never raises for odd input:
+``agent`` is the thin async shell that gathers the inputs, writes the status and runs
+the commands.
 
 Rules, in order (the first that applies wins):
 

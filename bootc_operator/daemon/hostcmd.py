@@ -37,7 +37,9 @@ text meant for the ``Degraded`` condition.
   ``systemctl list-units --failed --plain --no-legend --no-pager``. Their exit codes
   say the state too (``is-active`` 3 = not active, ``is-system-running`` 1 = not
   running): only a command that cannot run, times out, or prints no state is an
-  error, returned in the probe (never raised).
+  error, returned in the probe (never raised). Each read is quick on a sane host, so
+  its timeout is the command timeout capped at ``PROBE_TIMEOUT``: a wedged systemd
+  must not hold the reconcile (a reboot, a rollback) for long.
 """
 
 from __future__ import annotations
@@ -72,6 +74,7 @@ FAILED_UNITS_ARGS: Final = (
     "--no-pager",
 )
 UNIT_NOT_LOADED: Final = 5
+PROBE_TIMEOUT: Final = 10.0
 ERROR_TEXT_LIMIT: Final = 4000
 OUTPUT_LIMIT: Final = 16 * 1024 * 1024
 
@@ -287,9 +290,13 @@ class HostCommands:
         result = await self.run("reboot", ["systemctl", "reboot"], self.command_timeout)
         _check(result, "reboot", "systemctl reboot")
 
+    @property
+    def _probe_timeout(self) -> float:
+        return min(self.command_timeout, PROBE_TIMEOUT)
+
     async def _state_word(self, args: Sequence[str]) -> str:
         """The state a ``systemctl is-*`` command prints, whatever its exit code."""
-        result = await self.run("assess", args, self.command_timeout)
+        result = await self.run("assess", args, self._probe_timeout)
         lines = result.stdout.decode("utf-8", "replace").split()
         if not lines:
             m.COMMAND_FAILURES.labels("assess").inc()
@@ -306,7 +313,7 @@ class HostCommands:
             if target == "active":
                 return BootProbe(target=target)
             system = await self._state_word(SYSTEM_ARGS)
-            listed = await self.run("assess", FAILED_UNITS_ARGS, self.command_timeout)
+            listed = await self.run("assess", FAILED_UNITS_ARGS, self._probe_timeout)
             _check(listed, "assess", " ".join(FAILED_UNITS_ARGS[:3]))
         except HostCommandError as exc:
             return BootProbe(error=str(exc))
