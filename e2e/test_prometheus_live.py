@@ -8,8 +8,9 @@ scrape, evaluation and the alerts API. This is the fixture the alert-gate tests
 build on.
 
 Then the whole system (``slow``): one ``hack/sim`` of 5 nodes with its Prometheus
-(``e2e.promenv``) scraping both controllers and every daemon each
-second, labelled as the kit's ServiceMonitors would, with the kit's alerting
+(``SimConfig(prometheus=True)``, ``hack.simlib.monitoring``) scraping both
+controllers and the managed nodes' daemons each second, labelled as the kit's
+ServiceMonitors' scrape would, with the kit's alerting
 rules loaded. **The rules run on the simulation's clock: every ``for`` is divided
 by 60** (minutes become seconds: ``for: 30m`` fires after 30 s; ``for: 15m`` of
 ``BootcOperatorDaemonDown`` still outlasts a simulated reboot of 1 s plus the
@@ -20,14 +21,17 @@ daemon's restart); expressions and their range windows are the kit's own.
 - after it, every query of every Grafana dashboard panel returns data (a
   number, not only NaN), the dashboard's variables substituted (``$pool`` = the
   pool, ``$__rate_interval`` = a window spanning the rollout); panels that only
-  have data in some situation are listed in ``ONLY_DURING`` with it, and the
-  stuck-drain and halted tests check those panels in their situation;
+  have data in some situation are listed in ``ONLY_DURING`` with it (the halted
+  test checks the Degraded pools panel in its situation);
 - a drain held by a PodDisruptionBudget (node 3) fires ``BootcOperatorDrainBlocked``
   once blocked for its ``for``; the budget removed, the rollout completes and
   the alert resolves;
 - two slot holders whose hosts do not come back (nodes 4-5, ``Sim.hold``, a
   reboot timeout of 5 s) halt the rollout and fire ``BootcOperatorRolloutHalted``;
-  the hosts back, the rollout completes and the alert resolves.
+  the hosts back, the rollout completes and the alert resolves;
+- ``hack/sim up --prometheus`` (the command, 1 node) prints the URL (and
+  ``export SIM_PROMETHEUS=``), whose graph page answers and which scrapes the
+  controller; ``status`` shows it; ``down`` stops it with everything else.
 """
 
 from __future__ import annotations
@@ -35,10 +39,15 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
 import re
+import subprocess
+import sys
 import time
+import urllib.request
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -50,12 +59,14 @@ from bootc_operator.kube import ApiError
 from bootc_operator.kube.rest import delete_object
 from e2e.controllerenv import create_blocking_pdb, create_pod
 from e2e.helpers import unique_name, wait_for
-from e2e.promenv import scrape_targets, sim_prometheus
 from e2e.simenv import PoolRun, booted_image, digest_of, push
-from hack.simlib import Sim, SimConfig
+from hack.simlib import Sim, SimConfig, SimInfo
+from hack.simlib.monitoring import scrape_targets
+from hack.simlib.reaper import leftovers, teardown
 from hack.testenv import api_client
 from hack.testenv.controlplane import REPO_ROOT
 from hack.testenv.monitor import PDBS
+from hack.testenv.procs import pid_alive
 from hack.testenv.prometheus import (
     CONTROLLER_JOB,
     DAEMON_JOB,
@@ -170,15 +181,17 @@ async def test_a_new_job_is_added_while_running(kit_prom: Prometheus, gauges: Ga
 @pytest.fixture(scope="module")
 def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sim]:
     """Five nodes, two controllers, fast stages and reboots, and the sim's Prometheus."""
-    config = SimConfig(nodes=5, reboot_seconds=1.0, stage_seconds=0.5, controllers=2)
+    config = SimConfig(
+        nodes=5, reboot_seconds=1.0, stage_seconds=0.5, controllers=2, prometheus=True
+    )
     with Sim(config, tmp_path_factory.mktemp("prom-live") / "sim") as s:
         yield s
 
 
 @pytest.fixture(scope="module")
-def prom(sim: Sim) -> Iterator[Prometheus]:
-    with sim_prometheus(sim) as p:
-        yield p
+def prom(sim: Sim) -> Prometheus:
+    assert sim.prometheus is not None, "the sim runs no Prometheus"
+    return sim.prometheus
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -441,3 +454,50 @@ async def test_a_halted_rollout_fires_its_alert(api: ApiClient, sim: Sim, prom: 
     finally:
         for node in nodes:
             sim.hold(node, False)
+
+
+def run_sim_cli(state_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``hack/sim --dir STATE_DIR ARGS`` (its Python entry point)."""
+    return subprocess.run(
+        [sys.executable, "-m", "hack.simlib.cli", "--dir", str(state_dir), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        cwd=REPO_ROOT,
+        check=False,
+    )
+
+
+def http_status(url: str) -> int:
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with opener.open(url, timeout=5) as resp:
+        return int(resp.status)
+
+
+@pytest.mark.slow
+def test_sim_up_prometheus_prints_its_url_status_shows_it_down_stops_it(tmp_path: Path) -> None:
+    state_dir = tmp_path / "sim"
+    try:
+        up = run_sim_cli(state_dir, "up", "--nodes=1", "--controllers=1", "--prometheus")
+        assert up.returncode == 0, up.stderr[-4000:]
+        found = re.search(r"^export SIM_PROMETHEUS=(http://127\.0\.0\.1:\d+)$", up.stdout, re.M)
+        assert found is not None, up.stdout
+        url = found[1]
+        assert f"prometheus {url}: graphs {url}/graph, alerts {url}/alerts" in up.stderr
+        prom = PrometheusClient(url)
+        assert http_status(f"{url}/graph") == 200
+        scraped = prom.query(f'up{{job="{CONTROLLER_JOB}"}} == 1')
+        assert [labels["pod"] for labels, _ in scraped] == ["controller-1"]
+        status = run_sim_cli(state_dir, "status")
+        assert status.returncode == 0, status.stdout + status.stderr
+        assert f"prometheus {url}  1/1 targets up; firing: -" in status.stdout, status.stdout
+        info = SimInfo.load(state_dir)
+        assert info is not None and info.prometheus == url
+        pid = info.pids["prometheus"]
+        down = run_sim_cli(state_dir, "down")
+        assert down.returncode == 0, down.stderr
+        assert not prom.ready() and not pid_alive(pid)
+        assert leftovers(state_dir) == []
+    finally:
+        teardown(state_dir)

@@ -1,6 +1,6 @@
 """The Prometheus kit's pure parts: durations, the PrometheusRule rendered as a rules file
 with its ``for`` scaled (``hack.testenv.prometheus``), and the simulation's scrape
-targets (``e2e.promenv``): labelled as the ServiceMonitors' scrape would,
+targets (``hack.simlib.monitoring``): labelled as the ServiceMonitors' scrape would,
 daemons only on managed nodes."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from e2e.promenv import FOR_SCALE, scrape_targets
+from hack.simlib.monitoring import FOR_SCALE, scrape_targets
 from hack.testenv.prometheus import (
     CONTROLLER_JOB,
     DAEMON_JOB,

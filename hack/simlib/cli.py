@@ -1,6 +1,7 @@
 """``hack/sim``: a local cluster of simulated bootc nodes, in the background.
 
     eval "$(hack/sim up --nodes 6)"      # export KUBECONFIG=... SIM_REGISTRY=... SIM_IMAGE=...
+    hack/sim up --prometheus             # also a Prometheus (prints its URL, SIM_PROMETHEUS=...)
     hack/sim image push os:v2            # prints 127.0.0.1:PORT/os:v2@sha256:...
     hack/sim image push os:bad --label fakebootc.boot-assessment=fail   # boots fail
     hack/sim workload                    # a Deployment spread over the nodes + its PDB
@@ -14,6 +15,11 @@ component, waits until it reports ready (every Node Ready, every daemon healthy,
 a controller leading) and returns; all state lives in one directory (``--dir``,
 default ``.cache/sim``). ``down``, and ``up`` before it starts anything, clean up
 whatever a previous ``up`` left there, even after crashes (``hack.simlib.reaper``).
+
+``up --prometheus`` also runs a real Prometheus scraping the controllers and the
+managed nodes' daemons, with the kit's alerting rules on the simulation's clock
+(every ``for`` / 60; ``hack.simlib.monitoring``): open its URL for the rollout's
+graphs (``/graph``) and alerts (``/alerts``); ``status`` shows it, ``down`` stops it.
 
 ``up`` with a pool option (``--pool-file``, ``--max-unavailable``,
 ``--max-unhealthy``, ``--stage-ahead``, ``--maintenance-window``; see
@@ -50,6 +56,7 @@ from hack.simlib.sim import AttachedSim, SimError, SimOps
 from hack.testenv.cli import run_command, take_down
 from hack.testenv.controlplane import REPO_ROOT
 from hack.testenv.procs import log_tail, pid_alive
+from hack.testenv.prometheus import PrometheusClient, PrometheusError
 
 
 def _err(msg: str) -> None:
@@ -174,7 +181,7 @@ def exports(info: SimInfo) -> str:
         f"export KUBECONFIG={info.kubeconfig}\n"
         f"export SIM_REGISTRY={info.registry or '(none: images come from a catalog)'}\n"
         f"export SIM_IMAGE={info.first_image}\n"
-    )
+    ) + (f"export SIM_PROMETHEUS={info.prometheus}\n" if info.prometheus else "")
 
 
 def cmd_up(args: argparse.Namespace) -> int:
@@ -187,6 +194,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         poll_interval=args.poll_interval,
         log_level=args.log_level,
         tag_resolution_interval=args.tag_resolution_interval,
+        prometheus=args.prometheus,
     )
     if wants_pool(args):
         pool_manifest(args, image="")  # a bad file or flag fails before anything starts
@@ -199,6 +207,11 @@ def cmd_up(args: argparse.Namespace) -> int:
     _err(f"registry {info.registry or '(catalog)'}; first image {info.first_image}")
     _err(f"kubectl: {info.kubectl}   (or: hack/sim kubectl get bnp,bn)")
     _err(f"logs: {args.dir / 'logs'}, {args.dir / 'controlplane' / 'logs'}")
+    if info.prometheus:
+        _err(
+            f"prometheus {info.prometheus}: graphs {info.prometheus}/graph, alerts "
+            f"{info.prometheus}/alerts (the kit's rules, every `for` / 60)"
+        )
     rc = 0
     if wants_pool(args):
         try:
@@ -248,6 +261,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     print(f"state dir  {args.dir}")
     print(f"API        {info.server}  (export KUBECONFIG={info.kubeconfig})")
     print(f"registry   {info.registry or '(catalog)'}   first image {info.first_image}")
+    if info.prometheus:
+        print(f"prometheus {info.prometheus}  {prometheus_summary(info.prometheus)}")
     for name, pid in sorted(info.pids.items()):
         running = pid_alive(pid) and belongs(pid, args.dir)
         ok = ok and running
@@ -267,6 +282,18 @@ def cmd_status(args: argparse.Namespace) -> int:
     res = sim.kubectl("get", "bootcnodepools", "-o", "wide", check=False)
     print(res.stdout.rstrip() or "pools      (none)")
     return 0 if ok else 1
+
+
+def prometheus_summary(url: str) -> str:
+    """``N/M targets up; firing: A, B`` of the Prometheus at ``url`` (or why not)."""
+    prom = PrometheusClient(url)
+    try:
+        targets = prom.targets()
+        firing = sorted({a["labels"].get("alertname", "?") for a in prom.firing()})
+    except (PrometheusError, OSError) as exc:
+        return f"NOT ANSWERING ({exc})"
+    up = sum(1 for t in targets if t.get("health") == "up")
+    return f"{up}/{len(targets)} targets up; firing: {', '.join(firing) or '-'}"
 
 
 def cmd_push(args: argparse.Namespace) -> int:
@@ -333,6 +360,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     up.add_argument(
         "--no-registry", action="store_true", help="no OCI registry: images come from a catalog"
+    )
+    up.add_argument(
+        "--prometheus",
+        action="store_true",
+        help="also run Prometheus (Debian's) scraping the controllers and daemons, with the "
+        "kit's alert rules (every `for` / 60); prints its URL",
     )
     add_pool_arguments(up)
     up.set_defaults(func=cmd_up)

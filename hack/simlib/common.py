@@ -13,6 +13,8 @@ A simulation lives in one state directory (``DIR``)::
     DIR/hosts/<node>/       one simulated bootc host per node (hack.fakebootc)
     DIR/logs/               supervisor, node simulator, daemons, controllers
     DIR/kwok.yaml           kwok's configuration (see ``kwok_config``)
+    DIR/prometheus/         with ``--prometheus``: its configuration, scrape targets,
+                            rules, TSDB and log (``hack.simlib.monitoring``)
 
 Every process the simulation starts carries ``BOOTC_SIM_DIR=DIR`` in its environment
 (inherited by their children too), which is how a teardown finds stragglers.
@@ -83,6 +85,9 @@ class SimConfig:
     #: a PEM bundle the controllers trust when resolving tags (--registry-ca-file), for
     #: a TLS registry besides the simulation's own (which is plain HTTP and listed insecure)
     registry_ca_file: str = ""
+    #: also run a Prometheus scraping the controllers and daemons, with the kit's alert
+    #: rules on the simulation's clock (``hack.simlib.monitoring``)
+    prometheus: bool = False
 
 
 @dataclass
@@ -103,6 +108,8 @@ class SimInfo:
     #: a catalog file the hosts resolve images from (when there is no registry)
     catalog: str = ""
     first_image: str = ""
+    #: the URL of the simulation's Prometheus ("" when it runs none)
+    prometheus: str = ""
     nodes: list[str] = field(default_factory=list)
     zones: dict[str, str] = field(default_factory=dict)
     #: name -> PID of the processes the owner started directly

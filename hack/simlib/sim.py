@@ -15,7 +15,12 @@ directory (``common`` lists its layout):
    serves, like real bootc: a digest it does not have, or a registry that is down,
    fails the switch (``accept_any_digest`` off);
 4. the node simulator process (``hack.simlib.nodesim``), which creates the Nodes
-   and runs the controllers, the daemons and the reboots.
+   and runs the controllers, the daemons and the reboots;
+5. with ``SimConfig(prometheus=True)`` (``hack/sim up --prometheus``), a real
+   Prometheus scraping the controllers and the managed nodes' daemons, the kit's
+   alerting rules loaded on the simulation's clock (``hack.simlib.monitoring``):
+   ``sim.prometheus`` (its URL in ``info.prometheus``), its targets kept in step
+   by a thread while the simulation runs.
 
 ``close()`` stops it all and removes the directory. Tests use it in-process
 (children die with the test process by PR_SET_PDEATHSIG); ``hack/sim up`` runs it
@@ -40,7 +45,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from hack.fakebootc import Host, make_host, open_host
-from hack.simlib import images, workload
+from hack.simlib import images, monitoring, workload
 from hack.simlib.common import (
     CONTROL_DIR,
     LEASE_NAME,
@@ -66,6 +71,7 @@ from hack.testenv.controlplane import (
     resolve_bin_dir,
 )
 from hack.testenv.procs import Component, Process, StartupError, spawn
+from hack.testenv.prometheus import Prometheus
 
 RBAC_DIR = REPO_ROOT / "manifests" / "rbac"
 FIRST_IMAGE = "os:v1"
@@ -228,6 +234,8 @@ class Sim(SimOps, Component):
         self.control_plane: ControlPlane | None = None
         self.registry: Any = None  # hack.testenv.registry.Registry
         self.nodesim: Process | None = None
+        self.prometheus: Prometheus | None = None
+        self._targets: monitoring.TargetSync | None = None
         self._closed = False
         (self.state_dir / "logs").mkdir(exist_ok=True)
         (self.state_dir / "hosts").mkdir(exist_ok=True)
@@ -325,8 +333,37 @@ class Sim(SimOps, Component):
                     f"last lines of {nodesim.log_path}:\n{nodesim.tail()}"
                 )
             time.sleep(0.2)
+        if cfg.prometheus:
+            self._start_prometheus(deadline)
         self.info.ready = True
         self.info.save()
+
+    def _start_prometheus(self, deadline: float) -> None:
+        """Prometheus, its targets synced by a thread; returns once every target answers."""
+        cp = self.control_plane
+        assert cp is not None
+        self.say("starting Prometheus (the controllers, the managed nodes' daemons, the rules)")
+        self.prometheus = monitoring.new_prometheus(
+            self.state_dir, die_with_parent=self.die_with_parent
+        ).start()
+        self.info.prometheus = self.prometheus.url
+        self._record_pids()
+        self._targets = monitoring.TargetSync(
+            self.prometheus, self.processes, lambda: monitoring.managed_nodes(cp)
+        )
+        self._targets.sync_once()
+        self._targets.start()
+        # Prometheus applies new targets every 5 s: the first scrapes come 5-6 s later.
+        deadline = max(deadline, time.monotonic() + 30.0)
+        while not monitoring.scraping(
+            self.prometheus, self.processes(), monitoring.managed_nodes(cp)
+        ):
+            if time.monotonic() > deadline:
+                raise StartupError(
+                    f"Prometheus ({self.prometheus.url}) does not scrape every target; "
+                    f"last lines of {self.prometheus.log_path}:\n{self.prometheus.tail()}"
+                )
+            time.sleep(0.2)
 
     def _spawn_nodesim(self) -> Process:
         env = {
@@ -364,6 +401,8 @@ class Sim(SimOps, Component):
             pids["docker-registry"] = self.registry.process.pid
         if self.nodesim is not None:
             pids["nodesim"] = self.nodesim.pid
+        if self.prometheus is not None and self.prometheus.process is not None:
+            pids["prometheus"] = self.prometheus.process.pid
         self.info.pids = pids
         self.info.save()
 
@@ -373,6 +412,10 @@ class Sim(SimOps, Component):
             return
         self._closed = True
         try:
+            if self._targets is not None:
+                self._targets.stop()
+            if self.prometheus is not None:
+                self.prometheus.close()
             if self.nodesim is not None:
                 self.nodesim.stop(grace=60.0)
             if self.registry is not None:

@@ -1,6 +1,6 @@
-"""Prometheus for a simulation (``hack.simlib.Sim``), as the e2e tier runs it.
+"""Prometheus for a simulation: ``hack/sim up --prometheus``, ``SimConfig(prometheus=True)``.
 
-A real Prometheus (``hack.testenv.prometheus``, Debian's package) in the sim's state
+A real Prometheus (``hack.testenv.prometheus``, Debian's package) in the state
 directory (``DIR/prometheus/``), scraping every controller and daemon process of
 the node simulator each second, with the project's alerting rules loaded
 (rendered from ``manifests/prometheus/prometheusrule.yaml``).
@@ -25,7 +25,8 @@ seconds; ``for: 30m`` fires after 30 s). Their expressions are unchanged.
 to targets (pure); ``sync`` hands Prometheus the current ones (a crashed process
 restarts on new ports, pools take and release Nodes); ``TargetSync`` does that
 every second in a thread; ``scraping`` says whether every expected target has
-answered a scrape. ``sim_prometheus(sim)`` runs it all for a test.
+answered a scrape. The owner of the simulation (``Sim``) starts it once the node
+simulator is ready, keeps a ``TargetSync`` running and stops both.
 """
 
 from __future__ import annotations
@@ -34,17 +35,14 @@ import json
 import logging
 import ssl
 import threading
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Collection, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any, Self
 
 from bootc_operator.api import constants as c
-from hack.simlib import Sim
 from hack.simlib.common import MARKER_ENV, NAMESPACE
 from hack.testenv.controlplane import ControlPlane
 from hack.testenv.prometheus import (
@@ -61,7 +59,7 @@ FOR_SCALE = 1 / 60
 RULES_NAME = "bootc-operator"
 
 
-log = logging.getLogger("e2e.promenv")
+log = logging.getLogger("sim.monitoring")
 
 Processes = Mapping[str, Mapping[str, Any]]
 
@@ -179,23 +177,3 @@ class TargetSync:
         if self._thread is not None:
             self._thread.join(timeout=10)
             self._thread = None
-
-
-@contextmanager
-def sim_prometheus(sim: Sim, timeout: float = 30.0) -> Iterator[Prometheus]:
-    """The sim's Prometheus, its targets kept in step, once every target answers."""
-    cp = sim.control_plane
-    assert cp is not None, "the simulation is not started"
-    with new_prometheus(sim.state_dir) as prom:
-        targets = TargetSync(prom, sim.processes, lambda: managed_nodes(cp))
-        targets.sync_once()
-        targets.start()
-        try:
-            deadline = time.monotonic() + timeout
-            while not scraping(prom, sim.processes(), managed_nodes(cp)):
-                if time.monotonic() > deadline:
-                    raise AssertionError(f"Prometheus scrapes not every target:\n{prom.tail()}")
-                time.sleep(0.2)  # polling with a deadline (a sync fixture)
-            yield prom
-        finally:
-            targets.stop()
