@@ -548,6 +548,12 @@ class BootcNodeSpec(WireModel):
     pull_secret_hash: str | None = Field(
         default=None, description="hash of the pull secret's content; a change means re-fetch."
     )
+    reboot_policy: RebootPolicy | None = Field(
+        default=None,
+        description="the pool's spec.disruption.rebootPolicy, copied by the controller: with "
+        '"AllowSoftReboot" the daemon soft-reboots (userspace only) when the staged deployment '
+        "is softRebootCapable; unset: RebootOnly.",
+    )
 
 
 class BootAssessmentState(StrEnum):

@@ -42,6 +42,7 @@ from bootc_operator.reconcilers.ownership import (
     held_back_from,
     member_body,
     pool_of,
+    reboot_policy,
     retarget_patch,
 )
 from bootc_operator.reconcilers.pullsecrets import SecretState
@@ -213,6 +214,8 @@ class MembershipReconciler:
             spec: dict[str, Any] = {"desiredImage": desired, "desiredImageState": STAGED}
             if wanted is not None and wanted[0]:
                 spec["pullSecretRef"], spec["pullSecretHash"] = wanted
+            if policy := reboot_policy(pool):
+                spec["rebootPolicy"] = policy
             await ctx.create_bootc_node(member_body(pool, node_name, spec))
             log.info("node joined pool", extra={"pool": pool_name, "node": node_name})
             ctx.recorder.emit_batched(
@@ -259,6 +262,8 @@ class MembershipReconciler:
             ):
                 spec_patch = patch.setdefault("spec", {})
                 spec_patch["pullSecretRef"], spec_patch["pullSecretHash"] = wanted
+            if current.get("rebootPolicy") != reboot_policy(pool):
+                patch.setdefault("spec", {})["rebootPolicy"] = reboot_policy(pool)
             if patch:
                 await ctx.patch_bootc_node(bn, patch)
                 if "desiredImage" in patch.get("spec", {}):
