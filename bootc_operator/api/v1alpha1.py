@@ -573,6 +573,11 @@ class BootAssessment(WireModel):
     message: str | None = Field(default=None, description="details, e.g. the failed units.")
 
 
+class RebootKind(StrEnum):
+    SOFT = "Soft"
+    FULL = "Full"
+
+
 class BootcNodeStatus(WireModel):
     """The observed state of a node, written by the daemon."""
 
@@ -593,6 +598,11 @@ class BootcNodeStatus(WireModel):
     )
     boot_assessment: BootAssessment | None = Field(
         default=None, description="the current boot's assessment (boot-complete.target)."
+    )
+    last_reboot_kind: RebootKind | None = Field(
+        default=None,
+        description='how the daemon last rebooted the node into an update: "Soft" (userspace '
+        'only, systemctl soft-reboot) or "Full"; written with Idle=False/Rebooting.',
     )
     conditions: list[Condition] | None = Field(
         default=None, description='"Idle" and "Degraded".', json_schema_extra=_CONDITIONS_EXTRA
