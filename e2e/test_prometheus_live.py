@@ -316,9 +316,6 @@ async def test_a_healthy_rollout_fires_no_alert(prom: Prometheus, healthy: Rollo
 # Dashboard panels whose queries have data only in some situation: title → when.
 ONLY_DURING = {
     "Degraded pools (reason)": "only while a pool is Degraded (checked in the halted test)",
-    # The counter's series of a controller appears with its first error (controller-
-    # runtime's exports 0 from the start; ours does not label it in advance).
-    "Reconcile errors": "only after a reconcile error",
 }
 
 

@@ -231,6 +231,9 @@ async def test_instrumented_counts_results_and_requeues_a_conflict_soon(
 
     reconcile, calls = reconciler(outcome)
     wrapped = instrumented("unit-results", reconcile)
+    labels = {"controller": "unit-results"}
+    # exported at 0 before any error, like controller-runtime's
+    assert REGISTRY.get_sample_value("controller_runtime_reconcile_errors_total", labels) == 0
     keys = ["ok", "later", "conflict", "denied", "boom"]
     for key in keys:
         q.add(key)
@@ -241,7 +244,6 @@ async def test_instrumented_counts_results_and_requeues_a_conflict_soon(
     assert reconciles("unit-results", "requeue_after") == 1
     assert reconciles("unit-results", "requeue") == 1
     assert reconciles("unit-results", "error") == 2
-    labels = {"controller": "unit-results"}
     assert REGISTRY.get_sample_value("controller_runtime_reconcile_errors_total", labels) == 2
     assert REGISTRY.get_sample_value("controller_runtime_reconcile_time_seconds_count", labels) == 5
     # A conflict is no failure: no backoff, the key comes back after CONFLICT_REQUEUE.

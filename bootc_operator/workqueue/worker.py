@@ -65,6 +65,9 @@ def instrumented(
     controller: str, reconcile: Reconcile[K], log: logging.Logger = _log
 ) -> Reconcile[K]:
     """Wrap a reconcile with controller-runtime's reconcile metrics and the conflict requeue."""
+    # controller-runtime exports the error counter at 0 from the start: a healthy
+    # controller's "errors" panel shows 0, not "no data"
+    RECONCILE_ERRORS.labels(controller)
 
     async def run(key: K) -> float | None:
         start = time.perf_counter()
