@@ -335,7 +335,7 @@ async def test_a_failed_boot_assessment_halts_the_rollout_until_the_image_change
             "the pool halted by the failed boot assessment",
         )
         message = condition(pool, "Degraded")["message"]
-        assert "bootComplete: the boot did not reach boot-complete.target" in message, message
+        assert "bootComplete: the boot finished without reaching boot-complete.target" in message
         assert "greenboot-healthcheck.service" in message, message
         assert pool["status"]["phase"] == c.PHASE_HALTED
         assert condition(pool, "UpToDate")["reason"] == c.REASON_HEALTH_CHECK_FAILED

@@ -119,18 +119,18 @@ def _pods_check(
 
 
 def _boot_check(policy: HealthPolicy, v: NodeView) -> tuple[Verdict, str] | None:
+    """The daemon's own words when it gave some (it says what systemd said)."""
     if not policy.boot_complete:
         return None
     state, message = v.boot_assessment, v.boot_assessment_message
-    detail = f": {message}" if message else ""
     if state == BootAssessmentState.COMPLETE:
         return Verdict.PASSED, ""
     if state == BootAssessmentState.FAILED:
-        return Verdict.FAILED, f"the boot did not reach boot-complete.target{detail}"
+        return Verdict.FAILED, message or "the boot did not reach boot-complete.target"
     if state == BootAssessmentState.UNKNOWN:
-        return Verdict.PENDING, f"the boot assessment could not be read{detail}"
+        return Verdict.PENDING, f"the boot assessment could not be read: {message or 'no detail'}"
     if state == BootAssessmentState.PENDING:
-        return Verdict.PENDING, f"boot-complete.target not reached yet{detail}"
+        return Verdict.PENDING, message or "boot-complete.target not reached yet"
     return Verdict.PENDING, "the daemon has not reported a boot assessment"
 
 
