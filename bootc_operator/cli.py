@@ -213,6 +213,14 @@ def build_parser() -> argparse.ArgumentParser:
         "repeatable, for test registries only",
     )
     ctl.add_argument(
+        "--node-events",
+        choices=("summary", "verbose"),
+        default="summary",
+        help="Events on each Node per rollout: summary = one (NodeUpdated with the drain "
+        "summary, or a Warning when something went wrong); verbose = also Cordoned and "
+        "RebootRequested (pool Events are batched either way)",
+    )
+    ctl.add_argument(
         "--prometheus-url",
         default="",
         metavar="URL",

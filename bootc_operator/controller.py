@@ -96,6 +96,7 @@ class Controller:
         clock: Clock | None = None,
         prometheus: PrometheusOptions | None = None,
         alert_check_interval: float = 30.0,
+        node_events: str = "summary",
     ) -> None:
         """``api`` makes requests; ``watch_api`` (default ``api``) carries every watch;
         ``clock`` drives the workqueues' delays (tests pass a fake one)."""
@@ -133,7 +134,12 @@ class Controller:
             secret_state=self.secret_state,
             on_processed=self.queues["status"].add,
         )
-        self.rollout = RolloutReconciler(self.ctx, self.drains, self.health_pods)
+        self.rollout = RolloutReconciler(
+            self.ctx,
+            self.drains,
+            self.health_pods,
+            verbose_node_events=node_events == "verbose",
+        )
         self.registry = RegistryClient(registry)
         self.tags = TagReconciler(
             self.ctx,
@@ -354,6 +360,7 @@ async def run(args: argparse.Namespace) -> int:
         if args.prometheus_url
         else None,
         alert_check_interval=args.alert_check_interval,
+        node_events=args.node_events,
     )
 
     async def work(stop: asyncio.Event) -> int:

@@ -297,7 +297,8 @@ async def test_previously_cordoned_node_stays_cordoned(api: ApiClient, fleet: Fl
     group = unique_name("cord")
     nodes = await add_nodes(fleet, group, 2, image(1))
     await patch_object(api, NODES, nodes[1], {"spec": {"unschedulable": True}})
-    async with running_controller(api):
+    # verbose: every step of the rollout is an Event on its node
+    async with running_controller(api, node_events="verbose"):
         # 2: the node cordoned by someone else counts against maxUnavailable throughout
         await create_pool(api, pool_body(group, {"group": group}, image(1), 2))
         await wait_for(lambda: up_to_date_on(api, group, 1, 2), 90, "pool on image 1")

@@ -71,8 +71,8 @@ async def test_describe_node_and_bn_show_the_operators_events(
     api: ApiClient, fleet: Fleet, control_plane: Any
 ) -> None:
     """A rollout over two nodes, one of which cannot stage the new image: the updated
-    node's ``Cordoned``, ``RebootRequested`` and ``NodeUpdated`` are in ``kubectl
-    describe node``; the failing node's ``NodeDegraded`` in ``kubectl describe node``
+    node's one Event of the rollout, ``NodeUpdated`` with its drain summary (the
+    default ``--node-events=summary``), is in ``kubectl describe node``; the failing node's ``NodeDegraded`` in ``kubectl describe node``
     and ``kubectl describe bn``; the pool's Events in ``kubectl describe bnp``, oldest
     first."""
     group = unique_name("desc")
@@ -85,13 +85,15 @@ async def test_describe_node_and_bn_show_the_operators_events(
 
         async def node_events_shown() -> bool:
             rows = event_rows(await describe(control_plane, "node", ok))
-            ours = [r["reason"] for r in rows if r["from"] == "bootc.dev/bootc-operator"]
-            return ours[-3:] == ["Cordoned", "RebootRequested", "NodeUpdated"]
+            ours = [r for r in rows if r["from"] == "bootc.dev/bootc-operator"]
+            return [r["reason"] for r in ours] == ["NodeUpdated"] and (
+                "drained before its reboot: 0 pods evicted in" in ours[0]["message"]
+            )
 
         await wait_for(
             node_events_shown,
             TIMEOUT,
-            f"kubectl describe node {ok} to list Cordoned, RebootRequested, NodeUpdated",
+            f"kubectl describe node {ok} to list one NodeUpdated with the drain summary",
         )
 
         async def degraded_shown(kind: str) -> bool:

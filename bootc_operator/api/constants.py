@@ -27,6 +27,9 @@ WAS_CORDONED_ANNOTATION: Final = "bootc.dev/was-cordoned"
 # When the controller asked a slot holder to reboot (set desiredImageState: Booted);
 # rebootTimeoutSeconds counts from here.
 REBOOT_REQUESTED_ANNOTATION: Final = "bootc.dev/reboot-requested"
+# BootcNode annotation written with Booted: how the drain went ("3 pods evicted in 2s"),
+# for the node's one NodeUpdated Event; removed with the slot.
+DRAIN_SUMMARY_ANNOTATION: Final = "bootc.dev/drain-summary"
 # BootcNode annotation set when a drain timed out: the node is skipped (and shown
 # degraded) until its target changes or an admin removes the annotation.
 DRAIN_BLOCKED_ANNOTATION: Final = "bootc.dev/drain-blocked"

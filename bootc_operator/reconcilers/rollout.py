@@ -81,10 +81,20 @@ def slot_taken_at(bn: Obj) -> dt.datetime | None:
 class RolloutReconciler:
     name = "rollout"
 
-    def __init__(self, ctx: Context, drains: DrainManager, health_pods: HealthPods) -> None:
+    def __init__(
+        self,
+        ctx: Context,
+        drains: DrainManager,
+        health_pods: HealthPods,
+        *,
+        verbose_node_events: bool = False,
+    ) -> None:
         self.ctx = ctx
         self.drains = drains
         self.health_pods = health_pods
+        # Per node and rollout: one Event (NodeUpdated, or a Warning) by default;
+        # verbose adds the steps (Cordoned, RebootRequested, DrainCancelled).
+        self.verbose_node_events = verbose_node_events
 
     async def reconcile(self, pool_name: str) -> float | None:
         async with self.ctx.pool_lock(pool_name):
@@ -244,7 +254,7 @@ class RolloutReconciler:
             msg = f"{name}: target changed before its reboot; drain cancelled, slot released"
             log.info(msg, extra={"pool": pool_name, "node": name})
             summary = "the target changed before {n} nodes rebooted; drains cancelled"
-            self._report(pool, name, "Normal", "DrainCancelled", msg, summary, node_reason=None)
+            self._report(pool, name, "Normal", "DrainCancelled", msg, summary, step=True)
             return
         if taken is not None:
             NODE_UPDATE_DURATION.observe(max(0.0, (ctx.now() - taken).total_seconds()))
@@ -254,7 +264,12 @@ class RolloutReconciler:
             took = max(0.0, (ctx.now() - v.reboot_requested_at).total_seconds())
             HEALTH_CHECK_DURATION.observe(took)
             checked = f", healthy {took:.0f}s after its reboot request"
-        msg = f"{name} runs {v.booted_digest or 'the target'}{checked}; {kept}, slot released"
+        drained = (bn["metadata"].get("annotations") or {}).get(c.DRAIN_SUMMARY_ANNOTATION)
+        drained = f"; drained before its reboot: {drained}" if drained else ""
+        msg = (
+            f"{name} runs {v.booted_digest or 'the target'}{checked}; {kept}, slot released"
+            f"{drained}"
+        )
         log.info("node updated", extra={"pool": pool_name, "node": name})
         summary = "{n} nodes updated and released their slots"
         self._report(pool, name, "Normal", "NodeUpdated", msg, summary)
@@ -268,11 +283,14 @@ class RolloutReconciler:
         note: str,
         summary: str,
         *,
-        node_reason: str | None = "",
+        node_reason: str = "",
         pool_note: str = "",
+        step: bool = False,
     ) -> None:
         """News about node ``name``: an Event on the node (as ``node_reason``, default
-        ``reason``; None: none) and one on the pool, batched with other nodes'."""
+        ``reason``) and one on the pool, batched with other nodes'. A ``step`` of the
+        rollout (slot taken, drained, drain cancelled) is an Event on the node only with
+        ``--node-events=verbose``: by default a node hears once per rollout."""
         recorder = self.ctx.recorder
         recorder.emit_batched(
             pool_ref(pool),
@@ -283,7 +301,7 @@ class RolloutReconciler:
             note=pool_note or note,
             summary=summary,
         )
-        if node_reason is not None:
+        if not step or self.verbose_node_events:
             recorder.emit(self.ctx.node_ref(name), type_, node_reason or reason, "Rollout", note)
 
     async def _take(self, pool: Obj, bn: Obj, now: dt.datetime) -> None:
@@ -304,7 +322,9 @@ class RolloutReconciler:
         log.info(f"reboot slot taken; {what}", extra={"pool": pool_name, "node": name})
         msg = f"{name} took a reboot slot in pool {pool_name}; {what}; draining"
         summary = "{n} nodes took a reboot slot"
-        self._report(pool, name, "Normal", "SlotTaken", msg, summary, node_reason=node_reason)
+        self._report(
+            pool, name, "Normal", "SlotTaken", msg, summary, node_reason=node_reason, step=True
+        )
 
     async def _drive_drain(
         self, pool: Obj, name: str, drain_timeout: float | None, now: dt.datetime
@@ -322,7 +342,11 @@ class RolloutReconciler:
                 bn,
                 {
                     "metadata": {
-                        "annotations": {c.REBOOT_REQUESTED_ANNOTATION: now_rfc3339(ctx.now())}
+                        "annotations": {
+                            c.REBOOT_REQUESTED_ANNOTATION: now_rfc3339(ctx.now()),
+                            # for the node's NodeUpdated Event, whoever releases the slot
+                            c.DRAIN_SUMMARY_ANNOTATION: res.summary(),
+                        }
                     },
                     "spec": {"desiredImageState": BOOTED},
                 },
@@ -331,7 +355,7 @@ class RolloutReconciler:
             log.info("drained; reboot requested", extra={"pool": pool_name, "node": name})
             msg = f"{name} drained ({res.summary()}); desiredImageState set to Booted"
             summary = "{n} nodes drained and told to reboot"
-            self._report(pool, name, "Normal", "RebootRequested", msg, summary)
+            self._report(pool, name, "Normal", "RebootRequested", msg, summary, step=True)
             return None
         if drain_timeout is None:
             return None

@@ -139,6 +139,7 @@ def release_annotations() -> dict[str, str | None]:
         c.WAS_CORDONED_ANNOTATION: None,
         c.REBOOT_REQUESTED_ANNOTATION: None,
         c.HEALTH_CHECK_ANNOTATION: None,
+        c.DRAIN_SUMMARY_ANNOTATION: None,
     }
 
 
