@@ -1,4 +1,4 @@
-"""bootc-operator's informer library on kubernetes_asyncio (client-go ``tools/cache``).
+"""bootc-operator's informer library (client-go ``tools/cache``) over ``kube.rest``.
 
 Semantics follow client-go's ``tools/cache``; objects are plain dicts parsed
 straight from the API server's JSON. Work queues and workers are

@@ -23,7 +23,6 @@ import asyncio
 import logging
 from collections.abc import Callable, Mapping
 
-from kubernetes_asyncio.client import ApiClient
 from prometheus_client import CollectorRegistry
 
 from bootc_operator.informers.backoff import Backoff
@@ -31,6 +30,7 @@ from bootc_operator.informers.informer import Informer
 from bootc_operator.informers.store import IndexFunc
 from bootc_operator.informers.transform import Transform, strip_bulk
 from bootc_operator.kube.resources import Resource
+from bootc_operator.kube.rest import Api
 
 InformerKey = tuple[Resource, str, str, str]
 
@@ -38,7 +38,7 @@ InformerKey = tuple[Resource, str, str, str]
 class SharedInformerFactory:
     def __init__(
         self,
-        api: ApiClient,
+        api: Api,
         *,
         transform: Transform = strip_bulk,
         resync_period: float | None = None,

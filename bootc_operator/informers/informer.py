@@ -36,7 +36,6 @@ import logging
 import random
 from collections.abc import Mapping
 
-from kubernetes_asyncio.client import ApiClient
 from prometheus_client import CollectorRegistry
 
 from bootc_operator.informers.backoff import Backoff
@@ -48,6 +47,7 @@ from bootc_operator.informers.relist import DeltaType, diff_relist
 from bootc_operator.informers.store import IndexFunc, Store
 from bootc_operator.informers.transform import Transform, strip_bulk
 from bootc_operator.kube.resources import Resource
+from bootc_operator.kube.rest import Api
 
 _log = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ _log = logging.getLogger(__name__)
 class Informer:
     def __init__(
         self,
-        api: ApiClient,
+        api: Api,
         resource: Resource,
         *,
         namespace: str | None = None,

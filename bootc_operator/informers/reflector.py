@@ -52,14 +52,13 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
 import aiohttp
-from kubernetes_asyncio.client import ApiClient
 
 from bootc_operator.informers.backoff import Backoff
 from bootc_operator.informers.metrics import InformerMetrics
 from bootc_operator.informers.objects import Obj
 from bootc_operator.informers.transform import Transform, identity
 from bootc_operator.kube.resources import Resource
-from bootc_operator.kube.rest import ApiError, iter_json_lines, list_objects, open_stream
+from bootc_operator.kube.rest import Api, ApiError, iter_json_lines, list_objects, open_stream
 
 # A watch that ends sooner than this without delivering anything counts as a failure.
 SHORT_WATCH: Final = 1.0
@@ -113,7 +112,7 @@ def _status_code(status: Any) -> int:
 class Reflector:
     def __init__(
         self,
-        api: ApiClient,
+        api: Api,
         resource: Resource,
         sink: Sink,
         metrics: InformerMetrics,

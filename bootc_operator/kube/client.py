@@ -9,15 +9,14 @@ client and must ``await client.close()``.
 from __future__ import annotations
 
 import os
-import urllib.parse
-import urllib.request
 from pathlib import Path
 
 from kubernetes_asyncio.client import ApiClient, Configuration
 from kubernetes_asyncio.config import load_incluster_config, load_kube_config
 
-# Watches hold a connection each for their whole life; leave room for requests.
-DEFAULT_MAX_CONNECTIONS = 100
+from bootc_operator.kube.lite import DEFAULT_MAX_CONNECTIONS, env_proxy
+
+__all__ = ["DEFAULT_MAX_CONNECTIONS", "env_proxy", "load_api_client"]
 
 
 def _in_cluster() -> bool:
@@ -51,16 +50,6 @@ async def load_api_client(
     api = ApiClient(configuration=cfg)
     _no_per_request_env_lookups(api)
     return api
-
-
-def env_proxy(server: str | None) -> str | None:
-    """The proxy ``$HTTPS_PROXY``/``$HTTP_PROXY`` name for ``server`` (honouring ``$NO_PROXY``)."""
-    url = urllib.parse.urlsplit(server or "")
-    proxy = urllib.request.getproxies_environment().get(url.scheme)
-    bypass = urllib.request.proxy_bypass_environment  # type: ignore[attr-defined]
-    if not proxy or bypass(url.hostname or ""):
-        return None
-    return proxy
 
 
 def _no_per_request_env_lookups(api: ApiClient) -> None:

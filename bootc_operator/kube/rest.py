@@ -1,8 +1,12 @@
-"""Raw JSON access to the API server through a ``kubernetes_asyncio`` ``ApiClient``.
+"""Raw JSON access to the API server through any :class:`Api` client.
 
-Requests go through ``ApiClient.call_api(..., _preload_content=False)`` so the
+Requests go through ``api.call_api(..., _preload_content=False)`` so the
 client's host, TLS, bearer-token refresh and default headers apply, but bodies
-are parsed with :func:`json.loads` into plain dicts: no model classes.
+are parsed with :func:`json.loads` into plain dicts: no model classes. :class:`Api`
+is the one method this needs: ``kubernetes_asyncio``'s ``ApiClient`` (the
+controller) and :class:`~bootc_operator.kube.lite.LiteClient` (the daemon, which
+must not import ``kubernetes_asyncio``) both satisfy it, so nothing here imports
+either.
 
 - :func:`request_json` / :func:`request_bytes`: one request, whole body.
 - :func:`open_stream` + :func:`iter_json_lines`: a streaming GET (watch),
@@ -22,12 +26,11 @@ answer came).
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import aiohttp
-from kubernetes_asyncio.client import ApiClient
 from prometheus_client import Counter
 
 from bootc_operator.kube.resources import Resource
@@ -42,6 +45,27 @@ PATCH_TYPES: Final = {
     "json": "application/json-patch+json",
     "apply": "application/apply-patch+yaml",
 }
+
+
+class Api(Protocol):
+    """What :mod:`.rest` needs of a client: ``call_api`` with these keywords, answering
+    the unread ``aiohttp.ClientResponse`` when ``_preload_content=False``, and ``close``.
+    """
+
+    def call_api(
+        self,
+        resource_path: str,
+        method: str,
+        *,
+        query_params: list[tuple[str, str]],
+        header_params: dict[str, str],
+        body: Any,
+        auth_settings: list[str],
+        _preload_content: bool,
+        _request_timeout: aiohttp.ClientTimeout,
+    ) -> Awaitable[Any]: ...
+
+    async def close(self) -> None: ...
 
 
 API_REQUESTS: Final = Counter(
@@ -134,7 +158,7 @@ def _timeout(request_timeout: float | aiohttp.ClientTimeout | None) -> aiohttp.C
 
 
 async def _send(
-    api: ApiClient,
+    api: Api,
     method: str,
     path: str,
     query: Query | None,
@@ -165,7 +189,7 @@ async def _send(
 
 
 async def request_bytes(
-    api: ApiClient,
+    api: Api,
     method: str,
     path: str,
     *,
@@ -184,7 +208,7 @@ async def request_bytes(
 
 
 async def request_json(
-    api: ApiClient,
+    api: Api,
     method: str,
     path: str,
     *,
@@ -211,7 +235,7 @@ async def request_json(
 
 @asynccontextmanager
 async def open_stream(
-    api: ApiClient,
+    api: Api,
     path: str,
     *,
     query: Query | None = None,
@@ -246,14 +270,12 @@ async def iter_json_lines(resp: aiohttp.ClientResponse) -> AsyncIterator[Any]:
 # ---------------------------------------------------------------- verbs
 
 
-async def get_object(
-    api: ApiClient, resource: Resource, name: str, namespace: str | None = None
-) -> Obj:
+async def get_object(api: Api, resource: Resource, name: str, namespace: str | None = None) -> Obj:
     return await request_json(api, "GET", resource.path(namespace, name))
 
 
 async def list_objects(
-    api: ApiClient,
+    api: Api,
     resource: Resource,
     namespace: str | None = None,
     *,
@@ -308,7 +330,7 @@ async def list_objects(
 
 
 async def create_object(
-    api: ApiClient,
+    api: Api,
     resource: Resource,
     body: Obj,
     namespace: str | None = None,
@@ -320,7 +342,7 @@ async def create_object(
 
 
 async def patch_object(
-    api: ApiClient,
+    api: Api,
     resource: Resource,
     name: str,
     patch: Any,
@@ -348,7 +370,7 @@ async def patch_object(
 
 
 async def delete_object(
-    api: ApiClient,
+    api: Api,
     resource: Resource,
     name: str,
     namespace: str | None = None,
