@@ -71,7 +71,6 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from kubernetes_asyncio.client import ApiClient
 
 from bootc_operator.api.v1alpha1 import BootAssessment
 from bootc_operator.daemon import metrics as m
@@ -100,7 +99,15 @@ from bootc_operator.daemon.status_report import Status, build_status, same_statu
 from bootc_operator.informers import EventHandler, Informer, unwrap
 from bootc_operator.informers.objects import DeletedFinalStateUnknown, Obj
 from bootc_operator.informers.overlay import Overlay
-from bootc_operator.kube import BOOTC_NODES, SECRETS, ApiError, get_object, load_api_client
+from bootc_operator.kube import (
+    BOOTC_NODES,
+    SECRETS,
+    Api,
+    ApiError,
+    ConfigError,
+    get_object,
+    load_lite_client,
+)
 from bootc_operator.kube.rest import patch_object
 from bootc_operator.runtime.process import serve, unless_stopped, wait_first
 from bootc_operator.workqueue import RateLimitingQueue, run_workers
@@ -133,7 +140,7 @@ class Agent:
 
     def __init__(
         self,
-        api: ApiClient,
+        api: Api,
         config: Config,
         host: HostCommands,
         *,
@@ -632,7 +639,12 @@ async def run(args: argparse.Namespace) -> int:
         command_timeout=args.bootc_timeout,
         stage_timeout=args.stage_timeout,
     )
-    api = await load_api_client(args.kubeconfig)
+    try:
+        # The small client: the daemon never imports kubernetes_asyncio (~70 MiB of models).
+        api = load_lite_client(args.kubeconfig)
+    except ConfigError as e:
+        log.error("cannot configure API access: %s", e, extra={"node": config.node_name})
+        return 1
     agent = Agent(api, config, host)
 
     async def work(stop: asyncio.Event) -> int:
