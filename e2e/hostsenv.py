@@ -4,15 +4,19 @@
 (``hack.fakebootc``) booted into a given image and trusting the test registries'
 CAs, and a ``bootc-operator daemon`` process (``e2e.daemonenv.Daemons``). A
 background *reboot simulator* plays the machine: when a host records a reboot
-request (the daemon ran ``systemctl reboot``) it stops that daemon, marks the
-Node NotReady, performs the host's reboot (staged → booted), marks it Ready and
-starts the daemon again — what a real node does, minus the firmware
-(``hack.testenv.machine``, the same as the sim's node simulator).
+request (the daemon ran ``systemctl reboot``, or applied the update with a soft
+reboot) it stops that daemon, marks the Node NotReady, performs the host's reboot
+(staged → booted; full or soft, as the host says), marks it Ready and starts the
+daemon again — what a real node does, minus the firmware (``hack.testenv.machine``,
+the same as the sim's node simulator). ``reboots`` lists the rebooted nodes in
+order, ``records`` each reboot's ``machine.Reboot`` (kind "soft" or "full", times,
+boot ID).
 
 Knobs of the simulated machines: ``reboot_seconds`` (how long a Node stays down
-in a reboot, default 0) and ``hold(*names)`` / ``unhold(*names)``: a held node that
-reboots stays down (daemon stopped, Node NotReady) until unheld — a slow reboot,
-or a host that fails to come back.
+in a full reboot, default 0), ``soft_reboot_seconds`` (in a soft one; default: a
+quarter of ``reboot_seconds``) and ``hold(*names)`` / ``unhold(*names)``: a held node
+that reboots stays down (daemon stopped, Node NotReady) until unheld — a slow
+reboot, or a host that fails to come back.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from bootc_operator.kube.rest import delete_object
 from e2e.daemonenv import Daemon, Daemons
 from hack.fakebootc import Host, make_host
 from hack.testenv.kubelet import ready_condition, set_node_ready
-from hack.testenv.machine import reboot, simulate_reboots
+from hack.testenv.machine import Reboot, reboot, simulate_reboots
 
 
 class HostedNodes:
@@ -40,9 +44,11 @@ class HostedNodes:
         self.hosts: dict[str, Host] = {}
         self.running: dict[str, Daemon] = {}
         self.reboots: list[str] = []
+        self.records: list[Reboot] = []
         self._task: asyncio.Task[None] | None = None
         self._trust: list[tuple[str, Path]] = []
         self.reboot_seconds = 0.0
+        self.soft_reboot_seconds: float | None = None
         self.holding: set[str] = set()
 
     def hold(self, *names: str) -> None:
@@ -102,13 +108,15 @@ class HostedNodes:
                 name, host, backoff_initial="1s", backoff_max="3s"
             )
 
-        await reboot(
+        done = await reboot(
             name,
             host,
             stop_daemon=self.running[name].stop,
             set_ready=lambda ready: self._set_ready(name, ready),
             start_daemon=start,
             down_seconds=self.reboot_seconds,
+            soft_down_seconds=self.soft_reboot_seconds,
             held=lambda: name in self.holding,
         )
+        self.records.append(done)
         self.reboots.append(name)

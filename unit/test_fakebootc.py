@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ import pytest
 
 from hack.fakebootc import FAULTS, FakeHostError, Host, make_host, open_host
 from hack.fakebootc.boot import DEFAULT_CHECK_UNIT, LABEL, decide_boot
-from hack.fakebootc.state import lock_is_held
+from hack.fakebootc.state import DEFAULT_KERNEL, KERNEL_LABEL, lock_is_held, update_state
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 REPO = "quay.io/example/os"
@@ -240,14 +241,6 @@ def test_switch_apply_requests_a_reboot(host: Host) -> None:
     assert (request["kind"], request["by"]) == ("reboot", "bootc switch --apply")
 
 
-def test_switch_soft_reboot_when_capable(host: Host) -> None:
-    host.configure(soft_reboot_capable=True)
-    assert host.bootc("switch", "--apply", "--soft-reboot=auto", f"{REPO}@{D2}").returncode == 0
-    assert host.reboot_request is not None
-    assert host.reboot_request["kind"] == "soft-reboot"
-    assert status(host)["status"]["staged"]["softRebootCapable"] is True
-
-
 def test_switch_stage_delay_holds_the_sysroot_lock(host: Host) -> None:
     host.configure(stage_delay=30.0)
     switch = popen(host, "bootc", "switch", f"{REPO}@{D2}")
@@ -311,6 +304,200 @@ def test_reboot_with_nothing_staged_changes_nothing(host: Host) -> None:
     host.reboot()
     assert slots(host) == (D1, None, None)
     assert host.state().boots == 2
+
+
+# ---------------------------------------------------------------- soft reboots
+
+
+def capable(host: Host, slot: str) -> bool:
+    return bool(status(host)["status"][slot]["softRebootCapable"])
+
+
+def soft_reboots_count(host: Host) -> str:
+    return host.run("systemctl", "show", "-P", "SoftRebootsCount").stdout.strip()
+
+
+def test_images_share_the_default_kernel_so_an_update_is_soft_reboot_capable(host: Host) -> None:
+    booted = host.state().booted
+    assert booted is not None and booted.kernel == DEFAULT_KERNEL
+    assert host.switch(f"{REPO}@{D2}").returncode == 0
+    assert capable(host, "staged")
+    assert status(host)["status"]["booted"]["softRebootCapable"] is False  # never itself
+    host.add_image(f"{REPO}:k2", D3, kernel="6.13.0-sim")
+    assert host.switch(f"{REPO}:k2").returncode == 0
+    assert not capable(host, "staged"), "another kernel needs a full reboot"
+    host.configure(soft_reboot=False)  # a systemd without soft-reboot.target
+    assert host.switch(f"{REPO}@{D2}").returncode == 0
+    assert not capable(host, "staged")
+
+
+def test_the_rollback_deployment_is_capable_when_it_has_the_booted_kernel(host: Host) -> None:
+    host.add_image(f"{REPO}:k2", D2, kernel="6.13.0-sim")
+    assert host.switch(f"{REPO}:k2").returncode == 0
+    host.reboot()
+    assert not capable(host, "rollback"), "D1 has the old kernel"
+    assert host.switch(f"{REPO}@{D3}").returncode == 0  # D3: the default kernel again
+    assert not capable(host, "staged")
+    host.add_image(f"{REPO}:k2b", D4, kernel="6.13.0-sim")
+    assert host.switch(f"{REPO}:k2b").returncode == 0
+    host.reboot()
+    assert capable(host, "rollback"), "D2 and D4 ship the same kernel"
+
+
+def test_switch_apply_soft_reboot_prepares_and_the_reboot_is_soft(host: Host) -> None:
+    host.auth_file.write_text("{}")
+    boot_id, boots = host.boot_id, host.state().boots
+    done = host.bootc("switch", "--apply", "--soft-reboot=auto", f"{REPO}@{D2}")
+    assert done.returncode == 0, done.stderr
+    assert "Staged deployment is soft-reboot capable, preparing for soft-reboot..." in done.stdout
+    request = host.reboot_request
+    assert request is not None
+    # bootc reboots plainly; systemd soft-reboots because /run/nextroot is set up
+    assert (request["kind"], request["by"]) == ("reboot", "bootc switch --apply")
+    assert host.next_reboot_kind() == "soft"
+    state = host.reboot()
+    assert (state.boot_kind, state.boots, slots(host)) == ("soft", boots + 1, (D2, None, D1))
+    assert host.boot_id == boot_id, "the kernel keeps running"
+    assert (host.soft_reboots, soft_reboots_count(host)) == (1, "1")
+    # /run stays mounted and populated across a soft reboot (systemd-soft-reboot.service)
+    assert host.auth_file.exists()
+    assert host.state().soft_reboot_target is None
+    assert host.boot().started >= request["at"], "a soft reboot is a new boot"
+
+
+def test_a_full_reboot_after_soft_ones_resets_the_count_and_the_boot_id(host: Host) -> None:
+    assert host.run("systemctl", "soft-reboot").returncode == 0
+    assert host.reboot().boot_kind == "soft"
+    boot_id = host.boot_id
+    assert soft_reboots_count(host) == "1"
+    assert host.run("systemctl", "reboot").returncode == 0
+    assert host.next_reboot_kind() == "full"
+    assert host.reboot().boot_kind == "full"
+    assert host.boot_id != boot_id
+    assert soft_reboots_count(host) == "0"
+    assert host.run("systemctl", "show", "--property=SoftRebootsCount").stdout == (
+        "SoftRebootsCount=0\n"
+    )
+
+
+def test_bare_systemctl_soft_reboot_restarts_userspace_on_the_same_deployment(
+    host: Host,
+) -> None:
+    assert host.switch(f"{REPO}@{D2}").returncode == 0
+    assert host.run("systemctl", "soft-reboot").returncode == 0
+    assert host.reboot().boot_kind == "soft"
+    assert slots(host) == (D1, D2, None), "nothing was prepared: same root, still staged"
+    host.configure(soft_reboot=False)
+    refused = host.run("systemctl", "soft-reboot")
+    assert refused.returncode == 5
+    assert "Unit soft-reboot.target not found" in refused.stderr
+    assert host.reboot_request is None
+
+
+def test_soft_reboot_required_fails_when_not_capable(host: Host) -> None:
+    host.add_image(f"{REPO}:k2", D2, kernel="6.13.0-sim")
+    done = host.bootc("switch", "--apply", "--soft-reboot=required", f"{REPO}:k2")
+    assert done.returncode == 1
+    assert done.stderr.strip() == (
+        "error: Switching: Handling staged soft reboot: Handling soft reboot: Soft reboot was "
+        "required but staged deployment is not soft-reboot capable"
+    )
+    assert host.reboot_request is None, "nothing reboots"
+    assert slots(host) == (D1, D2, None), "the switch itself staged it"
+
+
+def test_soft_reboot_auto_falls_back_to_a_full_reboot(host: Host) -> None:
+    host.add_image(f"{REPO}:k2", D2, kernel="6.13.0-sim")
+    boot_id = host.boot_id
+    assert host.auth_file.parent.is_dir()
+    host.auth_file.write_text("{}")
+    done = host.bootc("switch", "--apply", "--soft-reboot=auto", f"{REPO}:k2")
+    assert done.returncode == 0 and "preparing for soft-reboot" not in done.stdout
+    assert host.next_reboot_kind() == "full"
+    state = host.reboot()
+    assert (state.boot_kind, state.booted and state.booted.kernel) == ("full", "6.13.0-sim")
+    assert host.boot_id != boot_id and not host.auth_file.exists(), "a new kernel, /run empty"
+
+
+def test_upgrade_from_downloaded_apply_soft_reboot_required(tagged: Host) -> None:
+    assert tagged.upgrade(download_only=True).returncode == 0
+    pulled = tagged.pulls()
+    done = tagged.bootc("upgrade", "--from-downloaded", "--apply", "--soft-reboot=required")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "Staged deployment will now be applied on reboot",
+        "Staged deployment is soft-reboot capable, preparing for soft-reboot...",
+    ]
+    assert tagged.next_reboot_kind() == "soft"
+    assert tagged.reboot().boot_kind == "soft"
+    assert slots(tagged)[:2] == (D2, None)
+    assert tagged.pulls() == pulled, "the apply pulled nothing"
+
+
+def test_upgrade_from_downloaded_soft_reboot_required_refused_after_unlocking(
+    tagged: Host,
+) -> None:
+    tagged.add_image(f"{REPO}:stable", D3, kernel="6.13.0-sim")
+    assert tagged.upgrade(download_only=True).returncode == 0
+    done = tagged.bootc("upgrade", "--from-downloaded", "--apply", "--soft-reboot=required")
+    assert done.returncode == 1
+    assert "Soft reboot was required but staged deployment is not soft-reboot capable" in (
+        done.stderr
+    )
+    assert not download_only(tagged), "bootc unlocked it before looking at the soft reboot"
+    assert tagged.reboot_request is None
+
+
+def test_soft_reboot_without_apply_prepares_the_next_systemctl_reboot(host: Host) -> None:
+    assert host.bootc("switch", "--soft-reboot=auto", f"{REPO}@{D2}").returncode == 0
+    assert host.reboot_request is None, "no --apply: nothing reboots yet"
+    assert host.run("systemctl", "reboot").returncode == 0
+    assert host.next_reboot_kind() == "soft"
+    # staging something else drops the prepared soft reboot
+    assert host.switch(f"{REPO}@{D3}").returncode == 0
+    assert host.next_reboot_kind() == "full"
+    assert host.reboot().boot_kind == "full"
+
+
+def test_a_reboot_nobody_requested_is_full(host: Host) -> None:
+    assert host.bootc("switch", "--soft-reboot=required", f"{REPO}@{D2}").returncode == 0
+    assert host.next_reboot_kind() == "full", "the power button: no systemctl involved"
+    assert host.reboot().boot_kind == "full"
+
+
+def test_rollback_soft_reboot(host: Host) -> None:
+    assert host.switch(f"{REPO}@{D2}").returncode == 0
+    host.reboot()
+    done = host.bootc("rollback", "--apply", "--soft-reboot=required")
+    assert done.returncode == 0, done.stderr
+    assert "Rollback deployment is soft-reboot capable, preparing for soft-reboot..." in (
+        done.stdout
+    )
+    assert host.next_reboot_kind() == "soft"
+    assert host.reboot().boot_kind == "soft"
+    assert slots(host) == (D1, None, D2)
+
+
+def test_upgrade_apply_of_an_already_staged_digest_reboots(tagged: Host) -> None:
+    assert tagged.upgrade().returncode == 0
+    done = tagged.upgrade(apply=True)
+    assert done.stdout == "Staged update present, not changed\n"
+    request = tagged.reboot_request
+    assert request is not None and request["by"] == "bootc upgrade --apply"
+
+
+def test_a_registry_image_label_names_its_kernel(
+    tmp_path: Path, registry_factory: Callable[..., FakeRegistry]
+) -> None:
+    reg = registry_factory()
+    labels = {"containers.bootc": "1", KERNEL_LABEL: "6.14.0-sim"}
+    reg.add_image("os", "newkernel", {"amd64": {"config": {"Labels": labels}}})
+    reg.add_image("os", "sameuser", {"amd64": {"config": {"Labels": {"containers.bootc": "1"}}}})
+    host = make_host(tmp_path / "n", booted=f"{REPO}@{D1}")
+    assert host.switch(f"{reg.host}/os:newkernel").returncode == 0
+    assert not capable(host, "staged")
+    assert host.switch(f"{reg.host}/os:sameuser").returncode == 0
+    assert capable(host, "staged")
 
 
 # ---------------------------------------------------------------- download-only (bootc upgrade)
@@ -1162,11 +1349,17 @@ def test_a_boot_completes_by_default(host: Host) -> None:
 
 
 def test_boot_complete_delay_starts_then_completes(host: Host) -> None:
-    host.configure(boot_complete_delay=2.0)
+    host.configure(boot_complete_delay=3600.0)
     host.reboot()
-    assert assessed(host) == ("inactive", "starting", "")  # 2 s: well ahead of these reads
+    assert assessed(host) == ("inactive", "starting", "")
     assert systemctl(host, "is-system-running")[0] == 1
-    wait_for(lambda: assessed(host) == ("active", "running", ""), "the boot to complete")
+    # the delay passes: move the boot's start an hour back (no clock to wait on)
+    update_state(
+        host.paths,
+        lambda s: setattr(s, "boot", replace(s.current_boot(), started=time.time() - 3600.0)),
+    )
+    assert assessed(host) == ("active", "running", "")
+    assert systemctl(host, "is-system-running")[0] == 0
 
 
 def test_boot_fail_fault_fails_the_next_boot_naming_the_unit(host: Host) -> None:
@@ -1359,10 +1552,29 @@ def test_cli_end_to_end(tmp_path: Path) -> None:
         "--strict-catalog",
         "--boot-complete-delay",
         "1",
+        "--no-soft-reboot",
     )
     assert config.returncode == 0
     assert (host.state().config.stage_delay, host.state().config.accept_any_digest) == (0.5, False)
     assert host.state().config.boot_complete_delay == 1.0
+    assert host.state().config.soft_reboot is False
+
+    kernel = fake_host("image", str(root), f"{REPO}:k", "--digest", D4, "--kernel", "7.0-sim")
+    assert kernel.returncode == 0, kernel.stderr
+    assert host.state().soft_reboots == 0
+    shown = json.loads(fake_host("show", str(root)).stdout)
+    assert (shown["bootKind"], shown["softReboots"], shown["bootId"]) == (
+        "full",
+        0,
+        host.boot_id,
+    )
+    other = tmp_path / "cli-other"
+    made = fake_host(
+        "init", str(other), "--booted", f"{REPO}@{D1}", "--kernel", "5.14-sim", "--no-soft-reboot"
+    )
+    assert made.returncode == 0, made.stderr
+    state = open_host(other).state()
+    assert (state.booted and state.booted.kernel, state.config.soft_reboot) == ("5.14-sim", False)
 
     env = fake_host("env", str(root)).stdout
     assert f"export FAKEBOOTC_ROOT={host.root}" in env

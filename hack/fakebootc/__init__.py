@@ -5,9 +5,10 @@ use it. A host is a directory ROOT standing for the host's ``/`` (``state.py``
 lists the files). Modules:
 
 - ``host``: the Python API (``make_host``, ``open_host``, ``Host``: run tools, switch,
-  reboot, rollback, faults, catalog, inspection, a daemon's command line).
-- ``bootc``: the fake ``bootc`` (``status``/``switch``/``upgrade``/``rollback``) and the
-  real-bootc behaviours it reproduces.
+  reboot (full or soft: a soft one keeps the kernel and its boot ID, and ``/run``),
+  rollback, faults, catalog, inspection, a daemon's command line).
+- ``bootc``: the fake ``bootc`` (``status``/``switch``/``upgrade``/``rollback``, with
+  ``--soft-reboot=auto|required``) and the real-bootc behaviours it reproduces.
 - ``shims``: ``nsenter``, ``systemd-run``, ``systemctl``, ``journalctl`` and the
   generated ``bin/`` directory of executables.
 - ``boot``: each boot's assessment (``boot-complete.target``: complete after a delay,
@@ -16,7 +17,9 @@ lists the files). Modules:
 - ``render``: the ``org.containers.bootc/v1`` status document and output formats.
 - ``resolve`` / ``registry`` / ``imageref``: how a switch target becomes a digest
   (a real registry when it answers, else a catalog; see ``resolve``'s docstring).
-- ``state``: paths, the state file, locks. ``cli``: the ``fake-host`` command.
+- ``state``: paths, the state file, locks, each image's kernel and which deployments
+  are ``softRebootCapable`` (the booted one's kernel). ``cli``: the ``fake-host``
+  command.
 
 Standard library only, so the shims run under any Python 3.11+ quickly.
 

@@ -21,6 +21,19 @@ daemon can tell the difference:
   touches ``/ostree/bootc`` (composefs hosts: a new ``/sysroot/state/deploy/<verity>``
   entry). ``--apply`` then requests a reboot. Failures print ``error: ...`` on stderr
   and exit 1.
+- ``--soft-reboot=auto|required`` (``switch``, ``upgrade``, ``rollback``), as bootc's
+  ``handle_soft_reboot``: when the deployment that boots next (staged; the rollback
+  deployment for ``rollback``) is ``softRebootCapable`` (same kernel as the booted one,
+  ``State.soft_reboot_capable``) a soft reboot into it is *prepared* (``Staged
+  deployment is soft-reboot capable, preparing for soft-reboot...``; ostree's
+  ``/run/nextroot``, ``State.soft_reboot_target``), with or without ``--apply``;
+  ``auto`` does nothing more when it is not capable, ``required`` fails (``Soft reboot
+  was required but staged deployment is not soft-reboot capable``, exit 1; ``upgrade
+  --from-downloaded`` has unlocked the deployment by then, ``rollback`` has queued
+  it). ``--apply`` then runs a plain reboot (a ``reboot`` request), which systemd
+  (>= 256) turns into a soft reboot because ``/run/nextroot`` is set up
+  (``State.reboot_kind``). Staging another deployment, locking it download-only or a
+  rollback drops a prepared soft reboot.
 - ``rollback``: queues the rollback deployment for the next boot (``rollbackQueued:
   true``, ``spec.bootOrder: rollback``) and drops a staged deployment; a second
   rollback reverts the queued one. The simulated reboot then boots the old rollback
@@ -38,7 +51,8 @@ daemon can tell the difference:
   reboot``; ``error: No staged deployment found`` without one), then reboots with
   ``--apply``. Flag conflicts as bootc's clap rules: ``--download-only`` with
   ``--check``/``--apply``, ``--from-downloaded`` with ``--check``/``--download-only``
-  (exit 2). A ``switch`` never stages download-only.
+  (exit 2). A ``switch`` never stages download-only. An ``upgrade --apply`` that finds
+  its digest already staged applies (reboots into) it, as bootc does.
 
 A ``container`` environment variable makes bootc believe it runs in a container:
 ``status`` reports ``booted: null`` and changes fail. Faults (``state.Faults``):
@@ -62,6 +76,7 @@ from typing import NoReturn
 from hack.fakebootc.imageref import canonicalize
 from hack.fakebootc.render import canonical_json, host_document, human_readable, to_yaml
 from hack.fakebootc.state import (
+    DEFAULT_KERNEL,
     Deployment,
     FakeHostError,
     Paths,
@@ -137,8 +152,8 @@ def new_deployment(
     architecture: str,
     version: str | None,
     timestamp: str | None,
-    soft_reboot_capable: bool,
     *,
+    kernel: str | None = None,
     boot_assessment: str | None = None,
 ) -> Deployment:
     """A deployment record; same content → same (simulated) ostree commit, next deploy serial."""
@@ -154,7 +169,7 @@ def new_deployment(
         timestamp=timestamp,
         checksum=checksum,
         deploy_serial=serial,
-        soft_reboot_capable=soft_reboot_capable,
+        kernel=kernel or DEFAULT_KERNEL,
         boot_assessment=boot_assessment,
     )
 
@@ -209,7 +224,8 @@ def _stage(
     from_upgrade: bool = False,
     download_only: bool = False,
 ) -> Deployment | None:
-    """Pull and stage ``image`` (sysroot lock held by the caller). None: nothing changed."""
+    """Pull and stage ``image`` (sysroot lock held by the caller). Returns the staged
+    deployment (for an upgrade: also one that was staged already); None: nothing staged."""
     from hack.fakebootc.registry import PullError  # noqa: PLC0415 - keep `status` imports light
     from hack.fakebootc.resolve import resolve_image  # noqa: PLC0415
 
@@ -236,11 +252,10 @@ def _stage(
                 _set_download_only(paths, download_only)
             else:
                 print("Staged update present, not changed")
-            return None
+            return load_state(paths).staged
         if state.booted is not None and state.booted.digest == meta.digest:
             print("No update available.")
             return None
-    srb = meta.soft_reboot_capable
     holder: list[Deployment] = []
 
     def change(s: State) -> None:
@@ -252,12 +267,13 @@ def _stage(
             meta.architecture,
             meta.version,
             meta.timestamp,
-            s.config.soft_reboot_capable if srb is None else srb,
+            kernel=meta.kernel,
             boot_assessment=meta.boot_assessment,
         )
         dep.download_only = download_only
         s.staged = dep
         s.rollback_queued = False
+        s.soft_reboot_target = None
         holder.append(dep)
 
     state = update_state(paths, change)
@@ -277,6 +293,8 @@ def _set_download_only(paths: Paths, locked: bool) -> None:
     def change(s: State) -> None:
         if s.staged is not None:
             s.staged.download_only = locked
+        if locked:
+            s.soft_reboot_target = None
 
     update_state(paths, change)
     print(
@@ -295,12 +313,31 @@ def _conflict(first: str, second: str) -> NoReturn:
     raise SystemExit(2)
 
 
-def _apply(paths: Paths, staged: Deployment | None, soft_reboot: str | None, by: str) -> None:
-    if soft_reboot in ("auto", "required") and staged is not None and staged.soft_reboot_capable:
-        request_reboot(paths, "soft-reboot", by)
-    elif soft_reboot == "required":
-        raise BootcError("Soft reboot was required but the staged deployment cannot soft-reboot")
-    else:
+def _soft_reboot(paths: Paths, mode: str | None, slot: str, context: str) -> None:
+    """bootc's ``handle_soft_reboot`` for the ``slot`` ("staged" or "rollback") deployment:
+    prepare a soft reboot into it when capable; ``required`` fails when it is not."""
+    if mode is None:
+        return
+    state = load_state(paths)
+    target = state.staged if slot == "staged" else state.rollback
+    if target is not None and state.soft_reboot_capable(target):
+        what = slot.capitalize()
+        print(f"{what} deployment is soft-reboot capable, preparing for soft-reboot...")
+        key = target.key
+        update_state(paths, lambda s: setattr(s, "soft_reboot_target", key))
+        return
+    if mode == "required":
+        raise BootcError(
+            f"{context}Handling soft reboot: Soft reboot was required but {slot} deployment "
+            "is not soft-reboot capable"
+        )
+
+
+def _apply(paths: Paths, soft_reboot: str | None, context: str, apply: bool, by: str) -> None:
+    """``--soft-reboot`` for the staged deployment, then ``--apply``'s reboot (soft when
+    prepared: ``State.reboot_kind``)."""
+    _soft_reboot(paths, soft_reboot, "staged", f"{context}: Handling staged soft reboot: ")
+    if apply:
         request_reboot(paths, "reboot", by)
 
 
@@ -320,8 +357,8 @@ def cmd_switch(paths: Paths, args: argparse.Namespace) -> int:
             print("Image specification is unchanged.")
             return 0
         staged = _stage(paths, image, args.transport, quiet=args.quiet)
-        if args.apply:
-            _apply(paths, staged, args.soft_reboot, "bootc switch --apply")
+        if staged is not None:
+            _apply(paths, args.soft_reboot, "Switching", args.apply, "bootc switch --apply")
     return 0
 
 
@@ -349,8 +386,13 @@ def cmd_upgrade(paths: Paths, args: argparse.Namespace) -> int:
                 _set_download_only(paths, False)
             else:
                 print("Staged deployment is already set to apply on reboot")
-            if args.apply:
-                _apply(paths, state.staged, args.soft_reboot, "bootc upgrade --from-downloaded")
+            _apply(
+                paths,
+                args.soft_reboot,
+                "Upgrading",
+                args.apply,
+                "bootc upgrade --from-downloaded --apply",
+            )
             return 0
         if args.check:
             from hack.fakebootc.registry import PullError  # noqa: PLC0415
@@ -377,8 +419,8 @@ def cmd_upgrade(paths: Paths, args: argparse.Namespace) -> int:
             from_upgrade=True,
             download_only=args.download_only,
         )
-        if args.apply and staged is not None:
-            _apply(paths, staged, args.soft_reboot, "bootc upgrade --apply")
+        if staged is not None:
+            _apply(paths, args.soft_reboot, "Upgrading", args.apply, "bootc upgrade --apply")
     return 0
 
 
@@ -399,11 +441,19 @@ def cmd_rollback(paths: Paths, args: argparse.Namespace) -> int:
         def change(s: State) -> None:
             s.rollback_queued = not reverting
             s.staged = None
+            s.soft_reboot_target = None
 
         state = update_state(paths, change)
         print("Next boot: current deployment" if reverting else "Next boot: rollback deployment")
         target = state.booted if reverting else state.rollback
         _touch_changed(paths, state, target)
+        if not reverting:
+            _soft_reboot(paths, args.soft_reboot, "rollback", "Rollback: ")
+        elif args.soft_reboot == "required":
+            raise BootcError(
+                "Rollback: Handling soft reboot: Soft reboot was required but rollback "
+                "deployment is not soft-reboot capable"
+            )
         if args.apply and not reverting:
             request_reboot(paths, "reboot", "bootc rollback --apply")
     return 0
@@ -449,6 +499,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     rollback = sub.add_parser("rollback", help="Change the bootloader entry ordering")
     rollback.add_argument("--apply", action="store_true")
+    rollback.add_argument("--soft-reboot", choices=("required", "auto"))
     rollback.set_defaults(func=cmd_rollback)
     return parser
 

@@ -1,20 +1,22 @@
 """The ``fake-host`` command (``python -m hack.fakebootc``): manage simulated hosts.
 
     init ROOT --booted REF@sha256:... [--version V] [--timestamp T] [--arch amd64]
-         [--composefs] [--stage-delay S] [--boot-complete-delay S] [--strict-catalog]
-         [--catalog FILE]... [--registry HOST]... [--insecure-registry HOST]... [--force]
-    reboot ROOT                         perform a simulated reboot
-    show ROOT                           status document, reboot request, faults, boot, units
+         [--kernel K] [--composefs] [--stage-delay S] [--boot-complete-delay S]
+         [--strict-catalog] [--no-soft-reboot] [--catalog FILE]... [--registry HOST]...
+         [--insecure-registry HOST]... [--force]
+    reboot ROOT                         perform the requested reboot (full or soft)
+    show ROOT                           status document, reboot request, faults, boot
+                                        (kind, boot ID, soft reboots), units
     fault ROOT NAME [--message M] [--digest D] [--off]
                                         NAME: switch-fail, switch-hang, status-garbage,
                                         status-block, incompatible, not-bootc, boot-fail,
                                         boot-hang, or clear. boot-*: --message is the check
                                         unit, --digest limits them to that image's boots
     config ROOT [--stage-delay S] [--boot-complete-delay S] [--accept-any-digest |
-                --strict-catalog] [--soft-reboot-capable | --no-soft-reboot-capable]
+                --strict-catalog] [--soft-reboot | --no-soft-reboot]
                 [--registry HOST]... [--insecure-registry HOST]...
-    image ROOT REF --digest D [--version V] [--timestamp T] [--arch A] [--error MSG]
-          [--boot-assessment complete|fail[:UNIT]|hang[:UNIT]]
+    image ROOT REF --digest D [--version V] [--timestamp T] [--arch A] [--kernel K]
+          [--error MSG] [--boot-assessment complete|fail[:UNIT]|hang[:UNIT]]
                                         add REF to the host's catalog (or --catalog FILE)
     env ROOT                            shell `export` lines putting the host's tools on PATH
     bin ROOT                            (re)write the shims, print their directory
@@ -55,7 +57,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="unknown digest refs fail instead of being accepted",
     )
-    init.add_argument("--soft-reboot-capable", action="store_true")
+    init.add_argument("--kernel", help="the booted deployment's kernel (default: the image's)")
+    init.add_argument(
+        "--no-soft-reboot",
+        dest="soft_reboot",
+        action="store_false",
+        help="systemd without soft reboots (nothing is softRebootCapable)",
+    )
     init.add_argument("--catalog", action="append", default=[], type=Path)
     init.add_argument("--registry", action="append", default=[])
     init.add_argument("--insecure-registry", action="append", default=[])
@@ -87,10 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     group.add_argument("--strict-catalog", dest="accept_any_digest", action="store_false")
     srb = config.add_mutually_exclusive_group()
-    srb.add_argument(
-        "--soft-reboot-capable", dest="soft_reboot_capable", action="store_true", default=None
-    )
-    srb.add_argument("--no-soft-reboot-capable", dest="soft_reboot_capable", action="store_false")
+    srb.add_argument("--soft-reboot", dest="soft_reboot", action="store_true", default=None)
+    srb.add_argument("--no-soft-reboot", dest="soft_reboot", action="store_false")
     config.add_argument("--registry", action="append")
     config.add_argument("--insecure-registry", action="append")
 
@@ -101,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     image.add_argument("--version")
     image.add_argument("--timestamp")
     image.add_argument("--arch")
+    image.add_argument("--kernel", help="the kernel the image ships (default: the default one)")
     image.add_argument("--error", help="pulling this ref fails with this text")
     image.add_argument(
         "--boot-assessment", help="every boot of this image: complete, fail[:UNIT], hang[:UNIT]"
@@ -127,7 +134,8 @@ def run(args: argparse.Namespace) -> int:
             stage_delay=args.stage_delay,
             boot_complete_delay=args.boot_complete_delay,
             accept_any_digest=not args.strict_catalog,
-            soft_reboot_capable=args.soft_reboot_capable,
+            soft_reboot=args.soft_reboot,
+            kernel=args.kernel,
             catalogs=args.catalog,
             registries=args.registry,
             insecure_registries=args.insecure_registry,
@@ -143,6 +151,7 @@ def run(args: argparse.Namespace) -> int:
             version=args.version,
             timestamp=args.timestamp,
             architecture=args.arch,
+            kernel=args.kernel,
             error=args.error,
             boot_assessment=args.boot_assessment,
         )
@@ -151,7 +160,10 @@ def run(args: argparse.Namespace) -> int:
     if args.command == "reboot":
         state = host.reboot(lock_timeout=args.lock_timeout)
         booted = state.booted
-        print(f"booted: {booted.image if booted else None} ({booted.digest if booted else '-'})")
+        print(
+            f"booted: {booted.image if booted else None} ({booted.digest if booted else '-'}; "
+            f"{state.boot_kind} reboot)"
+        )
     elif args.command == "show":
         state = host.state()
         print(
@@ -161,6 +173,10 @@ def run(args: argparse.Namespace) -> int:
                     "rebootRequest": state.reboot_request,
                     "rebootRequired": host.reboot_required,
                     "boots": state.boots,
+                    "bootKind": state.boot_kind,
+                    "bootId": host.boot_id,
+                    "softReboots": state.soft_reboots,
+                    "softRebootPrepared": state.soft_reboot_target is not None,
                     "faults": state.faults.active(),
                     "boot": asdict(state.current_boot()),
                     "config": state.config.__dict__,
@@ -182,7 +198,7 @@ def run(args: argparse.Namespace) -> int:
                 "stage_delay": args.stage_delay,
                 "boot_complete_delay": args.boot_complete_delay,
                 "accept_any_digest": args.accept_any_digest,
-                "soft_reboot_capable": args.soft_reboot_capable,
+                "soft_reboot": args.soft_reboot,
                 "registries": args.registry,
                 "insecure_registries": args.insecure_registry,
             }.items()
@@ -196,6 +212,7 @@ def run(args: argparse.Namespace) -> int:
             version=args.version,
             timestamp=args.timestamp,
             architecture=args.arch,
+            kernel=args.kernel,
             error=args.error,
             boot_assessment=args.boot_assessment,
         )

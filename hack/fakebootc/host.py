@@ -9,20 +9,40 @@ to give a daemon (or any subprocess) so that ``nsenter``/``bootc``/``systemd-run
 ``Host.daemon_command(...)`` is a real ``bootc-operator daemon``'s argv and
 environment for the host.
 
-``Host.reboot()`` performs a simulated reboot: running units are killed (a real
-reboot ends every process), then, under the sysroot lock, a queued rollback or the
-staged deployment becomes booted and the previous booted one the rollback (the old
-rollback is pruned), the reboot request is cleared and ``/run`` is emptied as a
-tmpfs is on a real boot (so ``/run/reboot-required`` and ``/run/ostree/auth.json``
-disappear; the daemon must rewrite the pull secret after a reboot). A reboot
-with nothing staged or queued changes no deployment. A *download-only* staged
-deployment (``bootc upgrade --download-only``, not unlocked by ``--from-downloaded``)
-is not booted: like real bootc (ostree's finalization lock), the reboot discards it
-and the host comes back on the same booted deployment. Every boot (the first one
-too) decides its boot assessment (``boot.py``: complete after
-``config.boot_complete_delay``, or a failing / never-finishing check from a
-``boot-fail`` / ``boot-hang`` fault, optionally scoped to one image digest, or from the
-booted image's ``fakebootc.boot-assessment`` label); ``Host.boot()`` shows it.
+``Host.reboot()`` performs a simulated reboot, *full* or *soft* as the request says
+(``State.reboot_kind``: ``systemctl soft-reboot``, or ``systemctl reboot`` / ``bootc ...
+--apply`` after ``--soft-reboot`` prepared one; a reboot nobody requested is full).
+Either way running units are killed (every process ends), then, under the sysroot
+lock, a queued rollback or the staged deployment becomes booted and the previous
+booted one the rollback (the old rollback is pruned), and the reboot request and a
+prepared soft reboot are cleared. A reboot with nothing staged or queued changes no
+deployment. A *download-only* staged deployment (``bootc upgrade --download-only``,
+not unlocked by ``--from-downloaded``) is not booted: like real bootc (ostree's
+finalization lock), the reboot discards it and the host comes back on the same
+booted deployment.
+
+- A **full** reboot empties ``/run`` as a tmpfs is on a real boot (so
+  ``/run/reboot-required`` and ``/run/ostree/auth.json`` disappear; the daemon must
+  rewrite the pull secret after a reboot), gives the kernel a new boot ID
+  (``ROOT/proc/sys/kernel/random/boot_id``, what a kubelet reports as the Node's
+  ``bootID``) and resets ``SoftRebootsCount``.
+- A **soft** reboot (systemd's ``systemd-soft-reboot.service``: userspace restarts,
+  the kernel keeps running) keeps the boot ID, counts one more in
+  ``SoftRebootsCount`` (``systemctl show -P SoftRebootsCount``) and leaves ``/run``
+  mounted and populated, as systemd documents ("the /run/ file system remains
+  mounted and populated"): only ``/run/nextroot`` is consumed. It boots the prepared
+  deployment; a bare ``systemctl soft-reboot`` with nothing prepared restarts
+  userspace on the booted deployment and keeps a staged one staged (real ostree would
+  finalize it for the next full boot; the simulation does not model that).
+
+``State.boot_kind`` says how the current boot started. Every boot (the first one
+too, soft ones as well: a soft reboot starts a new boot transaction) decides its boot
+assessment (``boot.py``: complete after ``config.boot_complete_delay``, or a failing /
+never-finishing check from a ``boot-fail`` / ``boot-hang`` fault, optionally scoped to
+one image digest, or from the booted image's ``fakebootc.boot-assessment`` label);
+``Host.boot()`` shows it. Images carry a kernel (``fakebootc.kernel`` label, catalog
+``kernel``; a default otherwise): a staged or rollback deployment with the booted
+one's kernel is ``softRebootCapable``.
 """
 
 from __future__ import annotations
@@ -35,6 +55,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -139,6 +160,20 @@ class Host:
     @property
     def reboot_request(self) -> dict[str, Any] | None:
         return self.state().reboot_request
+
+    def next_reboot_kind(self) -> str:
+        """How a reboot now would go: "soft" or "full" (``State.reboot_kind``)."""
+        return self.state().reboot_kind()
+
+    @property
+    def boot_id(self) -> str:
+        """The running kernel's boot ID (``/proc/sys/kernel/random/boot_id``)."""
+        return self.paths.boot_id.read_text().strip()
+
+    @property
+    def soft_reboots(self) -> int:
+        """systemd's ``SoftRebootsCount``: soft reboots since the last full boot."""
+        return self.state().soft_reboots
 
     @property
     def reboot_required(self) -> str | None:
@@ -264,7 +299,7 @@ class Host:
         version: str | None = None,
         timestamp: str | None = None,
         architecture: str | None = None,
-        soft_reboot_capable: bool | None = None,
+        kernel: str | None = None,
         manifests: dict[str, dict[str, Any]] | None = None,
         error: str | None = None,
         boot_assessment: str | None = None,
@@ -277,7 +312,7 @@ class Host:
             version=version,
             timestamp=timestamp,
             architecture=architecture,
-            soft_reboot_capable=soft_reboot_capable,
+            kernel=kernel,
             manifests=manifests,
             error=error,
             boot_assessment=boot_assessment,
@@ -300,7 +335,7 @@ def add_catalog_image(
     version: str | None = None,
     timestamp: str | None = None,
     architecture: str | None = None,
-    soft_reboot_capable: bool | None = None,
+    kernel: str | None = None,
     manifests: dict[str, dict[str, Any]] | None = None,
     error: str | None = None,
     boot_assessment: str | None = None,
@@ -309,6 +344,7 @@ def add_catalog_image(
 
     ``boot_assessment`` (``complete``, ``fail[:UNIT]``, ``hang[:UNIT]``): how every boot
     of this image is assessed on the hosts reading this catalog (``boot.py``).
+    ``kernel``: the kernel the image ships (default ``state.DEFAULT_KERNEL``).
     """
     if boot_assessment is not None:
         try:
@@ -320,7 +356,7 @@ def add_catalog_image(
         "version": version,
         "timestamp": timestamp,
         "architecture": architecture,
-        "softRebootCapable": soft_reboot_capable,
+        "kernel": kernel,
         "manifests": manifests,
         "error": error,
         "bootAssessment": boot_assessment,
@@ -406,7 +442,8 @@ def make_host(
     stage_delay: float = 0.0,
     boot_complete_delay: float = 0.0,
     accept_any_digest: bool = True,
-    soft_reboot_capable: bool = False,
+    soft_reboot: bool = True,
+    kernel: str | None = None,
     catalogs: Sequence[Path | str] = (),
     registries: Sequence[str] = (),
     insecure_registries: Sequence[str] = (),
@@ -414,7 +451,9 @@ def make_host(
     force: bool = False,
 ) -> Host:
     """Create a simulated host at ``root`` booted into ``booted`` (``REF@sha256:...``, or a
-    ref a catalog knows). ``python`` is the interpreter of the shims (default: this one)."""
+    ref a catalog knows), with ``kernel`` (default: the image's, else the default one);
+    ``soft_reboot=False``: a systemd without soft reboots. ``python`` is the interpreter
+    of the shims (default: this one)."""
     if backend not in ("ostree", "composefs"):
         raise FakeHostError(f"backend must be ostree or composefs, not {backend!r}")
     paths = Paths(Path(root).resolve())
@@ -426,7 +465,7 @@ def make_host(
         stage_delay=stage_delay,
         boot_complete_delay=boot_complete_delay,
         accept_any_digest=accept_any_digest,
-        soft_reboot_capable=soft_reboot_capable,
+        soft_reboot=soft_reboot,
         catalogs=[str(Path(c).resolve()) for c in catalogs],
         registries=list(registries),
         insecure_registries=list(insecure_registries),
@@ -449,12 +488,13 @@ def make_host(
         meta.architecture,
         meta.version,
         meta.timestamp,
-        soft_reboot_capable=False,
+        kernel=kernel or meta.kernel,
         boot_assessment=meta.boot_assessment,
     )
     state.boot = state.decide_boot(time.time())
     with flocked(paths.state_lock):
         save_state(paths, state)
+    _new_boot_id(paths)
     shims.write_bin_dir(paths, python)
     return Host(paths.root)
 
@@ -465,6 +505,8 @@ def open_host(root: Path | str) -> Host:
     load_state(paths)
     if not all((paths.bin / tool).exists() for tool in shims.TOOLS):
         shims.write_bin_dir(paths)
+    if not paths.boot_id.exists():  # a host made before boot IDs were simulated
+        _new_boot_id(paths)
     return Host(paths.root)
 
 
@@ -480,6 +522,11 @@ def _kill_units(paths: Paths) -> None:
             time.sleep(shims.POLL_SECONDS)
 
 
+def _new_boot_id(paths: Paths) -> None:
+    """A fresh kernel boot ID (the kernel's format: a UUID and a newline)."""
+    atomic_write(paths.boot_id, f"{uuid.uuid4()}\n".encode())
+
+
 def _empty_run(paths: Paths) -> None:
     if paths.run.is_dir():
         for child in paths.run.iterdir():
@@ -492,18 +539,29 @@ def _empty_run(paths: Paths) -> None:
 
 
 def simulate_reboot(paths: Paths, *, lock_timeout: float = 30.0) -> State:
+    """Reboot the host, full or soft (see the module docstring); returns the new state."""
     load_state(paths)
     _kill_units(paths)
 
     def change(state: State) -> None:
-        if state.rollback_queued and state.rollback is not None:
-            state.booted, state.rollback = state.rollback, state.booted
-        elif state.staged is not None and not state.staged.download_only:
-            state.booted, state.rollback = state.staged, state.booted
-        state.staged = None
-        state.rollback_queued = False
+        kind = state.reboot_kind()
+        nextroot = state.next_deployment()
+        # a soft reboot switches into the prepared deployment, or restarts the booted one
+        switch = kind == "full" or (
+            nextroot is not None and nextroot.key == state.soft_reboot_target
+        )
+        if switch:
+            if state.rollback_queued and state.rollback is not None:
+                state.booted, state.rollback = state.rollback, state.booted
+            elif state.staged is not None and not state.staged.download_only:
+                state.booted, state.rollback = state.staged, state.booted
+            state.staged = None
+            state.rollback_queued = False
         state.reboot_request = None
+        state.soft_reboot_target = None
         state.boots += 1
+        state.boot_kind = kind
+        state.soft_reboots = state.soft_reboots + 1 if kind == "soft" else 0
         state.boot = state.decide_boot(time.time())
 
     try:
@@ -514,5 +572,7 @@ def simulate_reboot(paths: Paths, *, lock_timeout: float = 30.0) -> State:
             f"reboot: the sysroot stayed locked for {lock_timeout}s (a bootc command still runs?)"
         ) from exc
     shims.forget_units(paths)
-    _empty_run(paths)
+    if state.boot_kind == "full":
+        _empty_run(paths)
+        _new_boot_id(paths)
     return state

@@ -7,8 +7,8 @@ host's architecture and fetches that one, so the digest it returns is the
 *per-architecture* manifest digest (bootc's ``imageDigest``); then it reads the config
 blob for ``architecture``, the version label (``org.opencontainers.image.version``,
 else ``version``), the build time (``org.opencontainers.image.created`` label,
-else ``created``) and the simulation's boot-assessment label
-(``fakebootc.boot-assessment``, see ``boot.py``).
+else ``created``) and the simulation's labels: ``fakebootc.boot-assessment`` (see
+``boot.py``) and ``fakebootc.kernel`` (the image's kernel, see ``state.Deployment``).
 
 An ``insecure`` registry is spoken to over plain http; any other over https,
 verified against the system CAs plus ``ca_files`` (the ``*.crt`` files of the
@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from hack.fakebootc.boot import LABEL
 from hack.fakebootc.imageref import Ref, is_loopback
+from hack.fakebootc.state import KERNEL_LABEL
 
 if TYPE_CHECKING:
     import urllib.request
@@ -73,7 +74,8 @@ class ImageMeta:
     architecture: str
     version: str | None = None
     timestamp: str | None = None
-    soft_reboot_capable: bool | None = None
+    #: the kernel it ships (label ``state.KERNEL_LABEL``); None: ``state.DEFAULT_KERNEL``
+    kernel: str | None = None
     #: the simulated boot assessment of its boots (label ``boot.LABEL``; ``boot.py``)
     boot_assessment: str | None = None
     #: where it came from: "registry", "catalog" or "digest" (an accepted digest ref).
@@ -355,5 +357,6 @@ def fetch_image(
         version=str(version) if version else None,
         timestamp=timestamp,
         boot_assessment=str(labels[LABEL]) if labels.get(LABEL) else None,
+        kernel=str(labels[KERNEL_LABEL]) if labels.get(KERNEL_LABEL) else None,
         source="registry",
     )

@@ -7,6 +7,9 @@ without ``--enforce-container-sigpolicy``); ``otherDeployments`` omitted when em
 ``metadata`` just ``{"name": "host"}``. ``spec.image`` is the staged deployment's
 image, else the booted one's; ``spec.bootOrder`` is ``rollback`` while a rollback is
 queued; ``status.type`` is ``bootcHost`` only when the booted entry has an image.
+``softRebootCapable`` is computed per entry as bootc does for every deployment (staged
+and rollback alike): true when it has the booted deployment's kernel
+(``State.soft_reboot_capable``); never for the booted entry itself.
 
 Sharp edges reproduced on purpose: an ``incompatible`` deployment (rpm-ostree local
 layering) has ``image: null`` (bootc cannot describe it) so such a host reports
@@ -52,7 +55,7 @@ def _image_reference(dep: Deployment) -> dict[str, Any]:
     return {"image": dep.image, "transport": dep.transport}
 
 
-def _entry(dep: Deployment, *, backend: str, slot: str, incompatible: bool) -> dict[str, Any]:
+def _entry(dep: Deployment, *, backend: str, capable: bool, incompatible: bool) -> dict[str, Any]:
     image: dict[str, Any] | None = None
     if not incompatible:
         image = {
@@ -70,8 +73,7 @@ def _entry(dep: Deployment, *, backend: str, slot: str, incompatible: bool) -> d
         "incompatible": incompatible,
         "ostree": None,
         "pinned": dep.pinned,
-        # relative to the booted system: only other deployments can be soft-reboot targets
-        "softRebootCapable": dep.soft_reboot_capable if slot != "booted" else False,
+        "softRebootCapable": capable,
         "store": None,
     }
     if backend == "composefs":
@@ -99,22 +101,15 @@ def host_document(state: State, *, in_container: bool = False) -> dict[str, Any]
         return default_document()
     backend = state.config.backend
     booted_incompatible = state.booted.incompatible or state.faults.incompatible
-    staged = (
-        _entry(state.staged, backend=backend, slot="staged", incompatible=state.staged.incompatible)
-        if state.staged
-        else None
-    )
-    booted = _entry(state.booted, backend=backend, slot="booted", incompatible=booted_incompatible)
-    rollback = (
-        _entry(
-            state.rollback,
-            backend=backend,
-            slot="rollback",
-            incompatible=state.rollback.incompatible,
-        )
-        if state.rollback
-        else None
-    )
+
+    def other(dep: Deployment | None) -> dict[str, Any] | None:
+        if dep is None:
+            return None
+        capable = not booted_incompatible and state.soft_reboot_capable(dep)
+        return _entry(dep, backend=backend, capable=capable, incompatible=dep.incompatible)
+
+    staged, rollback = other(state.staged), other(state.rollback)
+    booted = _entry(state.booted, backend=backend, capable=False, incompatible=booted_incompatible)
     spec_source = staged if staged is not None else booted
     spec_image = spec_source["image"]["image"] if spec_source["image"] else None
     return {

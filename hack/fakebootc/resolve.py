@@ -23,7 +23,7 @@ Rules, in order:
        {"images": {
           "quay.io/org/os:v1": {"digest": "sha256:...", "version": "v1",
                                 "timestamp": "2024-05-01T10:00:00Z", "architecture": "amd64",
-                                "softRebootCapable": false},
+                                "kernel": "6.13.1-sim"},
           "quay.io/org/multi:v2": {"digest": "sha256:<index digest>",
                                    "manifests": {"amd64": {"digest": "sha256:...", "version": "v2"},
                                                  "arm64": {"digest": "sha256:..."}}},
@@ -32,7 +32,10 @@ Rules, in order:
 
    ``bootAssessment`` (``complete``, ``fail[:UNIT]``, ``hang[:UNIT]``) is how every boot
    of that image is assessed (``boot.py``), like the image label
-   ``fakebootc.boot-assessment`` an image in a real registry can carry.
+   ``fakebootc.boot-assessment`` an image in a real registry can carry; ``kernel`` is
+   the kernel the image ships, like the label ``fakebootc.kernel`` (absent: the
+   default kernel, which every such image shares, so updates between them can be
+   soft-rebooted into).
 
    A tag ref matches its key (``name`` means ``name:latest``). A digest ref matches
    its own key, or any entry of the same repository whose ``digest`` (or one of
@@ -91,13 +94,12 @@ def load_catalog(files: list[Path]) -> dict[str, dict[str, Any]]:
 
 
 def _meta(entry: dict[str, Any], architecture: str) -> ImageMeta:
-    srb = entry.get("softRebootCapable")
     return ImageMeta(
         digest=str(entry["digest"]),
         architecture=str(entry.get("architecture") or architecture),
         version=entry.get("version"),
         timestamp=entry.get("timestamp"),
-        soft_reboot_capable=bool(srb) if srb is not None else None,
+        kernel=str(entry["kernel"]) if entry.get("kernel") else None,
         boot_assessment=str(entry["bootAssessment"]) if entry.get("bootAssessment") else None,
         source="catalog",
     )

@@ -23,7 +23,10 @@ with that directory makes the daemon's unchanged command lines act on the host.
   ``stop_timeout``; "Unit U not loaded." exit 5 when it is not loaded),
   ``is-active U`` (active / failed / inactive; exit 0 only when all are active),
   ``reset-failed [U]``, ``daemon-reload``, ``reboot`` and ``soft-reboot`` (recorded in
-  the state as a reboot request; nothing else happens: ``reboot ROOT`` performs it).
+  the state as a reboot request; nothing else happens: ``reboot ROOT`` performs it;
+  ``soft-reboot`` fails on a host whose systemd cannot soft-reboot, ``config.soft_reboot``),
+  ``show [-P|-p PROP | --property=PROP [--value]]`` of the manager's
+  ``SoftRebootsCount`` (soft reboots since the last full boot).
   The current boot's assessment (``boot.py``) answers for ``boot-complete.target``
   and the boot's check unit (``is-active``: also ``activating``), for
   ``is-system-running`` (starting / running / degraded; exit 0 only for running)
@@ -447,11 +450,36 @@ def systemctl(paths: Paths, argv: list[str]) -> int:
         return 0
     if verb == "daemon-reload":
         return 0
+    if verb == "soft-reboot" and not load_state(paths).config.soft_reboot:
+        print(
+            "Failed to start soft-reboot.target: Unit soft-reboot.target not found.",
+            file=sys.stderr,
+        )
+        return 5
     if verb in ("reboot", "soft-reboot"):
         request_reboot(paths, verb, f"systemctl {verb}")
         return 0
+    if verb == "show":
+        return _show(paths, argv)
     print(f"systemctl (simulated): unsupported verb {verb!r}", file=sys.stderr)
     return 1
+
+
+def _show(paths: Paths, argv: list[str]) -> int:
+    """``systemctl show`` of the manager: only ``SoftRebootsCount`` is simulated."""
+    wanted: list[str] = []
+    value_only = "--value" in argv
+    for i, arg in enumerate(argv):
+        if arg in ("-P", "-p", "--property") and i + 1 < len(argv):
+            wanted += argv[i + 1].split(",")
+            value_only = value_only or arg == "-P"
+        elif arg.startswith("--property="):
+            wanted += arg.partition("=")[2].split(",")
+    props = {"SoftRebootsCount": str(load_state(paths).soft_reboots)}
+    for name in wanted or list(props):
+        if name in props:
+            print(props[name] if value_only else f"{name}={props[name]}")
+    return 0
 
 
 def _list_units(paths: Paths, argv: list[str]) -> int:

@@ -2,7 +2,8 @@
 
 A host is a directory ROOT standing for the host's ``/``. Files a real host has live
 where they really are (``ROOT/ostree/bootc``, ``ROOT/run/ostree/auth.json``,
-``ROOT/run/reboot-required``, ``ROOT/sysroot/ostree/lock``, ``ROOT/sysroot/state/deploy``);
+``ROOT/run/reboot-required``, ``ROOT/sysroot/ostree/lock``, ``ROOT/sysroot/state/deploy``,
+the kernel's ``ROOT/proc/sys/kernel/random/boot_id``);
 what only the simulation needs lives in ``ROOT/.fakebootc/``: ``state.json`` (this
 module's ``State``), ``catalog.json``, the shim ``bin/`` directory, running ``units/``,
 the ``journal/`` of units started without ``--pipe`` and ``calls.jsonl`` (one line per
@@ -38,6 +39,10 @@ from hack.fakebootc.boot import Boot, decide_boot
 FAKE_DIR = ".fakebootc"
 STATE_VERSION = 1
 LOCK_POLL_SECONDS = 0.02
+#: the kernel of every image that does not name one (so images share it by default)
+DEFAULT_KERNEL = "6.12.0-sim"
+#: the image config label (catalog key ``kernel``) naming an image's kernel
+KERNEL_LABEL = "fakebootc.kernel"
 
 
 class FakeHostError(Exception):
@@ -104,6 +109,11 @@ class Paths:
     def reboot_required(self) -> Path:
         return self.run / "reboot-required"
 
+    @property
+    def boot_id(self) -> Path:
+        """The running kernel's boot ID: new at every full boot, kept by a soft reboot."""
+        return self.root / "proc" / "sys" / "kernel" / "random" / "boot_id"
+
     def certs_dirs(self, registry: str) -> list[Path]:
         """Where containers/image looks for a registry's CAs: ``certs.d/<host:port>/*.crt``."""
         return [
@@ -135,7 +145,9 @@ class Deployment:
     deploy_serial: int = 0
     stateroot: str = "default"
     pinned: bool = False
-    soft_reboot_capable: bool = False
+    #: the kernel (and initramfs) the image ships: a deployment with the booted one's
+    #: kernel can be soft-rebooted into (``State.soft_reboot_capable``)
+    kernel: str = DEFAULT_KERNEL
     incompatible: bool = False
     #: staged with ``bootc upgrade --download-only`` (ostree's finalization lock): a
     #: reboot discards it instead of booting it, until ``--from-downloaded`` unlocks it
@@ -156,11 +168,16 @@ class Deployment:
             deploy_serial=int(data.get("deploy_serial", 0)),
             stateroot=str(data.get("stateroot") or "default"),
             pinned=bool(data.get("pinned", False)),
-            soft_reboot_capable=bool(data.get("soft_reboot_capable", False)),
+            kernel=str(data.get("kernel") or DEFAULT_KERNEL),
             incompatible=bool(data.get("incompatible", False)),
             download_only=bool(data.get("download_only", False)),
             boot_assessment=data.get("boot_assessment"),
         )
+
+    @property
+    def key(self) -> str:
+        """Which deployment this is (ostree's checksum and deploy serial)."""
+        return f"{self.checksum}.{self.deploy_serial}"
 
 
 @dataclass
@@ -206,8 +223,9 @@ class Config:
     stage_delay: float = 0.0
     #: a digest ref found neither in a registry nor in a catalog is accepted as is.
     accept_any_digest: bool = True
-    #: softRebootCapable of newly staged deployments (a catalog entry may override).
-    soft_reboot_capable: bool = False
+    #: systemd can soft-reboot (``soft-reboot.target`` exists; not on RHEL 9's systemd):
+    #: without it no deployment is ``softRebootCapable`` and ``systemctl soft-reboot`` fails.
+    soft_reboot: bool = True
     #: registry hosts ("host" or "host:port") contacted besides loopback ones.
     registries: list[str] = field(default_factory=list)
     #: registry hosts spoken to over plain http (loopback ones always are).
@@ -228,7 +246,7 @@ class Config:
             backend=str(data.get("backend") or default.backend),
             stage_delay=float(data.get("stage_delay", default.stage_delay)),
             accept_any_digest=bool(data.get("accept_any_digest", default.accept_any_digest)),
-            soft_reboot_capable=bool(data.get("soft_reboot_capable", False)),
+            soft_reboot=bool(data.get("soft_reboot", default.soft_reboot)),
             registries=[str(r) for r in data.get("registries", [])],
             insecure_registries=[str(r) for r in data.get("insecure_registries", [])],
             catalogs=[str(c) for c in data.get("catalogs", [])],
@@ -248,7 +266,15 @@ class State:
     rollback_queued: bool = False
     #: ``{"kind": "reboot"|"soft-reboot", "by": "<command>", "at": <unix time>}``
     reboot_request: dict[str, Any] | None = None
+    #: the deployment (``Deployment.key``) prepared for a soft reboot by ``bootc ...
+    #: --soft-reboot`` (ostree's ``/run/nextroot``): the next ``systemctl reboot``
+    #: soft-reboots into it, as systemd >= 256 does when ``/run/nextroot`` is set up
+    soft_reboot_target: str | None = None
     boots: int = 1
+    #: how the current boot started: "full" or "soft" (a userspace-only reboot)
+    boot_kind: str = "full"
+    #: systemd's ``SoftRebootsCount``: soft reboots since the last full boot
+    soft_reboots: int = 0
     config: Config = field(default_factory=Config)
     faults: Faults = field(default_factory=Faults)
     #: how the current boot is assessed (None in a state written before boots were)
@@ -271,7 +297,10 @@ class State:
             rollback=dep("rollback"),
             rollback_queued=bool(data.get("rollback_queued", False)),
             reboot_request=data.get("reboot_request"),
+            soft_reboot_target=data.get("soft_reboot_target"),
             boots=int(data.get("boots", 1)),
+            boot_kind=str(data.get("boot_kind") or "full"),
+            soft_reboots=int(data.get("soft_reboots", 0)),
             config=Config.from_dict(data.get("config") or {}),
             faults=Faults.from_dict(data.get("faults") or {}),
             boot=Boot.from_dict(data["boot"]) if isinstance(data.get("boot"), dict) else None,
@@ -298,6 +327,43 @@ class State:
 
     def deployments(self) -> list[Deployment]:
         return [d for d in (self.staged, self.booted, self.rollback) if d is not None]
+
+    def soft_reboot_capable(self, dep: Deployment) -> bool:
+        """bootc's ``softRebootCapable`` of ``dep``: another deployment than the booted one,
+        with the booted one's kernel, on a systemd that can soft-reboot. (Real bootc also
+        requires the same kernel arguments and SELinux policy; the simulation's images
+        differ only in their kernel.)"""
+        booted = self.booted
+        return (
+            self.config.soft_reboot
+            and booted is not None
+            and dep.key != booted.key
+            and not dep.incompatible
+            and dep.kernel == booted.kernel
+        )
+
+    def next_deployment(self) -> Deployment | None:
+        """What a reboot boots if it changes deployments: a queued rollback, else a staged
+        deployment that is not download-only; None: the booted one again."""
+        if self.rollback_queued and self.rollback is not None:
+            return self.rollback
+        if self.staged is not None and not self.staged.download_only:
+            return self.staged
+        return None
+
+    def reboot_kind(self) -> str:
+        """How the requested reboot goes, "soft" or "full": ``systemctl soft-reboot`` is
+        soft; ``systemctl reboot`` (what ``bootc ... --apply`` runs) is soft when a soft
+        reboot into the next deployment was prepared; anything else (no request: the
+        power button) is full."""
+        kind = (self.reboot_request or {}).get("kind")
+        if not self.config.soft_reboot or kind not in ("reboot", "soft-reboot"):
+            return "full"
+        if kind == "soft-reboot":
+            return "soft"
+        target = self.next_deployment()
+        prepared = target is not None and target.key == self.soft_reboot_target
+        return "soft" if prepared else "full"
 
 
 def atomic_write(path: Path, data: bytes, mode: int = 0o644) -> None:

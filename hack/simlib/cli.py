@@ -188,6 +188,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     config = SimConfig(
         nodes=args.nodes,
         reboot_seconds=args.reboot_seconds,
+        soft_reboot_seconds=args.soft_reboot_seconds,
         stage_seconds=args.stage_seconds,
         boot_complete_delay=args.boot_complete_delay,
         controllers=args.controllers,
@@ -332,6 +333,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=5.0,
         help="how long a rebooting Node stays NotReady (default: %(default)s)",
+    )
+    up.add_argument(
+        "--soft-reboot-seconds",
+        type=float,
+        help="how long a soft-rebooting Node (a pool with rebootPolicy AllowSoftReboot, an "
+        "update with the same kernel) stays NotReady (default: a quarter of --reboot-seconds)",
     )
     up.add_argument(
         "--stage-seconds",

@@ -68,6 +68,9 @@ class SimConfig:
     nodes: int = 3
     #: how long a rebooting Node stays NotReady
     reboot_seconds: float = 5.0
+    #: how long a soft-rebooting Node stays NotReady (userspace only; None: a quarter
+    #: of ``reboot_seconds``, ``hack.testenv.machine.SOFT_DOWN_FRACTION``)
+    soft_reboot_seconds: float | None = None
     #: how long ``bootc switch`` takes on each simulated host (pull + stage)
     stage_seconds: float = 1.0
     #: how long after each boot the host reaches boot-complete.target (or its boot

@@ -6,7 +6,8 @@ SIGTERM:
 - **owns the Nodes' status.** It creates every Node (labels: worker role, zone,
   hostname, ``sim.bootc.dev/node``) and writes its status like a kubelet would:
   ``Ready`` (plus the pressure conditions), capacity, addresses and ``nodeInfo``
-  (``osImage`` names the booted image; ``bootID`` changes on every reboot). kwok
+  (``osImage`` names the booted image, ``kernelVersion`` its kernel; ``bootID`` is the
+  host's kernel boot ID: new after a full reboot, kept by a soft one). kwok
   runs the Pods bound to these Nodes and renews their Leases but, by its
   configuration (``common.kwok_config``), never writes Node status, so a Node this
   process marks NotReady stays NotReady;
@@ -17,12 +18,15 @@ SIGTERM:
   daemon`` per node on its simulated host (``DIR/hosts/<node>``), restarting any
   that exits unexpectedly (1 s, doubling up to 10 s, like a crash-loop backoff);
 - **performs the reboots the daemons request** (``systemctl reboot`` on a simulated
-  host records a reboot request in the host's state), as ``hack.testenv.machine``
-  does for every real daemon of the kit: daemon stopped (SIGTERM, as at shutdown)
-  → Node ``Ready=False`` → ``reboot_seconds`` later (longer while
-  ``DIR/control/hold-<node>`` exists) the host reboots (staged → booted, see
-  ``hack.fakebootc.host.simulate_reboot``) → Node ``Ready=True`` with a new bootID
-  → daemon started. Each reboot is appended to ``DIR/reboots.jsonl``.
+  host records a reboot request in the host's state; a daemon allowed to soft-reboot
+  applies a userspace-only update with ``bootc ... --apply --soft-reboot=required``),
+  as ``hack.testenv.machine`` does for every real daemon of the kit: daemon stopped
+  (SIGTERM, as at shutdown) → Node ``Ready=False`` → ``reboot_seconds`` later
+  (``soft_reboot_seconds`` for a soft reboot; longer while ``DIR/control/hold-<node>``
+  exists) the host reboots (staged → booted, see
+  ``hack.fakebootc.host.simulate_reboot``) → Node ``Ready=True`` (a new bootID after a
+  full reboot) → daemon started. Each reboot is appended to ``DIR/reboots.jsonl``
+  (``kind``: "full" or "soft").
 
 Its children get SIGKILL if it dies (PR_SET_PDEATHSIG). ``DIR/nodesim.json`` lists
 every process it runs (PID, ports, restarts) and the nodes that are down; it says
@@ -42,7 +46,7 @@ import signal
 import sys
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -131,7 +135,6 @@ class NodeState:
     host: Host
     daemon: Slot
     rebooting: bool = False
-    boot_id: str = field(default_factory=lambda: uuid.uuid4().hex)
 
 
 class NodeSim:
@@ -259,6 +262,7 @@ class NodeSim:
         booted = node.host.state().booted
         image = booted.image if booted is not None else "unknown"
         version = (booted.version if booted is not None else None) or image.rsplit("@", 1)[-1][:19]
+        kernel = booted.kernel if booted is not None else "unknown"
         return {
             "conditions": node_conditions(ready, message),
             "capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"},
@@ -274,11 +278,11 @@ class NodeSim:
                 "architecture": "amd64",
                 "operatingSystem": "linux",
                 "osImage": f"bootc {version} (simulated)",
-                "kernelVersion": "6.12.0-sim",
+                "kernelVersion": kernel,
                 "kubeletVersion": "v1.36.3-sim",
                 "kubeProxyVersion": "",
                 "containerRuntimeVersion": "kwok://0.7.0",
-                "bootID": node.boot_id,
+                "bootID": node.host.boot_id,
                 "machineID": uuid.uuid5(uuid.NAMESPACE_DNS, node.name).hex,
                 "systemUUID": str(uuid.uuid5(uuid.NAMESPACE_URL, node.name)),
             },
@@ -319,7 +323,7 @@ class NodeSim:
         if not ready:
             await self._patch_status(node, False, "node is rebooting (simulated)")
             return
-        node.boot_id = uuid.uuid4().hex  # a new boot
+        # the bootID is the host's: new after a full reboot, the same after a soft one
         await self._patch_status(node, True, "kubelet is posting ready status (simulated)")
 
     async def _start_daemon(self, node: NodeState) -> None:
@@ -337,13 +341,20 @@ class NodeSim:
             set_ready=lambda ready: self._set_ready(node, ready),
             start_daemon=lambda: self._start_daemon(node),
             down_seconds=self.cfg.reboot_seconds,
+            soft_down_seconds=self.cfg.soft_reboot_seconds,
             held=lambda: self.held(node.name),
         )
         self._requests.forget(node.host)
         node.rebooting = False
         with (self.dir / REBOOTS_FILE).open("a") as f:
             f.write(json.dumps(done.record()) + "\n")
-        log.info("%s: back up on %s after %.1fs", node.name, done.booted, done.up - done.requested)
+        log.info(
+            "%s: back up on %s after %.1fs (%s reboot)",
+            node.name,
+            done.booted,
+            done.up - done.requested,
+            done.kind,
+        )
         self._dirty = True
 
     def _spawn_task(self, coro: Any) -> None:

@@ -1,7 +1,8 @@
 """The machine under a real daemon on a simulated host: noticing and performing its reboots.
 
 A simulated bootc host (``hack.fakebootc``) records a reboot request when its daemon
-runs ``systemctl reboot``. Whatever hosts real daemons plays the machine then: the
+runs ``systemctl reboot`` (or ``bootc upgrade --from-downloaded --apply
+--soft-reboot=required``). Whatever hosts real daemons plays the machine then: the
 sim's node simulator (``hack.simlib.nodesim``), the e2e hosts (``e2e.hostsenv``) and
 the benchmark's daemon figure (``hack.perf.daemons``) all do it with this module:
 
@@ -11,7 +12,12 @@ the benchmark's daemon figure (``hack.perf.daemons``) all do it with this module
 - :func:`reboot`: one reboot, in the order a real node goes through it: the daemon
   stops (as at shutdown) → the Node turns NotReady → ``down_seconds`` later (longer
   while ``held()``) the host boots its staged image → the Node is Ready → the daemon
-  starts (a DaemonSet pod starts once its kubelet is up). Returns a :class:`Reboot`;
+  starts (a DaemonSet pod starts once its kubelet is up). A *soft* reboot (the host
+  says so: ``Host.next_reboot_kind``; userspace restarts, kubelet and every pod with
+  it, the kernel keeps running) goes the same way, only faster: it skips firmware,
+  boot loader, kernel and initrd, so the Node is down ``soft_down_seconds`` (default
+  ``SOFT_DOWN_FRACTION`` of ``down_seconds``), and the host keeps its boot ID (the
+  Node's ``bootID``). Returns a :class:`Reboot`;
 - :func:`simulate_reboots`: the loop that notices requests and runs one
   :func:`reboot` task per requesting host, until cancelled.
 
@@ -34,6 +40,8 @@ from hack.fakebootc import FakeHostError, Host
 log = logging.getLogger("machine")
 
 POLL = 0.2
+#: a soft reboot's down time as a share of a full one's, unless given
+SOFT_DOWN_FRACTION = 0.25
 
 
 class RebootRequests:
@@ -66,7 +74,8 @@ class RebootRequests:
 
 @dataclass
 class Reboot:
-    """One reboot: wall-clock times of the request seen, the Node down and up again."""
+    """One reboot: its kind ("soft" or "full"), what asked for it, wall-clock times of the
+    request seen, the Node down and up again, what booted and the host's boot ID after."""
 
     node: str
     kind: str
@@ -75,6 +84,8 @@ class Reboot:
     up: float
     booted: str | None
     boots: int
+    by: str = ""
+    boot_id: str = ""
 
     def record(self) -> dict[str, Any]:
         return asdict(self)
@@ -88,11 +99,17 @@ async def reboot(
     set_ready: Callable[[bool], Awaitable[object]],
     start_daemon: Callable[[], Awaitable[object]],
     down_seconds: float = 0.0,
+    soft_down_seconds: float | None = None,
     held: Callable[[], bool] = lambda: False,
 ) -> Reboot:
     """Reboot ``host`` (see the module docstring); the callbacks are the daemon's and the Node's."""
     requested = time.time()
-    request = host.reboot_request or {}
+    state = host.state()
+    request, soft = state.reboot_request or {}, state.reboot_kind() == "soft"
+    if soft:
+        down_seconds = (
+            down_seconds * SOFT_DOWN_FRACTION if soft_down_seconds is None else soft_down_seconds
+        )
     await stop_daemon()
     await set_ready(False)
     down = time.time()
@@ -113,7 +130,15 @@ async def reboot(
     await start_daemon()
     booted = state.booted.image if state.booted is not None else None
     return Reboot(
-        node, str(request.get("kind", "reboot")), requested, down, up, booted, state.boots
+        node,
+        state.boot_kind,
+        requested,
+        down,
+        up,
+        booted,
+        state.boots,
+        str(request.get("by", "")),
+        await asyncio.to_thread(lambda: host.boot_id),
     )
 
 
