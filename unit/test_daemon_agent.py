@@ -1,8 +1,9 @@
 """The daemon's async shell (``daemon.agent.Agent.reconcile``) with the API and the host
 replaced by recorders: the order of writes and commands, no-op writes, when bootc
-status is (not) re-read, the reboot permit, applying a download-only deployment, and
-API failures (one log line each, capped backoff, nothing done on the host). The real
-thing runs end to end in ``e2e/test_daemon.py``."""
+status is (not) re-read, the reboot permit, applying a download-only deployment, soft
+reboots (``lastRebootKind``, the fallback to a full reboot, the reboot counted after
+it), and API failures (one log line each, capped backoff, nothing done on the host).
+The real thing runs end to end in ``e2e/test_daemon.py`` and ``e2e/test_soft_reboot.py``."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
+from prometheus_client import REGISTRY
 
 from bootc_operator.api import constants as c
 from bootc_operator.daemon import agent as agent_mod
@@ -44,14 +46,17 @@ def host_doc(
     download_only: bool = False,
     rollback: str | None = None,
     queued: bool = False,
+    soft: bool = False,
 ) -> HostStatus:
+    """``soft``: the staged deployment is ``softRebootCapable``."""
+    flags = {"downloadOnly": download_only, "softRebootCapable": soft}
     return HostStatus.model_validate(
         {
             "apiVersion": "org.containers.bootc/v1",
             "kind": "BootcHost",
             "status": {
                 "booted": entry(booted),
-                "staged": entry(staged, downloadOnly=download_only) if staged else None,
+                "staged": entry(staged, **flags) if staged else None,
                 "rollback": entry(rollback) if rollback else None,
                 "rollbackQueued": queued,
             },
@@ -70,6 +75,7 @@ class FakeHost:
         self.shutting_down = False
         self.switch_error: str | None = None
         self.rollback_error: str | None = None
+        self.soft_reboot_error: str | None = None
         #: what the next boot probes return, in order (then: a completed boot); not
         #: journaled, so the journals of the other tests stay about bootc
         self.probes: list[BootProbe] = []
@@ -91,6 +97,11 @@ class FakeHost:
 
     async def reboot(self) -> None:
         self.journal.append("reboot")
+
+    async def soft_reboot(self) -> None:
+        self.journal.append("soft-reboot")
+        if self.soft_reboot_error:
+            raise HostCommandError(self.soft_reboot_error)
 
     async def rollback(self) -> None:
         """``bootc rollback``: toggles the queued rollback (a staged deployment is dropped)."""
@@ -153,7 +164,11 @@ def bootc_node(
     state: str = "Staged",
     generation: int = 1,
     annotations: dict[str, str] | None = None,
+    policy: str | None = None,
 ) -> dict[str, Any]:
+    spec = {"desiredImage": desired, "desiredImageState": state}
+    if policy is not None:
+        spec["rebootPolicy"] = policy
     return {
         "apiVersion": "node.bootc.dev/v1alpha1",
         "kind": "BootcNode",
@@ -164,7 +179,7 @@ def bootc_node(
             "resourceVersion": "10",
             "annotations": annotations or {},
         },
-        "spec": {"desiredImage": desired, "desiredImageState": state},
+        "spec": spec,
     }
 
 
@@ -573,3 +588,98 @@ async def test_a_failed_rollback_is_degraded_and_retried_after_the_backoff(
     assert await agent.reconcile(NODE) is None
     assert journal[7:] == ["status", ("patch", c.REASON_REBOOTING), "reboot"]
     assert degraded_cond(api)["status"] == "False"
+
+
+# ------------------------------------------------------------------ issue 17: soft reboots
+
+SOFT_ERROR = (
+    "bootc upgrade --from-downloaded --apply --soft-reboot=required failed (exit code 1): "
+    "error: Upgrading: Handling staged soft reboot: Handling soft reboot: Soft reboot was "
+    "required but staged deployment is not soft-reboot capable"
+)
+
+
+def idle_cond(api: Api) -> dict[str, Any]:
+    return next(x for x in api.obj["status"]["conditions"] if x["type"] == c.COND_IDLE)
+
+
+def reboots(kind: str) -> float:
+    found = REGISTRY.get_sample_value("bootc_operator_daemon_reboots_total", {"kind": kind})
+    assert found is not None, "exported from the start"
+    return found
+
+
+async def test_a_soft_reboot_is_written_then_run_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, journal: list[Any]
+) -> None:
+    host = FakeHost(journal, host_doc(A, B, soft=True))
+    node = bootc_node(B, "Booted", annotations=DRAINED, policy="AllowSoftReboot")
+    agent, api = make_agent(tmp_path, monkeypatch, journal, node, host)
+    assert await agent.reconcile(NODE) is None
+    assert journal == ["status", ("patch", c.REASON_REBOOTING), "soft-reboot"]
+    assert api.obj["status"]["lastRebootKind"] == "Soft"
+    assert "(soft reboot: userspace restarts" in idle_cond(api)["message"]
+    agent.host_changed()
+    await agent.reconcile(NODE)
+    assert journal[3:] == ["status"], "requested once per process and image"
+
+
+async def test_reboot_only_reboots_fully_even_when_capable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, journal: list[Any]
+) -> None:
+    host = FakeHost(journal, host_doc(A, B, soft=True))
+    node = bootc_node(B, "Booted", annotations=DRAINED)
+    agent, api = make_agent(tmp_path, monkeypatch, journal, node, host)
+    await agent.reconcile(NODE)
+    assert journal == ["status", ("patch", c.REASON_REBOOTING), "reboot"]
+    assert api.obj["status"]["lastRebootKind"] == "Full"
+    assert idle_cond(api)["message"] == f"rebooting into {B}"
+
+
+async def test_a_failed_soft_reboot_is_followed_by_a_full_one_after_the_backoff(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, journal: list[Any]
+) -> None:
+    host = FakeHost(journal, host_doc(A, B, soft=True))
+    host.soft_reboot_error = SOFT_ERROR
+    clock = Clock()
+    node = bootc_node(B, "Booted", annotations=DRAINED, policy="AllowSoftReboot")
+    agent, api = make_agent(tmp_path, monkeypatch, journal, node, host, clock)
+    assert await agent.reconcile(NODE) == 0.0  # decide again at once (the backoff is in decide)
+    assert journal == ["status", ("patch", c.REASON_REBOOTING), "soft-reboot"]
+    assert await agent.reconcile(NODE) == 10.0
+    assert journal[3:] == ["status", ("patch", c.REASON_STAGED)]
+    assert (degraded_cond(api)["status"], degraded_cond(api)["message"]) == ("True", SOFT_ERROR)
+    clock.now += 10.0
+    assert await agent.reconcile(NODE) is None
+    assert journal[5:] == [("patch", c.REASON_REBOOTING), "reboot"]
+    assert api.obj["status"]["lastRebootKind"] == "Full"
+    assert idle_cond(api)["message"] == f"rebooting into {B} (full reboot: the soft reboot failed)"
+
+
+async def test_the_reboot_is_counted_by_the_daemon_that_starts_after_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, journal: list[Any]
+) -> None:
+    # what the daemon left on the server before the soft reboot into B
+    node = bootc_node(B, "Booted", annotations=DRAINED, policy="AllowSoftReboot")
+    host = FakeHost(journal, host_doc(A, B, soft=True))
+    before, server = make_agent(tmp_path, monkeypatch, journal, copy.deepcopy(node), host)
+    soft_before, full_before = reboots("soft"), reboots("full")
+    await before.reconcile(NODE)
+    assert journal[-1] == "soft-reboot"
+    assert (reboots("soft"), reboots("full")) == (soft_before, full_before), "not yet"
+    left = copy.deepcopy(server.obj)
+    assert left["status"]["lastRebootKind"] == "Soft"
+    # a daemon that restarts without a reboot (same booted image) counts nothing
+    restarted, _ = make_agent(tmp_path, monkeypatch, journal, copy.deepcopy(left), host)
+    await restarted.reconcile(NODE)
+    assert (reboots("soft"), reboots("full")) == (soft_before, full_before)
+    # the host came back on B: the new daemon counts one soft reboot, once
+    host.doc = host_doc(B, rollback=A)
+    after, api = make_agent(tmp_path, monkeypatch, journal, copy.deepcopy(left), host)
+    await after.reconcile(NODE)
+    assert (reboots("soft"), reboots("full")) == (soft_before + 1, full_before)
+    assert idle_cond(api)["reason"] == c.REASON_IDLE
+    assert api.obj["status"]["lastRebootKind"] == "Soft", "kept after the reboot"
+    after.host_changed()
+    await after.reconcile(NODE)
+    assert reboots("soft") == soft_before + 1

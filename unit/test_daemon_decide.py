@@ -8,7 +8,12 @@ secret problems on a node that has nothing to pull (noted, not Degraded).
 
 Rows added for issue 16: the desired image is the rollback deployment (``bootc
 rollback``, no pull; then Staged/Rebooting like a staged image), a queued rollback
-reverted when the booted image is desired, and switched over for a third image."""
+reverted when the booted image is desired, and switched over for a third image.
+
+Rows added for issue 17: soft reboots (``spec.rebootPolicy: AllowSoftReboot`` and a
+``softRebootCapable`` staged deployment: one ``bootc upgrade --from-downloaded --apply
+--soft-reboot=required``; otherwise, and always for a queued rollback, a full reboot
+that says why; a failed soft reboot is followed by a full one after the backoff)."""
 
 from __future__ import annotations
 
@@ -17,13 +22,16 @@ from typing import Any
 import pytest
 
 from bootc_operator.api import constants as c
-from bootc_operator.api.v1alpha1 import DesiredImageState
+from bootc_operator.api.v1alpha1 import DesiredImageState, RebootKind
 from bootc_operator.daemon.bootc_status import HostStatus
 from bootc_operator.daemon.decide import (
     HEALTHY,
     IDLE,
+    NOT_CAPABLE,
     NOT_NEEDED_NOW,
     REBOOT_PERMIT,
+    ROLLBACK_FULL,
+    SOFT_FAILED,
     Action,
     Attempt,
     Cond,
@@ -57,6 +65,7 @@ INDEX = f"{REPO}@{digest('f')}"  # a multi-arch index; bootc reports the amd64 d
 NOW = 1000.0
 RETRY = RetryPolicy(initial=10.0, cap=300.0)
 STAGED, BOOTED = DesiredImageState.STAGED, DesiredImageState.BOOTED
+SOFT, FULL = RebootKind.SOFT, RebootKind.FULL
 SLOT = c.IN_REBOOT_SLOT_ANNOTATION
 REQUESTED = c.REBOOT_REQUESTED_ANNOTATION
 #: the BootcNode holds a drained reboot slot: both annotations present
@@ -126,6 +135,24 @@ def reason_of(view: HostView, why: str) -> str:
 UNCONFIRMED = (
     f"bootc switch {B} exited 0 but bootc status does not show it staged (staged: nothing)"
 )
+#: the staged / rollback deployment has the booted one's kernel
+A_STAGED_B_SOFT = host(entry(A), entry(B, softRebootCapable=True))
+A_STAGED_B_DOWNLOAD_ONLY_SOFT = host(entry(A), entry(B, downloadOnly=True, softRebootCapable=True))
+B_QUEUED_A_SOFT = host(entry(B), None, entry(A, softRebootCapable=True), queued=True)
+SOFT_ERROR = (
+    "bootc upgrade --from-downloaded --apply --soft-reboot=required failed (exit code 1): "
+    "error: Upgrading: Handling staged soft reboot: Handling soft reboot: Soft reboot was "
+    "required but staged deployment is not soft-reboot capable"
+)
+
+
+def allowing(
+    image: str, state: DesiredImageState = BOOTED, permits: frozenset[str] = DRAINED
+) -> Desired:
+    """A BootcNode whose pool allows soft reboots (``spec.rebootPolicy: AllowSoftReboot``)."""
+    return Desired(image, state, permits, allow_soft_reboot=True)
+
+
 INCOMPATIBLE = host(entry(None, incompatible=True))
 STAGED_INCOMPATIBLE = host(entry(A), entry(B, incompatible=True))
 NOT_BOOTC = host(None)
@@ -241,7 +268,7 @@ ROWS: list[Row] = [
         A_STAGED_B,
         Work(),
         (),
-        Decision(rebooting(B), HEALTHY, reboot=True),
+        Decision(rebooting(B), HEALTHY, reboot=True, reboot_kind=FULL),
     ),
     (
         "reboot already requested: Rebooting, no second reboot",
@@ -265,7 +292,7 @@ ROWS: list[Row] = [
         A_STAGED_B,
         Work(last=failed("switch", B, 2, 1, None)),
         (),
-        Decision(rebooting(B), HEALTHY, reboot=True, forget_attempt=True),
+        Decision(rebooting(B), HEALTHY, reboot=True, reboot_kind=FULL, forget_attempt=True),
     ),
     (
         "reboot command failed, backoff running: Staged + Degraded, wait",
@@ -285,7 +312,12 @@ ROWS: list[Row] = [
         A_STAGED_B,
         Work(last=failed("reboot", B, 1, 10, "systemctl reboot failed (exit code 1): nope")),
         (),
-        Decision(rebooting(B), deg("systemctl reboot failed (exit code 1): nope"), reboot=True),
+        Decision(
+            rebooting(B),
+            deg("systemctl reboot failed (exit code 1): nope"),
+            reboot=True,
+            reboot_kind=FULL,
+        ),
     ),
     # --- stage failures and backoff
     (
@@ -546,7 +578,7 @@ ROWS: list[Row] = [
         A_STAGED_B,
         Work(last=failed("apply", B, 1, 1, None)),
         (),
-        Decision(rebooting(B), HEALTHY, reboot=True, forget_attempt=True),
+        Decision(rebooting(B), HEALTHY, reboot=True, reboot_kind=FULL, forget_attempt=True),
     ),
     (
         "apply failed, backoff running: Staged + Degraded, wait",
@@ -687,7 +719,7 @@ ROWS: list[Row] = [
         B_QUEUED_A,
         Work(),
         (),
-        Decision(rebooting(A, rollback=True), HEALTHY, reboot=True),
+        Decision(rebooting(A, rollback=True), HEALTHY, reboot=True, reboot_kind=FULL),
     ),
     (
         "rollback queued, Booted without the permit: no reboot, RebootNotAllowed",
@@ -711,7 +743,9 @@ ROWS: list[Row] = [
         B_QUEUED_A,
         Work(last=failed("rollback", A, 1, 1, None)),
         (),
-        Decision(rebooting(A, rollback=True), HEALTHY, reboot=True, forget_attempt=True),
+        Decision(
+            rebooting(A, rollback=True), HEALTHY, reboot=True, reboot_kind=FULL, forget_attempt=True
+        ),
     ),
     (
         "bootc rollback failed, backoff running: Idle + Degraded, wait",
@@ -811,6 +845,137 @@ ROWS: list[Row] = [
         (),
         Decision(IDLE, HEALTHY),
     ),
+    # --- soft reboots (issue 17)
+    (
+        "AllowSoftReboot, capable, drained: Rebooting (soft), one soft reboot command",
+        allowing(B),
+        A_STAGED_B_SOFT,
+        Work(),
+        (),
+        Decision(rebooting(B, soft=True), HEALTHY, soft_reboot=True, reboot_kind=SOFT),
+    ),
+    (
+        "AllowSoftReboot, download-only and capable: the same command unlocks it, no apply",
+        allowing(B),
+        A_STAGED_B_DOWNLOAD_ONLY_SOFT,
+        Work(),
+        (),
+        Decision(rebooting(B, soft=True), HEALTHY, soft_reboot=True, reboot_kind=SOFT),
+    ),
+    (
+        "AllowSoftReboot, another kernel: full reboot, saying why",
+        allowing(B),
+        A_STAGED_B,
+        Work(),
+        (),
+        Decision(rebooting(B, full_why=NOT_CAPABLE), HEALTHY, reboot=True, reboot_kind=FULL),
+    ),
+    (
+        "AllowSoftReboot, another kernel, download-only: applied first, as always",
+        allowing(B),
+        A_STAGED_B_DOWNLOAD_ONLY,
+        Work(),
+        (),
+        Decision(
+            Cond(False, c.REASON_STAGED, f"applying the download-only {B} before rebooting"),
+            HEALTHY,
+            apply_staged=True,
+        ),
+    ),
+    (
+        "RebootOnly, capable: a full reboot, the message as ever",
+        Desired(B, BOOTED, DRAINED),
+        A_STAGED_B_SOFT,
+        Work(),
+        (),
+        Decision(rebooting(B), HEALTHY, reboot=True, reboot_kind=FULL),
+    ),
+    (
+        "AllowSoftReboot, capable, Staged asked: Staged, nothing else",
+        allowing(B, STAGED, frozenset()),
+        A_STAGED_B_SOFT,
+        Work(),
+        (),
+        Decision(staged(B), HEALTHY),
+    ),
+    (
+        "AllowSoftReboot, capable, not drained: no reboot of any kind",
+        allowing(B, BOOTED, frozenset({SLOT})),
+        A_STAGED_B_SOFT,
+        Work(),
+        (),
+        Decision(staged(B), reboot_not_allowed(B, (REQUESTED,))),
+    ),
+    (
+        "soft reboot requested: Rebooting (soft), no second command",
+        allowing(B),
+        A_STAGED_B_SOFT,
+        Work(reboot_requested=B, reboot_soft=True),
+        (),
+        Decision(rebooting(B, soft=True), HEALTHY),
+    ),
+    (
+        "full reboot requested although allowed: Rebooting (full, why), nothing more",
+        allowing(B),
+        A_STAGED_B,
+        Work(reboot_requested=B),
+        (),
+        Decision(rebooting(B, full_why=NOT_CAPABLE), HEALTHY),
+    ),
+    (
+        "soft reboot failed, backoff running: Staged + Degraded, wait",
+        allowing(B),
+        A_STAGED_B_SOFT,
+        Work(last=failed("soft-reboot", B, 1, 4, SOFT_ERROR), soft_reboot_failed=B),
+        (),
+        Decision(staged(B), deg(SOFT_ERROR), requeue_after=6.0),
+    ),
+    (
+        "soft reboot failed, backoff over: a full reboot, saying why, still Degraded",
+        allowing(B),
+        A_STAGED_B_SOFT,
+        Work(last=failed("soft-reboot", B, 1, 10, SOFT_ERROR), soft_reboot_failed=B),
+        (),
+        Decision(
+            rebooting(B, full_why=SOFT_FAILED),
+            deg(SOFT_ERROR),
+            reboot=True,
+            reboot_kind=FULL,
+        ),
+    ),
+    (
+        "soft reboot failed with the deployment still download-only: apply, then full",
+        allowing(B),
+        A_STAGED_B_DOWNLOAD_ONLY_SOFT,
+        Work(last=failed("soft-reboot", B, 1, 10, SOFT_ERROR), soft_reboot_failed=B),
+        (),
+        Decision(
+            Cond(False, c.REASON_STAGED, f"applying the download-only {B} before rebooting"),
+            deg(SOFT_ERROR),
+            apply_staged=True,
+        ),
+    ),
+    (
+        "a soft reboot failure of another image does not stop this one's",
+        allowing(B),
+        A_STAGED_B_SOFT,
+        Work(soft_reboot_failed=C),
+        (),
+        Decision(rebooting(B, soft=True), HEALTHY, soft_reboot=True, reboot_kind=SOFT),
+    ),
+    (
+        "queued rollback, AllowSoftReboot and capable: full reboot (rollback)",
+        allowing(A),
+        B_QUEUED_A_SOFT,
+        Work(),
+        (),
+        Decision(
+            rebooting(A, rollback=True, full_why=ROLLBACK_FULL),
+            HEALTHY,
+            reboot=True,
+            reboot_kind=FULL,
+        ),
+    ),
 ]
 
 
@@ -834,6 +999,14 @@ def test_conditions_of_each_state() -> None:
     assert (staging(B).status, staging(B).reason) == (False, c.REASON_STAGING)
     assert (staged(B).status, staged(B).reason) == (False, c.REASON_STAGED)
     assert (rebooting(B).status, rebooting(B).reason) == (False, c.REASON_REBOOTING)
+    assert rebooting(B).message == f"rebooting into {B}"
+    assert rebooting(B, soft=True).message == (
+        f"rebooting into {B} (soft reboot: userspace restarts, the kernel keeps running)"
+    )
+    assert rebooting(B, full_why=NOT_CAPABLE).message == (
+        f"rebooting into {B} (full reboot: the staged deployment is not softRebootCapable "
+        "(another kernel or initramfs))"
+    )
     refused = reboot_not_allowed(B, (SLOT, REQUESTED))
     assert (refused.status, refused.reason) == (True, "RebootNotAllowed")
     assert refused.message == (
@@ -880,6 +1053,44 @@ def test_no_reboot_or_apply_without_both_annotations() -> None:
                 d = decide(Desired(B, BOOTED, permits), view, work, now=NOW, retry=RETRY)
                 assert not d.reboot and not d.apply_staged, (permits, view, work)
     assert decide(Desired(B, BOOTED, DRAINED), A_STAGED_B, Work(), now=NOW, retry=RETRY).reboot
+
+
+def test_no_soft_reboot_unless_allowed_capable_drained_and_not_a_rollback() -> None:
+    """Whatever the host and the work under way: a soft reboot only for a pool that
+    allows it, a drained node and a capable staged deployment; never for a rollback."""
+    views = (
+        A_STAGED_B,
+        A_STAGED_B_SOFT,
+        A_STAGED_B_DOWNLOAD_ONLY,
+        A_STAGED_B_DOWNLOAD_ONLY_SOFT,
+        B_QUEUED_A_SOFT,
+        ON_A,
+    )
+    works = (
+        Work(),
+        Work(last=failed("soft-reboot", B, 3, 999, SOFT_ERROR), soft_reboot_failed=B),
+        Work(last=failed("reboot", B, 3, 999, "nope")),
+        Work(last=failed("apply", B, 1, 1, None)),
+    )
+    softly = 0
+    for image in (A, B):
+        for permits in (frozenset(), frozenset({SLOT}), DRAINED):
+            for soft in (False, True):
+                for view in views:
+                    for work in works:
+                        desired = Desired(image, BOOTED, permits, allow_soft_reboot=soft)
+                        d = decide(desired, view, work, now=NOW, retry=RETRY)
+                        if not d.soft_reboot:
+                            assert d.reboot_kind != SOFT
+                            continue
+                        assert (soft, permits, d.reboot_kind) == (True, DRAINED, SOFT)
+                        assert view.status is not None and view.status.staged is not None
+                        assert view.status.staged.soft_reboot_capable
+                        assert not view.status.rollback_queued
+                        assert work.soft_reboot_failed != image
+                        assert not d.reboot and not d.apply_staged
+                        softly += 1
+    assert softly == 6  # B: 2 capable views x 3 works without a failed soft reboot
 
 
 def test_rolling_back_never_pulls_and_never_reboots_without_both_annotations() -> None:
@@ -930,6 +1141,12 @@ def test_desired_reads_the_reboot_permit_annotations(
         ({"desiredImage": A, "desiredImageState": "Booted"}, Desired(A, BOOTED)),
         ({"desiredImage": A, "desiredImageState": "Sideways"}, Desired(A, STAGED)),
         ({"desiredImage": A}, Desired(A, STAGED)),
+        (
+            {"desiredImage": A, "rebootPolicy": "AllowSoftReboot"},
+            Desired(A, STAGED, allow_soft_reboot=True),
+        ),
+        ({"desiredImage": A, "rebootPolicy": "RebootOnly"}, Desired(A, STAGED)),
+        ({"desiredImage": A, "rebootPolicy": "Sometimes"}, Desired(A, STAGED)),
         ({"desiredImage": ""}, None),
         ({}, None),
         (None, None),

@@ -168,6 +168,36 @@ async def test_apply_downloaded_unlocks_a_download_only_deployment(tmp_path: Pat
     assert h.reboot_request is None, "without --apply: the daemon reboots by itself"
 
 
+async def test_soft_reboot_applies_the_staged_deployment_without_a_pull(host: Host) -> None:
+    assert host.switch(D2).returncode == 0
+    pulls = host.pulls()
+    await commands().soft_reboot()
+    assert host.bootc_calls("upgrade")[-1] == [
+        "upgrade",
+        "--from-downloaded",
+        "--apply",
+        "--soft-reboot=required",
+    ]
+    assert host.pulls() == pulls
+    assert host.next_reboot_kind() == "soft"
+    assert host.reboot().boot_kind == "soft"
+
+
+async def test_a_refused_soft_reboot_is_a_clear_error(host: Host) -> None:
+    host.add_image(f"{REPO}:k", "sha256:" + "3" * 64, kernel="6.99-sim")
+    assert host.switch(f"{REPO}:k").returncode == 0
+    before = failures("soft-reboot")
+    with pytest.raises(HostCommandError) as exc:
+        await commands().soft_reboot()
+    assert str(exc.value) == (
+        "bootc upgrade --from-downloaded --apply --soft-reboot=required failed (exit code 1): "
+        "error: Upgrading: Handling staged soft reboot: Handling soft reboot: Soft reboot was "
+        "required but staged deployment is not soft-reboot capable"
+    )
+    assert failures("soft-reboot") == before + 1
+    assert host.reboot_request is None
+
+
 async def test_apply_downloaded_without_a_staged_deployment_fails_clearly(host: Host) -> None:
     before = failures("apply")
     with pytest.raises(HostCommandError) as exc:

@@ -13,12 +13,22 @@ from bootc_operator.api.v1alpha1 import (
     BootAssessmentState,
     BootcNodeStatus,
     ImageInfo,
+    RebootKind,
 )
 from bootc_operator.daemon.bootc_status import DeploymentImages
-from bootc_operator.daemon.decide import HEALTHY, IDLE, Decision, degraded, staged, staging
+from bootc_operator.daemon.decide import (
+    HEALTHY,
+    IDLE,
+    Decision,
+    degraded,
+    rebooting,
+    staged,
+    staging,
+)
 from bootc_operator.daemon.status_report import (
     booted_short,
     build_status,
+    completed_reboot,
     same_status,
     status_patch,
 )
@@ -223,3 +233,57 @@ def test_boot_assessment_is_never_kept_from_the_stored_status() -> None:
         BootAssessment(state=BootAssessmentState.UNKNOWN),
     )
     assert bare["bootAssessment"] == {"state": "Unknown"}
+
+
+# ------------------------------------------------------------------ lastRebootKind (issue 17)
+
+ON_B = DeploymentImages(booted=info(B), staged=None, rollback=info(A))
+
+
+def test_last_reboot_kind_is_written_with_rebooting_and_kept_after() -> None:
+    server = merge_patch(
+        {}, status_patch(build_status(None, Decision(IDLE, HEALTHY), ON_A, 1, T0))["status"]
+    )
+    assert "lastRebootKind" not in server
+    soft = Decision(rebooting(B, soft=True), HEALTHY, soft_reboot=True, reboot_kind=RebootKind.SOFT)
+    new = build_status(server, soft, A_STAGED_B, 2, T1)
+    assert new["lastRebootKind"] == "Soft" and not same_status(server, new)
+    server = merge_patch(server, status_patch(new)["status"])
+    assert BootcNodeStatus.model_validate(server).last_reboot_kind == RebootKind.SOFT
+    # after the reboot: another boot, the kind kept (and no write for it alone)
+    after = build_status(server, Decision(IDLE, HEALTHY), ON_B, 2, T1)
+    assert after["lastRebootKind"] == "Soft"
+    server = merge_patch(server, status_patch(after)["status"])
+    assert same_status(server, build_status(server, Decision(IDLE, HEALTHY), ON_B, 2, T1))
+    full = Decision(rebooting(A), HEALTHY, reboot=True, reboot_kind=RebootKind.FULL)
+    assert build_status(server, full, ON_B, 3, T1)["lastRebootKind"] == "Full"
+
+
+def left_rebooting(kind: str | None) -> dict[str, Any]:
+    """What the daemon left on the server right before rebooting from A into B."""
+    reboot_kind = None if kind is None else RebootKind(kind)
+    decision = Decision(rebooting(B), HEALTHY, reboot=True, reboot_kind=reboot_kind)
+    left: dict[str, Any] = merge_patch(
+        {}, status_patch(build_status(None, decision, A_STAGED_B, 1, T0))["status"]
+    )
+    return left
+
+
+def test_completed_reboot_is_the_kind_left_before_a_reboot_into_another_deployment() -> None:
+    assert completed_reboot(left_rebooting("Soft"), ON_B) == RebootKind.SOFT
+    assert completed_reboot(left_rebooting("Full"), ON_B) == RebootKind.FULL
+    # written by a daemon that does not know the field: it reboots fully
+    assert completed_reboot(left_rebooting(None), ON_B) == RebootKind.FULL
+
+
+def test_no_completed_reboot_without_a_new_deployment_or_a_rebooting_status() -> None:
+    assert completed_reboot(left_rebooting("Soft"), A_STAGED_B) is None, "a daemon restart"
+    assert completed_reboot(left_rebooting("Soft"), DeploymentImages(None, None, None)) is None
+    idle = merge_patch(
+        {}, status_patch(build_status(None, Decision(IDLE, HEALTHY), ON_A, 1, T0))["status"]
+    )
+    assert completed_reboot(idle, ON_B) is None
+    assert completed_reboot(None, ON_B) is None
+    assert completed_reboot({**left_rebooting("Soft"), "lastRebootKind": "Sideways"}, ON_B) == (
+        RebootKind.FULL
+    )

@@ -14,7 +14,11 @@ Shaped like client-go's sample-controller with a single key, the node's name:
   ``BootcNode.status`` when its content changed → act: cancel / start the switch,
   apply a download-only deployment (``bootc upgrade --from-downloaded``), queue or
   revert a rollback (``bootc rollback``; both followed by a status re-read), or
-  reboot (the Rebooting status is written first). The reconcile returns the
+  reboot: ``systemctl reboot``, or a soft reboot with ``bootc upgrade
+  --from-downloaded --apply --soft-reboot=required`` when the BootcNode's
+  ``rebootPolicy`` allows it and the staged deployment is soft-reboot capable (the
+  Rebooting status, with ``lastRebootKind``, is written first; a failed soft reboot
+  makes the retry a full one). The reconcile returns the
   backoff delay of a failed command as its requeue time, or the time of the next
   boot-assessment read if that is sooner.
 
@@ -31,6 +35,10 @@ BootcNode B: ..." for a 403, e.g. a token bound to another node — and the key 
 retried after the capped backoff (``--backoff-initial`` .. ``--backoff-max``), never a
 traceback per retry. Nothing is done on the host while the status cannot be written
 (the Rebooting status must be on the server before a reboot).
+
+Reboots are counted (``metrics.REBOOTS``, by kind) by the process that starts after
+one: at its first status write it finds the Rebooting status its predecessor left and
+a new booted deployment (``status_report.completed_reboot``).
 
 Version skew: a status field the server drops (an older BootcNode CRD without
 ``status.bootedShort``, whose schema prunes it) is noticed in the answer to the patch,
@@ -95,7 +103,13 @@ from bootc_operator.daemon.decide import (
 )
 from bootc_operator.daemon.hostcmd import HostCommandError, HostCommands
 from bootc_operator.daemon.hostwatch import HostWatch
-from bootc_operator.daemon.status_report import Status, build_status, same_status, status_patch
+from bootc_operator.daemon.status_report import (
+    Status,
+    build_status,
+    completed_reboot,
+    same_status,
+    status_patch,
+)
 from bootc_operator.informers import EventHandler, Informer, unwrap
 from bootc_operator.informers.objects import DeletedFinalStateUnknown, Obj
 from bootc_operator.informers.overlay import Overlay
@@ -173,6 +187,10 @@ class Agent:
         self._switch_image: str | None = None
         self._last: Attempt | None = None
         self._reboot_requested: str | None = None
+        self._reboot_soft = False
+        self._soft_reboot_failed: str | None = None
+        # whether this process has looked for the reboot it came up from (once)
+        self._reboot_checked = False
         # the current boot's assessment; when to read it again (monotonic; None: never)
         self._assessment: BootAssessment | None = None
         self._assess_reads = 0
@@ -282,7 +300,13 @@ class Agent:
         return HostView(self._host_status, self._host_error, self._status_failures)
 
     def _work(self) -> Work:
-        return Work(self._switch_image, self._last, self._reboot_requested)
+        return Work(
+            self._switch_image,
+            self._last,
+            self._reboot_requested,
+            self._reboot_soft,
+            self._soft_reboot_failed,
+        )
 
     async def _refresh_host(self) -> None:
         try:
@@ -326,6 +350,19 @@ class Agent:
             if self._host_status is not None and self._host_error is None
             else None
         )
+        if images is not None and not self._reboot_checked:
+            self._reboot_checked = True
+            came_from = completed_reboot(current, images)
+            if came_from is not None:
+                m.REBOOTS.labels(came_from.value.lower()).inc()
+                log.info(
+                    "back from a reboot",
+                    extra={
+                        **self._ctx,
+                        "kind": came_from.value,
+                        "image": images.booted.image if images.booted else None,
+                    },
+                )
         new = build_status(
             current, decision, images, generation, dt.datetime.now(dt.UTC), self._assessment
         )
@@ -394,6 +431,12 @@ class Agent:
             requeue = 0.0  # judge it from a fresh bootc status, once this reconcile is done
         if decision.reboot and desired is not None and not await self._reboot(desired.image):
             requeue = 0.0  # the reboot failed: decide again (its backoff is in decide)
+        if (
+            decision.soft_reboot
+            and desired is not None
+            and not await self._soft_reboot(desired.image)
+        ):
+            requeue = 0.0  # decide again: a full reboot after the backoff
         return requeue
 
     # ------------------------------------------------------------ switch
@@ -484,7 +527,28 @@ class Agent:
             log.warning("reboot failed: %s", exc, extra={**self._ctx, "image": image})
             self._last = Attempt("reboot", image, attempts, self.clock(), str(exc))
             return False
-        self._reboot_requested = image
+        self._reboot_requested, self._reboot_soft = image, False
+        self._last = None
+        return True
+
+    async def _soft_reboot(self, image: str) -> bool:
+        """Apply the staged ``image`` with a soft reboot; False when bootc failed (the node
+        then gets a full reboot after the backoff)."""
+        log.info("soft-rebooting into the staged image", extra={**self._ctx, "image": image})
+        try:
+            await self.host.soft_reboot()
+        except HostCommandError as exc:
+            attempts = self._attempts("soft-reboot", image)
+            log.warning(
+                "soft reboot failed: %s; a full reboot follows after the backoff",
+                exc,
+                extra={**self._ctx, "image": image},
+            )
+            self._last = Attempt("soft-reboot", image, attempts, self.clock(), str(exc))
+            self._soft_reboot_failed = image
+            self._host_stale = True  # bootc may have unlocked a download-only deployment
+            return False
+        self._reboot_requested, self._reboot_soft = image, True
         self._last = None
         return True
 

@@ -5,10 +5,10 @@
 last said (``HostView``) and what the daemon itself has under way or just tried
 (``Work``), and returns a ``Decision``: the ``Idle`` and ``Degraded`` conditions to
 report and the one next step to take (cancel the running switch, start a switch, apply
-a download-only deployment, run ``bootc rollback``, reboot, or wait ``requeue_after``
-seconds). It never performs I/O, never reads a clock and never raises for odd input:
-``agent`` is the thin async shell that gathers the inputs, writes the status and runs
-the commands.
+a download-only deployment, run ``bootc rollback``, reboot fully or softly, or wait
+``requeue_after`` seconds). It never performs I/O, never reads a clock and never raises
+for odd input: ``agent`` is the thin async shell that gathers the inputs, writes the
+status and runs the commands.
 
 Rules, in order (the first that applies wins):
 
@@ -52,7 +52,37 @@ Rules, in order (the first that applies wins):
    (the shell writes that status *before* it runs ``systemctl reboot``), once per
    process and image. A failed apply or reboot command is retried after the backoff
    (``Staged`` + ``Degraded`` meanwhile); an apply that exits 0 but leaves the
-   deployment download-only counts as failed.
+   deployment download-only counts as failed. The decision carries the reboot's kind
+   (``reboot_kind``), which the shell writes as ``status.lastRebootKind`` with the
+   Rebooting status.
+
+   **Soft reboots** (rule 5 with the permit): when the BootcNode's
+   ``spec.rebootPolicy`` is ``AllowSoftReboot`` and bootc reports the staged
+   deployment ``softRebootCapable`` (same kernel and initramfs as the booted one,
+   compatible SELinux policy, a systemd that can soft-reboot), the update is applied
+   with a soft reboot instead: ``Idle=False/Rebooting`` ("... (soft reboot: userspace
+   restarts, the kernel keeps running)"), ``lastRebootKind: Soft``, then one command,
+   ``bootc upgrade --from-downloaded --apply --soft-reboot=required``. Why that one:
+   it is the only bootc command that applies the deployment *already staged* without
+   pulling (``bootc upgrade --apply`` re-resolves the spec image and may stage a newer
+   digest; ``bootc switch --apply IMAGE`` of the staged image stops at "Image
+   specification is unchanged." and applies nothing); for a download-only deployment it
+   unlocks it first, for a normal one it says "already set to apply on reboot"; then
+   bootc prepares the soft reboot (ostree's ``/run/nextroot``) and reboots, which
+   systemd turns into ``systemctl soft-reboot``. ``required``, not ``auto``: the
+   daemon has already decided (and written ``Soft``) from ``softRebootCapable``;
+   ``auto`` would silently fall back to a full reboot if bootc's view differed, and
+   the status would lie, while ``required`` makes bootc refuse instead. A soft reboot
+   command that fails (exit non-zero) is not tried again for that image by this
+   process: after the backoff the node gets a full reboot as usual (drained and
+   holding its slot, it should not wait for a soft reboot that may never work).
+   ``RebootOnly`` (or no policy: a BootcNode written by the Go operator) never
+   soft-reboots, nor does a queued rollback (rule 6): bootc can soft-reboot into the
+   rollback deployment only as part of ``bootc rollback --soft-reboot``, and running
+   that again would revert the queued rollback; a rollback is recovery, a full reboot
+   is the conservative way back. A soft reboot still needs the drained slot: it
+   restarts every pod. With the policy, a full reboot's Idle message says why it is
+   not soft; without it the message is unchanged ("rebooting into X").
 6. The desired image is the *rollback* deployment (``image_matches``), neither booted
    nor staged: this is how the controller rolls a node back after a failed health
    check (``desiredImage`` = the rollback deployment as a digest ref; the Go
@@ -86,10 +116,10 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from bootc_operator.api import constants as c
-from bootc_operator.api.v1alpha1 import DesiredImageState
+from bootc_operator.api.v1alpha1 import DesiredImageState, RebootKind, RebootPolicy
 from bootc_operator.daemon.bootc_status import HostStatus, image_matches
 
-Action = Literal["switch", "apply", "rollback", "reboot"]
+Action = Literal["switch", "apply", "rollback", "reboot", "soft-reboot"]
 
 #: The rollout's annotations that together say "this node holds a reboot slot and was
 #: drained": only then may ``desiredImageState: Booted`` make the daemon reboot.
@@ -114,6 +144,8 @@ class Desired:
     #: the annotations of ``REBOOT_PERMIT`` present on the BootcNode (none by default:
     #: a reboot must be permitted explicitly)
     permits: frozenset[str] = frozenset()
+    #: ``spec.rebootPolicy`` is ``AllowSoftReboot``
+    allow_soft_reboot: bool = False
 
     @property
     def missing_permits(self) -> tuple[str, ...]:
@@ -126,7 +158,8 @@ def desired_from_spec(
     """``Desired`` from a BootcNode's ``spec`` and ``metadata.annotations`` (wire dicts);
     None without a desired image.
 
-    An unknown ``desiredImageState`` reads as ``Staged``: never reboot on a guess.
+    An unknown ``desiredImageState`` reads as ``Staged``: never reboot on a guess; any
+    ``rebootPolicy`` but ``AllowSoftReboot`` (unset, unknown) means full reboots only.
     """
     spec = spec or {}
     image = spec.get("desiredImage")
@@ -137,7 +170,8 @@ def desired_from_spec(
     except ValueError:
         state = DesiredImageState.STAGED
     present = frozenset(a for a in REBOOT_PERMIT if a in (annotations or {}))
-    return Desired(image, state, present)
+    soft = spec.get("rebootPolicy") == RebootPolicy.ALLOW_SOFT_REBOOT.value
+    return Desired(image, state, present, allow_soft_reboot=soft)
 
 
 @dataclass(frozen=True)
@@ -174,6 +208,10 @@ class Work:
     last: Attempt | None = None
     #: the image a reboot was successfully requested for (by this process)
     reboot_requested: str | None = None
+    #: that reboot is a soft one
+    reboot_soft: bool = False
+    #: the image a soft reboot command failed for (by this process): full reboots only
+    soft_reboot_failed: str | None = None
 
 
 @dataclass(frozen=True)
@@ -200,7 +238,13 @@ class Decision:
     apply_staged: bool = False
     #: ``bootc rollback``: queue the rollback deployment, or revert a queued rollback
     rollback: bool = False
+    #: ``systemctl reboot``
     reboot: bool = False
+    #: ``bootc upgrade --from-downloaded --apply --soft-reboot=required``
+    soft_reboot: bool = False
+    #: ``status.lastRebootKind`` to write with this decision's Rebooting status (None:
+    #: keep what the status says)
+    reboot_kind: RebootKind | None = None
     #: the ``Work.last`` record is obsolete (succeeded, or about another image)
     forget_attempt: bool = False
     requeue_after: float | None = None
@@ -234,8 +278,21 @@ def staged(image: str, *, download_only: bool = False) -> Cond:
     return Cond(False, c.REASON_STAGED, f"{image} is staged")
 
 
-def rebooting(image: str, *, rollback: bool = False) -> Cond:
+#: why a node whose pool allows soft reboots reboots fully (``rebooting(full_why=...)``)
+NOT_CAPABLE = "the staged deployment is not softRebootCapable (another kernel or initramfs)"
+ROLLBACK_FULL = "a queued rollback boots with a full reboot"
+SOFT_FAILED = "the soft reboot failed"
+
+
+def rebooting(
+    image: str, *, rollback: bool = False, soft: bool = False, full_why: str | None = None
+) -> Cond:
+    """``Idle=False/Rebooting``: soft, or full (saying why when soft was allowed)."""
     what = " (the rollback deployment)" if rollback else ""
+    if soft:
+        what += " (soft reboot: userspace restarts, the kernel keeps running)"
+    elif full_why:
+        what += f" (full reboot: {full_why})"
     return Cond(False, c.REASON_REBOOTING, f"rebooting into {image}{what}")
 
 
@@ -304,6 +361,8 @@ def attempt_problem(attempt: Attempt, staged_image: str | None, *, queued: bool 
         )
     if attempt.action == "reboot":
         return f"systemctl reboot into {attempt.image} had no effect"
+    if attempt.action == "soft-reboot":
+        return f"the soft reboot into {attempt.image} had no effect"
     if attempt.action == "apply":
         return (
             "bootc upgrade --from-downloaded exited 0 but bootc status still shows "
@@ -378,8 +437,10 @@ def _command_after_backoff(
     ready: Cond,
     waiting: Cond,
 ) -> Decision:
-    """Run ``action`` (apply or reboot), or wait out the backoff of its ``failed`` attempt."""
-    apply_staged, reboot = action == "apply", action == "reboot"
+    """Run ``action`` (apply, reboot or soft reboot), or wait out the backoff of its
+    ``failed`` attempt."""
+    apply_staged, reboot, soft = action == "apply", action == "reboot", action == "soft-reboot"
+    kind = RebootKind.SOFT if soft else RebootKind.FULL if reboot else None
     if failed is None:
         return Decision(
             ready,
@@ -387,6 +448,8 @@ def _command_after_backoff(
             cancel_switch=other_switch,
             apply_staged=apply_staged,
             reboot=reboot,
+            soft_reboot=soft,
+            reboot_kind=kind,
             forget_attempt=forget,
         )
     problem = attempt_problem(failed, staged_image)
@@ -404,6 +467,8 @@ def _command_after_backoff(
         cancel_switch=other_switch,
         apply_staged=apply_staged,
         reboot=reboot,
+        soft_reboot=soft,
+        reboot_kind=kind,
     )
 
 
@@ -517,9 +582,27 @@ def decide(
                 cancel_switch=other_switch,
                 forget_attempt=work.last is not None,
             )
+        # soft or full (see "Soft reboots" in the module docstring)
+        soft_failed = work.soft_reboot_failed == desired.image
+        capable = staged_entry is not None and staged_entry.soft_reboot_capable
+        soft = desired.allow_soft_reboot and not rolled_back and capable and not soft_failed
+        full_why = (
+            None
+            if not desired.allow_soft_reboot
+            else ROLLBACK_FULL
+            if rolled_back
+            else SOFT_FAILED
+            if soft_failed
+            else NOT_CAPABLE
+        )
         if work.reboot_requested == desired.image:
             return Decision(
-                rebooting(desired.image, rollback=rolled_back),
+                rebooting(
+                    desired.image,
+                    rollback=rolled_back,
+                    soft=work.reboot_soft,
+                    full_why=None if work.reboot_soft else full_why,
+                ),
                 HEALTHY,
                 cancel_switch=other_switch,
             )
@@ -531,8 +614,10 @@ def decide(
                 cancel_switch=other_switch,
                 forget_attempt=work.last is not None,
             )
-        action: Action = "apply" if download_only else "reboot"
-        failed = last if last is not None and last.action == action else None
+        action: Action = "soft-reboot" if soft else "apply" if download_only else "reboot"
+        # the failed soft reboot's backoff is waited out before the full reboot
+        retried = (action, "soft-reboot") if soft_failed else (action,)
+        failed = last if last is not None and last.action in retried else None
         # a finished switch did its job; an apply that worked left no download-only
         # deployment behind: either record is obsolete now
         forget = forget or (last is not None and failed is None)
@@ -542,8 +627,8 @@ def decide(
                 c.REASON_STAGED,
                 f"applying the download-only {desired.image} before rebooting",
             )
-            if download_only
-            else rebooting(desired.image, rollback=rolled_back)
+            if action == "apply"
+            else rebooting(desired.image, rollback=rolled_back, soft=soft, full_why=full_why)
         )
         return _command_after_backoff(
             action,

@@ -32,6 +32,11 @@ text meant for the ``Degraded`` condition.
   a queued rollback is reverted. No pull: the deployment is on disk; run directly
   with the command timeout. Whether it worked is read from status.
 - ``reboot()``: ``systemctl reboot``.
+- ``soft_reboot()``: ``bootc upgrade --from-downloaded --apply --soft-reboot=required``:
+  apply the staged deployment (unlocking a download-only one) with a soft reboot,
+  without pulling; bootc refuses (non-zero exit) when the deployment is not
+  soft-reboot capable (``decide``'s docstring says why this command). Like ``reboot()``
+  it returns once the reboot is under way; the process is ended by it.
 - ``boot_probe()``: what ``assessment.assess`` needs: ``systemctl is-active
   boot-complete.target``; unless ``active``, ``systemctl is-system-running`` and
   ``systemctl list-units --failed --plain --no-legend --no-pager``. Their exit codes
@@ -63,6 +68,13 @@ SWITCH_UNIT: Final = "bootc-operator-switch.service"
 STATUS_ARGS: Final = ("bootc", "status", "--format=json", "--format-version=1")
 APPLY_DOWNLOADED_ARGS: Final = ("bootc", "upgrade", "--from-downloaded")
 ROLLBACK_ARGS: Final = ("bootc", "rollback")
+SOFT_REBOOT_ARGS: Final = (
+    "bootc",
+    "upgrade",
+    "--from-downloaded",
+    "--apply",
+    "--soft-reboot=required",
+)
 TARGET_ARGS: Final = ("systemctl", "is-active", BOOT_COMPLETE_TARGET)
 SYSTEM_ARGS: Final = ("systemctl", "is-system-running")
 FAILED_UNITS_ARGS: Final = (
@@ -289,6 +301,17 @@ class HostCommands:
     async def reboot(self) -> None:
         result = await self.run("reboot", ["systemctl", "reboot"], self.command_timeout)
         _check(result, "reboot", "systemctl reboot")
+
+    async def soft_reboot(self) -> None:
+        """Apply the staged deployment with a soft reboot; ``HostCommandError`` on failure."""
+        what = " ".join(SOFT_REBOOT_ARGS)
+        try:
+            result = await self.run("soft-reboot", SOFT_REBOOT_ARGS, self.command_timeout)
+        except CommandTimeout:
+            raise CommandTimeout(
+                f"{what} did not finish within {self.command_timeout:g}s"
+            ) from None
+        _check(result, "soft-reboot", what, with_stdout=True)
 
     @property
     def _probe_timeout(self) -> float:

@@ -12,7 +12,13 @@ Pure functions over wire dicts (camelCase, as the API server stores them):
   ``bootedShort``. ``bootAssessment`` is the current boot's (``assessment``), never
   one kept from the status: what the server holds may be the previous boot's, and a
   new ``booted`` next to an old ``Complete`` would pass a health gate the new boot
-  never passed. None (not read) writes none.
+  never passed. None (not read) writes none. ``lastRebootKind`` is the decision's
+  ``reboot_kind`` when it reboots (written with ``Idle=False/Rebooting``), else kept.
+- ``completed_reboot(current, images)``: the kind of the reboot the host just came
+  back from (``lastRebootKind``, ``Full`` if unset), when the status on the server is
+  the ``Idle=False/Rebooting`` one the daemon wrote before rebooting and bootc now
+  reports another booted deployment; None otherwise (a daemon restart, a reboot that
+  booted nothing new). Counted once per process (``metrics.REBOOTS``).
 - ``booted_short(info)``: ``status.bootedShort``, for ``kubectl get``: the first 12
   hex digits of the booted image's digest *as the pool targets it*: the digest of
   the reference bootc was switched to when that is digest-pinned (``repo@sha256:…``,
@@ -37,7 +43,7 @@ from typing import Any, Final
 
 from bootc_operator.api import constants as c
 from bootc_operator.api.conditions import set_condition
-from bootc_operator.api.v1alpha1 import BootAssessment, ImageInfo
+from bootc_operator.api.v1alpha1 import BootAssessment, ImageInfo, RebootKind
 from bootc_operator.daemon.bootc_status import DeploymentImages
 from bootc_operator.daemon.decide import Decision
 
@@ -45,6 +51,7 @@ Status = dict[str, Any]
 SLOTS = ("booted", "staged", "rollback")
 BOOTED_SHORT: Final = "bootedShort"
 BOOT_ASSESSMENT: Final = "bootAssessment"
+LAST_REBOOT_KIND: Final = "lastRebootKind"
 SHORT_HEX: Final = 12
 _DIGEST = re.compile(r"[a-z0-9]+(?:[.+_-][a-z0-9]+)*:([0-9a-fA-F]{32,})")
 
@@ -101,8 +108,38 @@ def build_status(
         )
         status[BOOTED_SHORT] = booted_short(images.booted)
     status[BOOT_ASSESSMENT] = None if assessment is None else assessment.to_wire()
+    kind = decision.reboot_kind
+    status[LAST_REBOOT_KIND] = kind.value if kind is not None else current.get(LAST_REBOOT_KIND)
     status["conditions"] = conditions
     return status
+
+
+def completed_reboot(
+    current: Mapping[str, Any] | None, images: DeploymentImages
+) -> RebootKind | None:
+    """The kind of reboot the host came back from, if any (see the module docstring)."""
+    current = current or {}
+    idle = next(
+        (
+            cond
+            for cond in current.get("conditions") or ()
+            if isinstance(cond, Mapping) and cond.get("type") == c.COND_IDLE
+        ),
+        None,
+    )
+    if idle is None or idle.get("reason") != c.REASON_REBOOTING:
+        return None
+    before = current.get("booted") or {}
+    now = images.booted
+    if now is None or (before.get("image"), before.get("imageDigest")) == (
+        now.image,
+        now.image_digest,
+    ):
+        return None
+    try:
+        return RebootKind(str(current.get(LAST_REBOOT_KIND) or RebootKind.FULL.value))
+    except ValueError:
+        return RebootKind.FULL
 
 
 def _prune(value: Any) -> Any:
