@@ -52,6 +52,12 @@ HEALTH_CHECK_FAILURES: Final = Counter(
     "Nodes that failed their health gate (spec.health), by the check that failed",
     ["pool", "check"],
 )
+NODE_REBOOTS: Final = Counter(
+    "bootc_operator_node_reboots_total",
+    "Nodes released after rebooting into an update or a rollback, by how they rebooted "
+    "(status.lastRebootKind: soft = userspace only, full)",
+    ["pool", "kind"],
+)
 ROLLBACKS: Final = Counter(
     "bootc_operator_rollbacks_total",
     "Nodes told to roll back (bootc rollback) after failing their health gate",
@@ -72,7 +78,7 @@ def forget_pool(pool: str) -> None:
     ):
         with contextlib.suppress(KeyError):
             gauge.remove(pool)
-    for gauge in (POOL_NODES, POOL_DEGRADED, HEALTH_CHECK_FAILURES):
+    for gauge in (POOL_NODES, POOL_DEGRADED, HEALTH_CHECK_FAILURES, NODE_REBOOTS):
         for labels in list(gauge._metrics):  # no public way to list series
             if labels[0] == pool:
                 gauge.remove(*labels)

@@ -42,6 +42,7 @@ import logging
 
 from bootc_operator.api import constants as c
 from bootc_operator.api.timefmt import now_rfc3339, parse_time
+from bootc_operator.api.v1alpha1 import RebootKind
 from bootc_operator.reconcilers.context import Context, Obj, pool_ref
 from bootc_operator.reconcilers.drain import DrainManager
 from bootc_operator.reconcilers.fanout import each
@@ -53,6 +54,7 @@ from bootc_operator.reconcilers.healthpods import HealthPods, health_gates
 from bootc_operator.reconcilers.metrics import (
     HEALTH_CHECK_DURATION,
     HEALTH_CHECK_FAILURES,
+    NODE_REBOOTS,
     NODE_UPDATE_DURATION,
     ROLLBACKS,
 )
@@ -239,6 +241,11 @@ class RolloutReconciler:
         keep = {c.HEALTH_CHECK_ANNOTATION: v.health_note} if v.rolling_back else None
         await ctx.patch_bootc_node(bn, release_patch(v.desired_image_state, keep))
         pool_name = pool["metadata"]["name"]
+        # how the node rebooted, as its daemon wrote with Rebooting (a daemon that does not
+        # write lastRebootKind only reboots fully); a cancelled holder never rebooted
+        soft = (bn.get("status") or {}).get("lastRebootKind") == RebootKind.SOFT.value
+        if v.reboot_requested_at is not None and not cancelled:
+            NODE_REBOOTS.labels(pool_name, "soft" if soft else "full").inc()
         if v.rolling_back:
             kept = "left cordoned as it was before" if v.was_cordoned else "uncordoned"
             msg = (
@@ -266,9 +273,10 @@ class RolloutReconciler:
             checked = f", healthy {took:.0f}s after its reboot request"
         drained = (bn["metadata"].get("annotations") or {}).get(c.DRAIN_SUMMARY_ANNOTATION)
         drained = f"; drained before its reboot: {drained}" if drained else ""
+        how = " (soft reboot)" if soft else ""
         msg = (
-            f"{name} runs {v.booted_digest or 'the target'}{checked}; {kept}, slot released"
-            f"{drained}"
+            f"{name} runs {v.booted_digest or 'the target'}{how}{checked}; {kept}, "
+            f"slot released{drained}"
         )
         log.info("node updated", extra={"pool": pool_name, "node": name})
         summary = "{n} nodes updated and released their slots"
