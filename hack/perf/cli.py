@@ -176,6 +176,12 @@ def table(results: dict[str, Any]) -> str:
             + ", ".join(f"{k} {v:g}" for k, v in roll["requests_per_node_by_verb"].items())
             + f"); rollout of {d['daemons']} nodes, M={d['max_unavailable']}: {roll['seconds']} s",
         ]
+        start = roll.get("startup_seconds") or {}
+        if start.get("n"):
+            lines.append(
+                f"   start-up after a reboot (process start -> first status write): median "
+                f"{start['median']} s, max {start['max']} s ({start['n']} daemons)"
+            )
     return "\n".join(lines)
 
 

@@ -17,6 +17,11 @@ a fresh etcd + kube-apiserver, with the controller process driving a pool.
    staged image, the Node is Ready again and a new daemon starts. API requests
    per node per rollout = every daemon process's
    ``bootc_operator_api_requests_total`` summed over both lives / N.
+   **Start-up** of each daemon started after a reboot: process start (its spawn) to
+   the first status write of the new life (the observer's first event with the
+   new booted image), median and max: the daemon's imports, the host commands it
+   runs before the write (on these simulated hosts each is a Python shim) and its
+   first requests.
 """
 
 from __future__ import annotations
@@ -25,8 +30,10 @@ import asyncio
 import contextlib
 import math
 import os
+import statistics
 import tempfile
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,7 +50,7 @@ from bootc_operator.kube import (
 from hack.fakebootc import Host, make_host
 from hack.perf import components as comp
 from hack.perf.nodes import bounded
-from hack.perf.observer import Observer
+from hack.perf.observer import BnFacts, Observer
 from hack.perf.procinfo import proc_mem
 from hack.perf.scale import PREFIX, bench_pool, digest, image, log, node_body
 from hack.testenv import ControlPlane
@@ -75,6 +82,7 @@ class DaemonFleet:
     log_dir: Path
     running: dict[str, DaemonProc] = field(default_factory=dict)
     lives: int = 0
+    spawned: dict[str, float] = field(default_factory=dict)  # node -> monotonic, last life
 
     async def start(self, index: int, node: str, host: Host) -> DaemonProc:
         """Start a daemon and wait for its /metrics; again on new ports if one was taken."""
@@ -97,6 +105,7 @@ class DaemonFleet:
         metrics_port = free_port()
         argv, env = host.daemon_command(node, self.kubeconfig, metrics_port, free_port())
         self.lives += 1
+        self.spawned[node] = time.monotonic()
         process = spawn(f"daemon-{node}", argv, self.log_dir / f"daemon-{node}.log", env=env)
         daemon = DaemonProc(index, node, host, process, metrics_port)
         self.running[node] = daemon
@@ -241,6 +250,9 @@ async def run_daemons(
             },
             "requests": comp.flat(per_rollout),
         }
+        result["rollout"]["startup_seconds"] = startup_figures(
+            observer.bn_log, daemons.spawned, since=t0, booted=digest(2)
+        )
         per_node = result["rollout"]["requests_per_node"]
         log(f"daemons: rollout in {rollout_s:.0f}s, {per_node} requests per node")
         return result
@@ -250,6 +262,30 @@ async def run_daemons(
         await asyncio.to_thread(daemons.stop_all)
         await observer.stop()
         await api.close()
+
+
+def startup_figures(
+    bn_log: Iterable[tuple[float, str, BnFacts]],
+    spawned: dict[str, float],
+    *,
+    since: float,
+    booted: str,
+) -> dict[str, float | int]:
+    """Median and max of spawn -> first status write with ``booted`` of the lives started
+    after ``since``, from the observer's BootcNode log (it timestamps the write's event)."""
+    first: dict[str, float] = {}
+    for t, name, facts in bn_log:
+        start = spawned.get(name)
+        if start is not None and start > since and t >= start and facts.booted == booted:
+            first.setdefault(name, t - start)
+    values = sorted(first.values())
+    if not values:
+        return {"n": 0}
+    return {
+        "n": len(values),
+        "median": round(statistics.median(values), 3),
+        "max": round(values[-1], 3),
+    }
 
 
 def run(
