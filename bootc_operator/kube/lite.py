@@ -52,7 +52,6 @@ from pathlib import Path
 from typing import Any, Final
 
 import aiohttp
-import yaml
 from yarl import URL
 
 from bootc_operator import __version__
@@ -233,6 +232,9 @@ def load_access(
                     raise ConfigError(f"in-cluster config: {required} is missing")
             return found
         kubeconfig = default_kubeconfig(env)
+    # In a Pod there is no kubeconfig to parse: yaml (~1 MiB) only loads for one.
+    import yaml  # noqa: PLC0415
+
     path = Path(kubeconfig)
     try:
         doc = yaml.safe_load(path.read_text())
