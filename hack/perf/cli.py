@@ -7,7 +7,10 @@ client's throughput, rollout efficiency, reaction latencies, controller cost.
 At N = 1,000 (``--quick``: 100; ``--stage-ahead-sizes``) two more rollouts
 stage as they go, ``stageAhead`` = M vs unset: their times and the most nodes
 staging at once. Then N = 20 real daemon processes on simulated hosts
-(``hack.perf.daemons``): idle RSS and CPU, API requests per node per rollout.
+(``hack.perf.daemons``): idle RSS and CPU, API requests per node per rollout, and
+the rollout time with soft reboots (``rebootPolicy: AllowSoftReboot``, a userspace-only
+image; ``--soft-reboot-seconds``, default R/4) against full ones (R)
+(``--no-soft-rollout`` skips that rollout).
 
 Prints the machine and a table; writes every figure as JSON (``--json``,
 default ``.cache/bench/results.json``). Nothing fails on a number. The machine
@@ -182,6 +185,14 @@ def table(results: dict[str, Any]) -> str:
                 f"   start-up after a reboot (process start -> first status write): median "
                 f"{start['median']} s, max {start['max']} s ({start['n']} daemons)"
             )
+        soft = d.get("soft_rollout")
+        if soft:
+            kinds = ", ".join(f"{k} {v}" for k, v in sorted(soft["reboots"].items()))
+            lines.append(
+                f"   rollout with soft reboots (down {soft['soft_reboot_seconds']:g} s) / full "
+                f"(down {soft['reboot_seconds']:g} s): {soft['seconds']} s / "
+                f"{soft['full_seconds']} s = {soft['soft_over_full']} ({kinds} reboots)"
+            )
     return "\n".join(lines)
 
 
@@ -213,6 +224,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=4, help="the controller's --workers")
     p.add_argument("--daemons", type=int, default=20, help="real daemon processes (0: skip)")
     p.add_argument("--daemon-idle-seconds", type=float, default=60.0)
+    p.add_argument(
+        "--soft-reboot-seconds",
+        type=float,
+        help="simulated soft reboot time of the daemons' soft rollout (default: R/4)",
+    )
+    p.add_argument(
+        "--no-soft-rollout",
+        dest="soft_rollout",
+        action="store_false",
+        help="skip the daemons' third rollout, with soft reboots",
+    )
     p.add_argument(
         "--phase-timeout",
         type=float,
@@ -276,6 +298,8 @@ def main(argv: list[str] | None = None) -> int:
                 idle_seconds=args.daemon_idle_seconds,
                 reboot_seconds=args.reboot_seconds,
                 log_dir=logs / "daemons",
+                soft_reboot_seconds=args.soft_reboot_seconds,
+                soft_rollout=args.soft_rollout,
             )
         results["seconds"] = round(time.monotonic() - started, 1)
     results["load_average_end"] = [round(x, 2) for x in machine()["load_average"]]

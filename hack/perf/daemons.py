@@ -22,6 +22,13 @@ a fresh etcd + kube-apiserver, with the controller process driving a pool.
    new booted image), median and max: the daemon's imports, the host commands it
    runs before the write (on these simulated hosts each is a Python shim) and its
    first requests.
+3. **soft rollout** (unless ``soft_rollout=False``): the same pool retargeted to image
+   C with ``rebootPolicy: AllowSoftReboot``. The images share the simulated hosts'
+   default kernel, so the real daemons soft-reboot (``bootc upgrade --from-downloaded
+   --apply --soft-reboot=required``) and the machine keeps each Node down
+   ``soft_reboot_seconds`` (default a quarter of ``reboot_seconds``,
+   ``hack.testenv.machine``) instead of ``reboot_seconds``. Its time against the full
+   rollout's is the soft/full figure; the reboots are counted by kind.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ import os
 import statistics
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,7 +64,7 @@ from hack.perf.scale import PREFIX, bench_pool, digest, image, log, node_body
 from hack.testenv import ControlPlane
 from hack.testenv.controlplane import free_port
 from hack.testenv.kubelet import set_node_ready
-from hack.testenv.machine import reboot, simulate_reboots
+from hack.testenv.machine import SOFT_DOWN_FRACTION, reboot, simulate_reboots
 from hack.testenv.procs import Process, spawn
 
 
@@ -135,6 +143,8 @@ async def run_daemons(
     rereads: int,
     log_dir: Path,
     work_dir: Path,
+    soft_reboot_seconds: float | None = None,
+    soft_rollout: bool = True,
 ) -> dict[str, Any]:
     m = max(1, math.ceil(n * 0.10))
     result: dict[str, Any] = {"daemons": n, "max_unavailable": m}
@@ -255,6 +265,15 @@ async def run_daemons(
         )
         per_node = result["rollout"]["requests_per_node"]
         log(f"daemons: rollout in {rollout_s:.0f}s, {per_node} requests per node")
+        if soft_rollout:
+            soft_s = (
+                reboot_seconds * SOFT_DOWN_FRACTION
+                if soft_reboot_seconds is None
+                else soft_reboot_seconds
+            )
+            result["soft_rollout"] = await soft_rollout_figure(
+                api, observer, daemons, n, rollout_s, reboot_seconds, soft_s
+            )
         return result
     finally:
         if controller is not None:
@@ -262,6 +281,65 @@ async def run_daemons(
         await asyncio.to_thread(daemons.stop_all)
         await observer.stop()
         await api.close()
+
+
+async def soft_rollout_figure(
+    api: Any,
+    observer: Observer,
+    daemons: DaemonFleet,
+    n: int,
+    full_seconds: float,
+    reboot_seconds: float,
+    soft_seconds: float,
+) -> dict[str, Any]:
+    """Roll the pool out once more, to image C with ``AllowSoftReboot`` (module docstring)."""
+    kinds: Counter[str] = Counter()
+    t0 = time.monotonic()
+    patch = {
+        "spec": {"image": {"ref": image(3)}, "disruption": {"rebootPolicy": "AllowSoftReboot"}}
+    }
+    await patch_object(api, BOOTC_NODE_POOLS, "bench", patch)
+
+    async def reboot_one(node: str, host: Host) -> None:
+        d = daemons.running[node]
+        done = await reboot(
+            node,
+            host,
+            stop_daemon=lambda: asyncio.to_thread(d.process.stop, 10),
+            set_ready=lambda ready: set_node_ready(api, node, ready, "simulated reboot"),
+            start_daemon=lambda: daemons.start(d.index, node, host),
+            down_seconds=reboot_seconds,
+            soft_down_seconds=soft_seconds,
+        )
+        kinds[done.kind] += 1
+
+    def done() -> bool:
+        return (
+            observer.count(("idle-on", digest(3))) >= n
+            and observer.count("slot") == 0
+            and observer.count("cordoned") == 0
+        )
+
+    machines = asyncio.create_task(
+        simulate_reboots(lambda: [(d.node, d.host) for d in daemons.running.values()], reboot_one)
+    )
+    try:
+        await observer.wait(done, 600, "the daemons' soft rollout")
+    finally:
+        machines.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await machines
+    seconds = time.monotonic() - t0
+    figure = {
+        "seconds": round(seconds, 1),
+        "full_seconds": round(full_seconds, 1),
+        "reboot_seconds": reboot_seconds,
+        "soft_reboot_seconds": soft_seconds,
+        "reboots": dict(kinds),
+        "soft_over_full": round(seconds / full_seconds, 2) if full_seconds else None,
+    }
+    log(f"daemons: soft rollout in {seconds:.0f}s ({dict(kinds)}), full {full_seconds:.0f}s")
+    return figure
 
 
 def startup_figures(
@@ -295,6 +373,8 @@ def run(
     reboot_seconds: float,
     rereads: int = 5,
     log_dir: Path,
+    soft_reboot_seconds: float | None = None,
+    soft_rollout: bool = True,
 ) -> dict[str, Any]:
     log_dir.mkdir(parents=True, exist_ok=True)
     with (
@@ -310,5 +390,7 @@ def run(
                 rereads=rereads,
                 log_dir=log_dir,
                 work_dir=Path(work),
+                soft_reboot_seconds=soft_reboot_seconds,
+                soft_rollout=soft_rollout,
             )
         )
