@@ -72,9 +72,9 @@ async def test_describe_node_and_bn_show_the_operators_events(
 ) -> None:
     """A rollout over two nodes, one of which cannot stage the new image: the updated
     node's one Event of the rollout, ``NodeUpdated`` with its drain summary (the
-    default ``--node-events=summary``), is in ``kubectl describe node``; the failing node's ``NodeDegraded`` in ``kubectl describe node``
-    and ``kubectl describe bn``; the pool's Events in ``kubectl describe bnp``, oldest
-    first."""
+    default ``--node-events=summary``), is in ``kubectl describe node``; the failing
+    node's ``NodeDegraded`` in ``kubectl describe node`` and ``kubectl describe bn``;
+    the pool's Events in ``kubectl describe bnp``, oldest first."""
     group = unique_name("desc")
     ok, failing = await add_nodes(fleet, group, 2, image(1))
     async with running_controller(api):
