@@ -387,6 +387,17 @@ def test_absent_deployments_are_explicit_nulls_for_a_merge_patch() -> None:
     assert wire["booted"] is not None
 
 
+def test_a_queued_rollback_is_reported_as_what_boots_next() -> None:
+    queued = parse_status(canonical(_rollback_queued()))
+    assert queued.images().staged is None  # bootc's own view, which decisions use
+    reported = queued.reported_images()
+    assert reported.staged is not None and reported.staged.image_digest == D_ROLLBACK
+    assert reported.rollback == queued.images().rollback
+    not_queued = _rollback_queued()
+    not_queued["status"]["rollbackQueued"] = False
+    assert parse_status(canonical(not_queued)).reported_images().staged is None
+
+
 def test_null_flags_read_as_false_and_absent_fields_as_unknown() -> None:
     doc = json.loads(VALID[4][1])
     host = parse_status(json.dumps(doc))

@@ -234,6 +234,23 @@ async def test_boot_probe_of_a_failed_boot_names_the_unit(host: Host) -> None:
     assert assess(probe).state == BootAssessmentState.FAILED
 
 
+async def test_a_finished_boot_has_its_target_read_again_after_the_system_state(
+    host: Host,
+) -> None:
+    """The target is reached before systemd says the system runs: read in the other
+    order, a boot completing between the two reads would look failed."""
+    host.set_fault("boot-fail", message="app-check.service")
+    host.reboot()
+    before = len(host.calls("systemctl"))
+    await commands().boot_probe()
+    assert [c["argv"][:2] for c in host.calls("systemctl")[before:]] == [
+        ["is-active", "boot-complete.target"],
+        ["is-system-running"],
+        ["is-active", "boot-complete.target"],
+        ["list-units", "--failed"],
+    ]
+
+
 async def test_boot_probe_of_a_boot_that_never_completes(host: Host) -> None:
     host.set_fault("boot-hang")
     host.reboot()

@@ -346,7 +346,7 @@ class Agent:
         """Patch the status subresource if its content changed; False if the object is gone."""
         current = obj.get("status")
         images = (
-            self._host_status.images()
+            self._host_status.reported_images()
             if self._host_status is not None and self._host_error is None
             else None
         )

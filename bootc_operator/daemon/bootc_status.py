@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Annotated, Any
 
 from pydantic import (
@@ -292,6 +292,17 @@ class HostStatus(_BootcModel):
             staged=staged.image_info() if (staged := self.status.staged) else None,
             rollback=rollback.image_info() if (rollback := self.status.rollback) else None,
         )
+
+    def reported_images(self) -> DeploymentImages:
+        """The deployments as BootcNode.status reports them: ``staged`` is the
+        deployment that boots next, so a queued rollback is reported there too (bootc
+        leaves ``staged`` empty and sets ``rollbackQueued``). A controller — ours, or
+        the Go one — then sees a target that is the rollback deployment staged, as
+        it would after a ``bootc switch`` to it."""
+        images = self.images()
+        if self.rollback_queued and images.staged is None and images.rollback is not None:
+            return replace(images, staged=images.rollback)
+        return images
 
     def to_bootc_node_status_fields(self) -> dict[str, ImageInfo | None]:
         """``{"booted", "staged", "rollback"}`` for ``BootcNodeStatus(**fields, ...)``."""

@@ -61,7 +61,12 @@ from dataclasses import dataclass
 from typing import IO, Final
 
 from bootc_operator.daemon import metrics as m
-from bootc_operator.daemon.assessment import BOOT_COMPLETE_TARGET, BootProbe, parse_failed_units
+from bootc_operator.daemon.assessment import (
+    BOOT_COMPLETE_TARGET,
+    BOOTING,
+    BootProbe,
+    parse_failed_units,
+)
 from bootc_operator.daemon.bootc_status import BootcStatusError, HostStatus, parse_status
 
 SWITCH_UNIT: Final = "bootc-operator-switch.service"
@@ -336,6 +341,13 @@ class HostCommands:
             if target == "active":
                 return BootProbe(target=target)
             system = await self._state_word(SYSTEM_ARGS)
+            if system not in BOOTING:
+                # The boot may have finished between the two reads (the target is
+                # reached before the system says it is running): look again, or a
+                # completed boot would read as "finished without the target".
+                target = await self._state_word(TARGET_ARGS)
+                if target == "active":
+                    return BootProbe(target=target)
             listed = await self.run("assess", FAILED_UNITS_ARGS, self._probe_timeout)
             _check(listed, "assess", " ".join(FAILED_UNITS_ARGS[:3]))
         except HostCommandError as exc:
