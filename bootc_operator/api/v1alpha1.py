@@ -15,25 +15,28 @@ import datetime as dt
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
-from pydantic.alias_generators import to_camel
+from pydantic import ConfigDict, Field, JsonValue
 
 from bootc_operator.api import constants as c
+from bootc_operator.api.wire import (
+    BootAssessment,
+    BootAssessmentState,
+    DesiredImageState,
+    ImageInfo,
+    RebootKind,
+    RebootPolicy,
+    WireModel,
+)
 
-
-class WireModel(BaseModel):
-    """Base: camelCase aliases, python names accepted too, unknown fields ignored."""
-
-    model_config = ConfigDict(
-        alias_generator=to_camel,
-        populate_by_name=True,
-        extra="ignore",
-        use_enum_values=True,
-    )
-
-    def to_wire(self) -> dict[str, Any]:
-        """The JSON-ready dict as the API server stores it (absent fields omitted)."""
-        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+__all__ = [
+    "BootAssessment",
+    "BootAssessmentState",
+    "DesiredImageState",
+    "ImageInfo",
+    "RebootKind",
+    "RebootPolicy",
+    "WireModel",
+]
 
 
 # --------------------------------------------------------------------- shared
@@ -299,11 +302,6 @@ class RolloutSpec(WireModel):
     )
 
 
-class RebootPolicy(StrEnum):
-    REBOOT_ONLY = "RebootOnly"
-    ALLOW_SOFT_REBOOT = "AllowSoftReboot"
-
-
 class DisruptionSpec(WireModel):
     """How nodes are disrupted during updates."""
 
@@ -497,27 +495,6 @@ class BootcNodePool(WireModel):
 # --------------------------------------------------------------------- node
 
 
-class ImageInfo(WireModel):
-    """One deployment of a host: an image and what bootc knows of it."""
-
-    image: str = Field(description="the full image reference (repo@sha256:...).")
-    image_digest: str = Field(description="the per-architecture manifest digest (sha256:...).")
-    version: str | None = Field(default=None, description="the image version, if any.")
-    timestamp: dt.datetime | None = Field(default=None, description="the image build time.")
-    architecture: str | None = Field(default=None, description='e.g. "amd64".')
-    soft_reboot_capable: bool | None = Field(
-        default=None, description="a userspace-only restart can apply this deployment."
-    )
-    incompatible: bool | None = Field(
-        default=None, description="local mutations (rpm-ostree layering) bootc cannot manage."
-    )
-
-
-class DesiredImageState(StrEnum):
-    STAGED = "Staged"
-    BOOTED = "Booted"
-
-
 DIGEST_REF_PATTERN = r"^[^@ ]+@sha(256:[a-f0-9]{64}|512:[a-f0-9]{128})$"
 
 
@@ -554,28 +531,6 @@ class BootcNodeSpec(WireModel):
         '"AllowSoftReboot" the daemon soft-reboots (userspace only) when the staged deployment '
         "is softRebootCapable; unset: RebootOnly.",
     )
-
-
-class BootAssessmentState(StrEnum):
-    PENDING = "Pending"
-    COMPLETE = "Complete"
-    FAILED = "Failed"
-    UNKNOWN = "Unknown"
-
-
-class BootAssessment(WireModel):
-    """Whether the current boot reached systemd's boot-complete.target."""
-
-    state: BootAssessmentState = Field(
-        description='"Pending": not yet; "Complete": reached; "Failed": the boot finished '
-        'without reaching it (a required check failed); "Unknown": could not be read.'
-    )
-    message: str | None = Field(default=None, description="details, e.g. the failed units.")
-
-
-class RebootKind(StrEnum):
-    SOFT = "Soft"
-    FULL = "Full"
 
 
 class BootcNodeStatus(WireModel):

@@ -80,7 +80,7 @@ from typing import Any
 
 import aiohttp
 
-from bootc_operator.api.v1alpha1 import BootAssessment
+from bootc_operator.api.wire import BootAssessment
 from bootc_operator.daemon import metrics as m
 from bootc_operator.daemon.assessment import assess, recheck_after
 from bootc_operator.daemon.authfile import (

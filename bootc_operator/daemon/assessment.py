@@ -45,7 +45,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from bootc_operator.api.v1alpha1 import BootAssessment, BootAssessmentState
+from bootc_operator.api.wire import BootAssessment, BootAssessmentState
 
 BOOT_COMPLETE_TARGET: Final = "boot-complete.target"
 #: ``systemctl is-system-running``: the boot's jobs are still running

@@ -55,7 +55,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from bootc_operator.api.v1alpha1 import ImageInfo
+from bootc_operator.api.wire import ImageInfo
 
 API_GROUP_PREFIX = "org.containers.bootc/"
 KIND = "BootcHost"

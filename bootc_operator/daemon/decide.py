@@ -116,7 +116,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from bootc_operator.api import constants as c
-from bootc_operator.api.v1alpha1 import DesiredImageState, RebootKind, RebootPolicy
+from bootc_operator.api.wire import DesiredImageState, RebootKind, RebootPolicy
 from bootc_operator.daemon.bootc_status import HostStatus, image_matches
 
 Action = Literal["switch", "apply", "rollback", "reboot", "soft-reboot"]

@@ -43,7 +43,7 @@ from typing import Any, Final
 
 from bootc_operator.api import constants as c
 from bootc_operator.api.conditions import set_condition
-from bootc_operator.api.v1alpha1 import BootAssessment, ImageInfo, RebootKind
+from bootc_operator.api.wire import BootAssessment, ImageInfo, RebootKind
 from bootc_operator.daemon.bootc_status import DeploymentImages
 from bootc_operator.daemon.decide import Decision
 
