@@ -274,10 +274,13 @@ class Agent:
         spec = obj.get("spec") or {}
         desired = desired_from_spec(spec, meta.get("annotations"))
         secret_problem = await self._sync_pull_secret(spec)
+        # bootc status and the boot assessment are independent host reads: at once
+        reads = []
         if self._switch_task is None and self._host_stale:
-            await self._refresh_host()
+            reads.append(self._refresh_host())
         if self._assess_due is not None and self.clock() >= self._assess_due:
-            await self._refresh_assessment()
+            reads.append(self._refresh_assessment())
+        await asyncio.gather(*reads)
         decision = decide(
             desired,
             self._host_view(),
@@ -652,11 +655,12 @@ class Agent:
         try:
             # A switch unit left by a daemon that died without cleaning up holds the
             # sysroot lock and nobody would supervise it: stop it before anything else.
-            await self.host.stop_switch()
+            # (The BootcNode watch does not touch the host: it starts meanwhile.)
             self.informer.start()
+            sync = asyncio.create_task(self.informer.wait_for_sync(), name="sync")
+            await self.host.stop_switch()
             self.watch.start()
             self._poller = asyncio.create_task(self._poll(), name="poll")
-            sync = asyncio.create_task(self.informer.wait_for_sync(), name="sync")
             if not await unless_stopped(sync, stop):
                 return
             log.info("BootcNode cache synced", extra=self._ctx)
