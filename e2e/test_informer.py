@@ -53,6 +53,8 @@ from bootc_operator.kube import (
     patch_object,
     request_bytes,
 )
+from bootc_operator.kube.lite import load_lite_client
+from bootc_operator.kube.rest import Api
 from e2e.helpers import unique_name, wait_for
 from e2e.tcpproxy import TcpProxy
 from hack.testenv import ControlPlane
@@ -502,9 +504,24 @@ async def test_streaming_list_falls_back_to_list_when_the_server_refuses(
 # ---------------------------------------------------------------- disruptions
 
 
+@asynccontextmanager
+async def client_through(control_plane: ControlPlane, kind: str, port: int) -> AsyncIterator[Api]:
+    """A client of ``kind`` ("kubernetes_asyncio", the controller's; "lite", the
+    daemon's ``kube.lite``) that reaches the apiserver through 127.0.0.1:``port``."""
+    if kind == "lite":
+        async with load_lite_client(control_plane.kubeconfig) as lite:
+            lite.host = f"https://127.0.0.1:{port}"
+            yield lite
+        return
+    async with informer_client(control_plane) as client:
+        client.configuration.host = f"https://127.0.0.1:{port}"
+        yield client
+
+
+@pytest.mark.parametrize("client_kind", ["kubernetes_asyncio", "lite"])
 @pytest.mark.parametrize("watch_list", [False, True], ids=["list", "watch-list"])
 async def test_survives_a_real_410_gone(
-    control_plane: ControlPlane, api: ApiClient, watch_list: bool
+    control_plane: ControlPlane, api: ApiClient, watch_list: bool, client_kind: str
 ) -> None:
     sel = unique_name("gone")
     keep, change, vanish, appear = (unique_name(f"inf-410-{x}") for x in ("k", "c", "v", "a"))
@@ -514,8 +531,10 @@ async def test_survives_a_real_410_gone(
     await proxy.start()
     reg = CollectorRegistry()
     try:
-        async with informer_client(control_plane) as client, cleanup(api, NODES) as made:
-            client.configuration.host = f"https://127.0.0.1:{proxy.port}"
+        async with (
+            client_through(control_plane, client_kind, proxy.port) as client,
+            cleanup(api, NODES) as made,
+        ):
             for name in (keep, change, vanish):
                 await create_object(api, NODES, node_body(name, labelled(sel)))
                 made.append(name)

@@ -5,14 +5,12 @@ cluster's kubeconfig (client certificate and CA as ``-data``): create, get, a pa
 LIST (continue tokens), merge patch, a status patch, delete, a 404 as ``ApiError``; a
 raw watch that resumes from a resourceVersion and sees exactly the later changes; an
 informer on the lite client that, cut off and reconnected, resumes its watch without a
-LIST; a real 410 Gone (cut off, etcd compacted, kube-apiserver restarted) answered by
-a relist; and bearer tokens from a ``tokenFile``: ServiceAccount tokens from the
+LIST (a real 410 Gone answered by a relist is ``e2e/test_informer.py``'s test, run on
+this client too); and bearer tokens from a ``tokenFile``: ServiceAccount tokens from the
 TokenRequest API bound to Secrets, so deleting a Secret revokes its token (401) — a
 fresh token written to the file first is re-read on the 401 and the request succeeds
 with it; none written, the 401 is the caller's ``ApiError``; and the file is re-read
 by age alone once the token in hand is a minute old (a fake clock).
-
-The 410 test restarts the shared kube-apiserver, so it runs last in this module.
 """
 
 from __future__ import annotations
@@ -27,13 +25,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import aiohttp
 import pytest
 import yaml
 from kubernetes_asyncio.client import ApiClient
 from prometheus_client import CollectorRegistry
 
-from bootc_operator.informers import Backoff, EventHandler, Informer, key_of
+from bootc_operator.informers import Backoff, Informer
 from bootc_operator.kube import (
     BOOTC_NODES,
     NODES,
@@ -53,6 +50,7 @@ from bootc_operator.kube.lite import load_access
 from bootc_operator.kube.rest import iter_json_lines, open_stream
 from e2e.helpers import unique_name, wait_for
 from e2e.tcpproxy import TcpProxy
+from e2e.test_informer import cleanup, running
 from hack.testenv import ControlPlane
 
 Obj = dict[str, Any]
@@ -94,33 +92,6 @@ def rv(obj: Obj | None) -> str | None:
 async def lite(control_plane: ControlPlane) -> AsyncIterator[LiteClient]:
     async with load_lite_client(control_plane.kubeconfig) as client:
         yield client
-
-
-@asynccontextmanager
-async def running(inf: Informer) -> AsyncIterator[Informer]:
-    inf.start()
-    try:
-        await wait_for(lambda: inf.has_synced, TIMEOUT, f"{inf} to sync")
-        yield inf
-    finally:
-        await inf.stop()
-
-
-@asynccontextmanager
-async def cleanup(api: ApiClient, resource: Resource) -> AsyncIterator[list[str]]:
-    names: list[str] = []
-    try:
-        yield names
-    finally:
-        for name in names:
-            try:
-                await delete_object(api, resource, name)
-            except ApiError as e:
-                if not e.not_found:
-                    raise
-
-
-# ---------------------------------------------------------------- verbs
 
 
 async def test_verbs_on_the_lite_client(control_plane: ControlPlane, api: ApiClient) -> None:
@@ -400,70 +371,3 @@ async def test_a_rotated_token_is_read_once_the_one_in_hand_is_a_minute_old(
 
 
 # ---------------------------------------------------------------- 410 (restarts the apiserver)
-
-
-async def test_a_real_410_gone_relists_on_the_lite_client(
-    control_plane: ControlPlane, api: ApiClient
-) -> None:
-    sel = unique_name("lite-gone")
-    keep, change, vanish, appear = (unique_name(f"lite-410-{x}") for x in ("k", "c", "v", "a"))
-    target = urlsplit(control_plane.server)
-    assert target.hostname and target.port
-    proxy = TcpProxy(target.hostname, target.port)
-    await proxy.start()
-    try:
-        async with lite(control_plane) as client, cleanup(api, NODES) as made:
-            client.host = f"https://127.0.0.1:{proxy.port}"
-            for name in (keep, change, vanish):
-                await create_object(api, NODES, node_body(name, sel))
-                made.append(name)
-            inf = Informer(
-                client,
-                NODES,
-                label_selector=f"{LABEL}={sel}",
-                backoff=Backoff(initial=0.1, cap=1.0),
-                registry=CollectorRegistry(),
-            )
-            events: list[tuple[str, str]] = []
-            inf.add_event_handler(
-                EventHandler(
-                    on_add=lambda o: events.append(("add", key_of(o))),
-                    on_update=lambda _o, n: events.append(("update", key_of(n))),
-                    on_delete=lambda o: events.append(("delete", key_of(o))),
-                )
-            )
-            async with running(inf):
-                await wait_for(lambda: len(inf.store) == 3, TIMEOUT, "initial objects")
-                errors = inf.stats.errors
-                proxy.cut()
-                await wait_for(lambda: inf.stats.errors > errors, TIMEOUT, "informer cut off")
-                stale_rv = inf.resource_version
-                await patch_object(api, NODES, change, {"metadata": {"labels": {"v": "2"}}})
-                await delete_object(api, NODES, vanish)
-                await create_object(api, NODES, node_body(appear, sel))
-                made.append(appear)
-                # the informer's resourceVersion becomes unservable: compacted in etcd and
-                # older than the restarted apiserver's watch cache
-                control_plane.stop_apiserver()
-                revision = control_plane.compact_etcd()
-                control_plane.start_apiserver()
-                assert revision > int(stale_rv)
-
-                relists = inf.stats.relists
-                proxy.heal()
-                await wait_for(lambda: inf.stats.relists > relists, RESTART_TIMEOUT, "a relist")
-                assert sorted(inf.keys()) == sorted([keep, change, appear])
-                assert [k for k, n in events if n == change] == ["add", "update"]
-                assert [k for k, n in events if n == vanish] == ["add", "delete"]
-                assert [k for k, n in events if n == appear] == ["add"]
-                assert inf.stats.lists + inf.stats.watch_lists == 2
-                # and the watch works afterwards
-                p = await patch_object(api, NODES, keep, {"metadata": {"labels": {"v": "3"}}})
-                await wait_for(
-                    lambda: rv(inf.get(keep)) == rv(p),
-                    TIMEOUT,
-                    "post-410 watch",
-                    ignore=(aiohttp.ClientError,),
-                )
-    finally:
-        await proxy.close()
