@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from bootc_operator.alerts import PrometheusError
+from bootc_operator.alerts import PrometheusClient, PrometheusError, PrometheusOptions
 from bootc_operator.alerts.gate import (
     AlertGate,
     alert_query,
@@ -146,3 +146,41 @@ def test_a_blocking_alert_stops_new_slots_and_holders_finish() -> None:
     )
     assert (up, reason) == (False, c.REASON_BLOCKED_BY_ALERTS) and "NodeDown fires" in message
     assert phase(reason, False, c.REASON_HEALTHY) == c.PHASE_BLOCKED
+
+
+# ------------------------------------------------------------------ the query client's options
+
+
+async def test_the_bearer_token_is_read_on_every_query_and_never_shown(tmp_path: Any) -> None:
+    token = tmp_path / "token"
+    token.write_text("first\n")
+    client = PrometheusClient(
+        PrometheusOptions(url="http://127.0.0.1:9", bearer_token_file=str(token))
+    )
+    assert client._headers() == {"Authorization": "Bearer first"}
+    token.write_text("rotated")
+    assert client._headers() == {"Authorization": "Bearer rotated"}
+    token.unlink()
+    with pytest.raises(PrometheusError) as err:
+        await client.query("up")
+    assert str(err.value).startswith(f"cannot read the bearer token file {token}: ")
+    assert "rotated" not in str(err.value)
+    await client.close()
+
+
+async def test_an_unreadable_ca_file_is_one_clear_error(tmp_path: Any) -> None:
+    client = PrometheusClient(
+        PrometheusOptions(url="https://127.0.0.1:9", ca_file=str(tmp_path / "missing.pem"))
+    )
+    with pytest.raises(PrometheusError) as err:
+        await client.query("up")
+    assert str(err.value).startswith(f"cannot load the CA file {tmp_path / 'missing.pem'}")
+    await client.close()
+
+
+async def test_nothing_listening_is_one_clear_error() -> None:
+    client = PrometheusClient(PrometheusOptions(url="http://127.0.0.1:9", timeout=2.0))
+    with pytest.raises(PrometheusError) as err:
+        await client.query("up")
+    assert str(err.value).startswith("cannot query Prometheus at http://127.0.0.1:9: ")
+    await client.close()
