@@ -18,6 +18,7 @@ control plane, the registry, the simulation): entering starts it, leaving closes
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import shlex
@@ -27,7 +28,7 @@ import subprocess
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -81,6 +82,58 @@ class Component(ABC):
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+class ServerComponent(Component):
+    """A component that is one long-running server process (the registry, Prometheus):
+    ``process`` and ``log_path``, an ``atexit`` stop once started, ``stop`` / ``close``
+    / ``tail``, and the start-up wait. Subclasses set ``NAME`` and ``STOP_GRACE`` and
+    spawn the process in ``start`` after ``_stop_at_exit()``."""
+
+    NAME = "server"
+    STOP_GRACE = 5.0
+    process: Process | None = None
+    log_path: Path
+    _atexit_registered = False
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.alive()
+
+    def _stop_at_exit(self) -> None:
+        if not self._atexit_registered:
+            atexit.register(self.stop)
+            self._atexit_registered = True
+
+    def _wait_until(self, ready: Callable[[], bool], timeout: float, what: str) -> None:
+        """Poll ``ready`` until true; a process that exits meanwhile, or ``timeout``,
+        is a ``StartupError`` with the end of its log."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.process is not None
+            if not self.process.alive():
+                raise StartupError(
+                    f"{self.NAME} {self.process.describe_exit()} at startup:\n{self.tail(30)}"
+                )
+            if ready():
+                return
+            time.sleep(0.05)
+        raise StartupError(f"{self.NAME} {what} within {timeout:g}s:\n{self.tail(30)}")
+
+    def stop(self) -> None:
+        """Kill the process (SIGTERM, then SIGKILL); its files stay."""
+        if self.process is not None:
+            self.process.stop(grace=self.STOP_GRACE)
+            self.process = None
+
+    def close(self) -> None:
+        self.stop()
+        if self._atexit_registered:
+            atexit.unregister(self.stop)
+            self._atexit_registered = False
+
+    def tail(self, lines: int = 40) -> str:
+        return log_tail(self.log_path, lines)
 
 
 @dataclass

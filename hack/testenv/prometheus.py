@@ -52,7 +52,6 @@ The binary is ``$BOOTC_OPERATOR_PROMETHEUS_BIN``, else ``prometheus`` on PATH, e
 
 from __future__ import annotations
 
-import atexit
 import json
 import math
 import os
@@ -60,7 +59,6 @@ import re
 import shutil
 import subprocess
 import threading
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -74,7 +72,7 @@ import yaml
 from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
 from hack.testenv.controlplane import free_port
-from hack.testenv.procs import Component, Process, StartupError, log_tail, spawn
+from hack.testenv.procs import Component, ServerComponent, StartupError, spawn
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 INSTALL_SCRIPT = REPO_ROOT / "hack" / "install-prometheus.sh"
@@ -284,8 +282,11 @@ class Target:
     labels: Mapping[str, str] = field(default_factory=dict)
 
 
-class Prometheus(PrometheusClient, Component):
+class Prometheus(PrometheusClient, ServerComponent):
     """One prometheus process on 127.0.0.1 (see the module docstring)."""
+
+    NAME = "prometheus"
+    STOP_GRACE = 10.0  # the TSDB is written on the way out
 
     def __init__(
         self,
@@ -312,10 +313,8 @@ class Prometheus(PrometheusClient, Component):
         self.rules_dir = self.dir / "rules"
         for d in (self.dir, self.targets_dir, self.rules_dir, self.dir / "data"):
             d.mkdir(parents=True, exist_ok=True)
-        self.process: Process | None = None
         self._jobs: dict[str, list[Target]] = {}
         self._fired: dict[str, Doc] = {}
-        self._atexit_registered = False
         for job, job_targets in (targets or {}).items():
             self._write_targets(job, job_targets)
         for name, doc in (rules or {}).items():
@@ -359,18 +358,12 @@ class Prometheus(PrometheusClient, Component):
 
     # ------------------------------------------------------------ lifecycle
 
-    @property
-    def running(self) -> bool:
-        return self.process is not None and self.process.alive()
-
     def start(self, timeout: float = START_TIMEOUT) -> Self:
         """Start the process (if not running) and wait until it is ready."""
         if self.running:
             return self
         binary = self.binary or find_binary()
-        if not self._atexit_registered:
-            atexit.register(self.stop)
-            self._atexit_registered = True
+        self._stop_at_exit()
         argv = [
             binary,
             f"--config.file={self.config_path}",
@@ -396,34 +389,7 @@ class Prometheus(PrometheusClient, Component):
 
     def wait_ready(self, timeout: float = START_TIMEOUT) -> None:
         """Block until ``/-/ready`` answers 200 (the TSDB is open, rules are loaded)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            assert self.process is not None
-            if not self.process.alive():
-                raise StartupError(
-                    f"prometheus {self.process.describe_exit()} at startup:\n{self.tail(30)}"
-                )
-            if self.ready():
-                return
-            time.sleep(0.05)
-        raise StartupError(
-            f"prometheus was not ready on {self.url} within {timeout:g}s:\n{self.tail(30)}"
-        )
-
-    def stop(self) -> None:
-        """Kill the process (SIGTERM, then SIGKILL); the TSDB and files stay."""
-        if self.process is not None:
-            self.process.stop(grace=10.0)
-            self.process = None
-
-    def close(self) -> None:
-        self.stop()
-        if self._atexit_registered:
-            atexit.unregister(self.stop)
-            self._atexit_registered = False
-
-    def tail(self, lines: int = 40) -> str:
-        return log_tail(self.log_path, lines)
+        self._wait_until(self.ready, timeout, f"was not ready on {self.url}")
 
     # ------------------------------------------------------------ what it scrapes, evaluates
 

@@ -27,7 +27,6 @@ is run once (it needs root, as in CI).
 
 from __future__ import annotations
 
-import atexit
 import base64
 import json
 import os
@@ -35,7 +34,6 @@ import secrets
 import shutil
 import ssl
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -47,7 +45,7 @@ import yaml
 from bootc_operator.registry import RegistryOptions
 from hack.testenv.certs import ServingPki, generate_serving_pki
 from hack.testenv.controlplane import free_port
-from hack.testenv.procs import Component, Process, StartupError, log_tail, spawn
+from hack.testenv.procs import ServerComponent, StartupError, spawn
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 INSTALL_SCRIPT = REPO_ROOT / "hack" / "install-registry.sh"
@@ -89,8 +87,10 @@ def dockerconfigjson(registry: str, username: str, password: str) -> bytes:
     return json.dumps({"auths": {registry: {"auth": auth}}}).encode()
 
 
-class Registry(Component):
+class Registry(ServerComponent):
     """One docker-registry process on 127.0.0.1 (see the module docstring)."""
+
+    NAME = "docker-registry"
 
     def __init__(
         self,
@@ -110,8 +110,6 @@ class Registry(Component):
         self.config_path = self.dir / "config.yml"
         self.log_path = self.dir / "registry.log"
         self.pki: ServingPki | None = None
-        self.process: Process | None = None
-        self._atexit_registered = False
         self._started = False
         self._write_config()
 
@@ -201,19 +199,13 @@ class Registry(Component):
 
     # ------------------------------------------------------------------ lifecycle
 
-    @property
-    def running(self) -> bool:
-        return self.process is not None and self.process.alive()
-
     def start(self, timeout: float = START_TIMEOUT) -> Self:
         """Start the process (if not running) and wait until ``/v2/`` answers."""
         if self.running:
             return self
         binary = self.binary or find_binary()
         env = {k: v for k, v in os.environ.items() if not k.startswith(_ENV_PREFIXES)}
-        if not self._atexit_registered:
-            atexit.register(self.stop)
-            self._atexit_registered = True
+        self._stop_at_exit()
         for attempt in range(_PORT_ATTEMPTS):
             self.process = spawn(
                 "docker-registry", [binary, "serve", str(self.config_path)], self.log_path, env=env
@@ -254,33 +246,4 @@ class Registry(Component):
         context = None
         if self.ca_file is not None:
             context = ssl.create_default_context(cafile=str(self.ca_file))
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            assert self.process is not None
-            if not self.process.alive():
-                raise StartupError(
-                    f"docker-registry {self.process.describe_exit()} at startup:\n"
-                    f"{self.process.tail(30)}"
-                )
-            if self._ping(context):
-                return
-            time.sleep(0.05)
-        raise StartupError(
-            f"docker-registry did not answer on {self.url}/v2/ within {timeout:g}s:\n"
-            f"{self.tail(30)}"
-        )
-
-    def stop(self) -> None:
-        """Kill the process (SIGTERM, then SIGKILL); the stored images stay."""
-        if self.process is not None:
-            self.process.stop(grace=5.0)
-            self.process = None
-
-    def close(self) -> None:
-        self.stop()
-        if self._atexit_registered:
-            atexit.unregister(self.stop)
-            self._atexit_registered = False
-
-    def tail(self, lines: int = 40) -> str:
-        return log_tail(self.log_path, lines)
+        self._wait_until(lambda: self._ping(context), timeout, f"did not answer on {self.url}/v2/")
