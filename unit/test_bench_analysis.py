@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from hack.perf.analysis import peak_staging, percentiles, reaction_latencies, rollout_figures
+from hack.perf.analysis import (
+    peak_staging,
+    percentiles,
+    reaction_latencies,
+    rollout_figures,
+    wave_chain,
+)
 from hack.perf.observer import BnFacts, NodeFacts
 
 A, B = "sha256:a", "sha256:b"
@@ -131,3 +137,34 @@ def test_peak_staging_carries_the_state_at_t0_and_ignores_after_t1() -> None:
 def test_a_node_staging_twice_counts_once() -> None:
     log: BnLog = [staging("n1", 1.0), staging("n1", 1.2), staged("n1", 2.0)]
     assert peak_staging(log, 0.0, 3.0) == 1
+
+
+def test_wave_chain_splits_each_slot_hold_into_its_steps() -> None:
+    b1, n1 = one_node_rollout("n1", 10.0)
+    b2, n2 = one_node_rollout("n2", 13.7)  # takes the slot n1 freed at 13.6
+    bns = sorted(b1 + b2, key=lambda e: e[0])
+    nodes = sorted(n1 + n2, key=lambda e: e[0])
+    chain = wave_chain(bns, nodes, 10.0, 17.3, max_unavailable=1, reboot_seconds=3.0)
+    expected = {
+        "take_to_cordon": 0.1,
+        "cordon_to_booted": 0.1,
+        "booted_to_rebooting": 0.1,
+        "rebooting_to_back": 3.0,
+        "back_to_uncordon": 0.05,
+        "uncordon_to_release": 0.15,
+        "release_to_next_take": 0.2,
+    }
+    for step, seconds in expected.items():
+        assert chain[step]["p50"] == pytest.approx(seconds), step
+    assert chain["take_to_cordon"]["n"] == 2
+    assert chain["release_to_next_take"]["n"] == 1, "the last release has no next take"
+    assert chain["start_ms"] == 100, "t0 -> the first (M-th) take"
+    assert chain["end_ms"] == round((17.3 - 17.3) * 1000)
+    # 2 waves of R = 3 s in 7.3 s: 0.65 s over the ideal per wave
+    assert chain["overhead_per_wave_ms"] == 650
+
+
+def test_wave_chain_without_takes_reports_nothing() -> None:
+    chain = wave_chain([], [], 0.0, 1.0, max_unavailable=1, reboot_seconds=3.0)
+    assert chain["start_ms"] is None and chain["overhead_per_wave_ms"] is None
+    assert chain["take_to_cordon"]["n"] == 0

@@ -30,16 +30,49 @@ Standard library only, so the shims run under any Python 3.11+ quickly.
 
 from __future__ import annotations
 
-from hack.fakebootc.host import (
-    FAULTS,
-    Host,
-    add_catalog_image,
-    make_host,
-    open_host,
-    set_fault,
-    simulate_reboot,
-)
-from hack.fakebootc.state import Config, Deployment, FakeHostError, Faults, Paths, State
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from hack.fakebootc.host import (
+        FAULTS,
+        Host,
+        add_catalog_image,
+        make_host,
+        open_host,
+        set_fault,
+        simulate_reboot,
+    )
+    from hack.fakebootc.state import Config, Deployment, FakeHostError, Faults, Paths, State
+
+# Where each exported name lives. Imported on first use (PEP 562), so a shim that
+# imports ``hack.fakebootc.entry`` does not pay for ``host`` and everything it
+# pulls in: each simulated host command is a Python start, and the daemon's
+# start-up on a simulated host runs several of them.
+_EXPORTS = {
+    **dict.fromkeys(
+        (
+            "FAULTS",
+            "Host",
+            "add_catalog_image",
+            "make_host",
+            "open_host",
+            "set_fault",
+            "simulate_reboot",
+        ),
+        "host",
+    ),
+    **dict.fromkeys(("Config", "Deployment", "FakeHostError", "Faults", "Paths", "State"), "state"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib  # noqa: PLC0415
+
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+
 
 __all__ = [
     "FAULTS",

@@ -26,6 +26,7 @@ Definitions (all timestamps are the observer's watch events, see ``observer``):
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -189,3 +190,86 @@ def peak_count(
 def peak_staging(bn_log: list[tuple[float, str, BnFacts]], t0: float, t1: float) -> int:
     """The most nodes staging (``Idle=False/Staging``) at once within [t0, t1]."""
     return peak_count(bn_log, t0, t1, lambda f: f.idle == c.REASON_STAGING)
+
+
+CHAIN_STEPS = (
+    ("take_to_cordon", "slot taken -> Node cordoned"),
+    ("cordon_to_booted", "cordoned -> desiredImageState Booted (drain)"),
+    ("booted_to_rebooting", "Booted -> the fleet reports Rebooting"),
+    ("rebooting_to_back", "Rebooting -> Idle on the target (contains R)"),
+    ("back_to_uncordon", "Idle on the target -> Node uncordoned"),
+    ("uncordon_to_release", "uncordoned -> slot released"),
+    ("release_to_next_take", "slot released -> the next slot taken (handoff)"),
+)
+
+
+def wave_chain(
+    bn_log: list[tuple[float, str, BnFacts]],
+    node_log: list[tuple[float, str, NodeFacts]],
+    t0: float,
+    t1: float,
+    max_unavailable: int,
+    reboot_seconds: float,
+) -> dict[str, Any]:
+    """Where a slot's time goes, step by step (percentiles, s), plus the start and end.
+
+    Each node that held a slot in [t0, t1] contributes one sample per step of its
+    chain: take → cordon → Booted → Rebooting → back Idle on the target →
+    uncordon → release; the handoff pairs the i-th release with the (M+i)-th
+    take. ``start`` is t0 → the M-th take (the first wave is in flight), ``end``
+    the last release → t1. ``overhead_per_wave`` = (actual - ideal) / waves.
+    """
+    marks: dict[str, dict[str, float]] = {}
+    merged: list[tuple[float, int, str, Any]] = [(t, 0, n, f) for t, n, f in bn_log]
+    merged += [(t, 1, n, f) for t, n, f in node_log]
+    merged.sort(key=lambda e: (e[0], e[1]))
+    prev: dict[tuple[int, str], Any] = {}
+    takes: list[float] = []
+    releases: list[float] = []
+    for t, kind, name, facts in merged:
+        old = prev.get((kind, name))
+        prev[(kind, name)] = facts
+        if old is None or t < t0 or t > t1:
+            continue
+        m = marks.setdefault(name, {})
+        if kind == 1:
+            if facts.cordoned and not old.cordoned and "take" in m:
+                m.setdefault("cordon", t)
+            if old.cordoned and not facts.cordoned and "back" in m:
+                m.setdefault("uncordon", t)
+            continue
+        if facts.slot and not old.slot:
+            m["take"] = t
+            takes.append(t)
+        if old.slot and not facts.slot:
+            m.setdefault("release", t)
+            releases.append(t)
+        if facts.state == "Booted" and old.state != "Booted" and "take" in m:
+            m.setdefault("booted", t)
+        if facts.idle == "Rebooting" and old.idle != "Rebooting" and "booted" in m:
+            m.setdefault("rebooting", t)
+        back = facts.idle == c.REASON_IDLE and facts.booted == facts.desired
+        if back and "rebooting" in m:
+            m.setdefault("back", t)
+    order = ("take", "cordon", "booted", "rebooting", "back", "uncordon", "release")
+    out: dict[str, Any] = {}
+    for (key, _), (a, b) in zip(CHAIN_STEPS, itertools.pairwise(order), strict=False):
+        out[key] = percentiles([m[b] - m[a] for m in marks.values() if a in m and b in m])
+    takes.sort()
+    releases.sort()
+    out["release_to_next_take"] = percentiles(
+        [
+            takes[max_unavailable + i] - r
+            for i, r in enumerate(releases)
+            if max_unavailable + i < len(takes)
+        ]
+    )
+    waves = math.ceil(len(takes) / max_unavailable) if takes else 0
+    out["start_ms"] = (
+        round((takes[min(len(takes), max_unavailable) - 1] - t0) * 1000) if takes else None
+    )
+    out["end_ms"] = round((t1 - releases[-1]) * 1000) if releases else None
+    out["overhead_per_wave_ms"] = (
+        round(((t1 - t0) - waves * reboot_seconds) * 1000 / waves) if waves else None
+    )
+    return out

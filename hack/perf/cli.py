@@ -31,6 +31,7 @@ from typing import Any
 
 from bootc_operator.logs import setup_logging
 from hack.perf import daemons, scale
+from hack.perf.analysis import CHAIN_STEPS
 from hack.perf.procinfo import machine
 
 REPO = Path(__file__).resolve().parents[2]
@@ -110,6 +111,23 @@ def table(results: dict[str, Any]) -> str:
     row(
         "   (fleet: Booted -> Rebooting p50 / p99 (ms))",
         lambda r: _pair(r["rollout"], "fleet_reaction"),
+    )
+    row(
+        "   per-wave overhead: (actual - ideal) / waves (ms)",
+        lambda r: r["rollout"]["chain"]["overhead_per_wave_ms"],
+    )
+    for key, what in CHAIN_STEPS:
+        row(f"     {what} p50 / p99 (ms)", lambda r, k=key: _pair(r["rollout"]["chain"], k))
+    row(
+        "     start: unpaused -> M slots taken / end: last release -> done (ms)",
+        lambda r: f"{r['rollout']['chain']['start_ms']} / {r['rollout']['chain']['end_ms']}",
+    )
+    row(
+        "   apiserver: consistent pod LIST after a write / idle p50 (ms)",
+        lambda r: (
+            f"{_ms(r['consistent_read']['after_write']['p50'])} / "
+            f"{_ms(r['consistent_read']['idle']['p50'])}"
+        ),
     )
     row("4. controller peak RSS (MiB)", lambda r: r["controller"]["peak_rss_mib"])
     row(

@@ -44,14 +44,16 @@ from bootc_operator.kube import (
     BOOTC_NODE_POOLS,
     BOOTC_NODES,
     NODES,
+    PODS,
     create_object,
     get_object,
     load_api_client,
     patch_object,
+    request_json,
 )
 from bootc_operator.reconcilers.ownership import member_body
 from hack.perf import components as comp
-from hack.perf.analysis import peak_staging, rollout_figures
+from hack.perf.analysis import peak_staging, percentiles, rollout_figures, wave_chain
 from hack.perf.nodes import bounded, kubelet_node
 from hack.perf.observer import Observer
 from hack.perf.procinfo import MachineCpu, counters, loadavg, proc_cpu
@@ -267,6 +269,7 @@ async def run_size(cp: ControlPlane, n: int, opts: Options, log_dir: Path) -> di
                 "apiserver_requests": rollout_requests,
                 "cpu": cpu.between("staged", "rollout"),
                 **figures,
+                "chain": wave_chain(observer.bn_log, observer.node_log, t0, t_done, m, r),
             }
             log(f"N={n}: rollout took {actual:.1f}s (ideal {ideal:.0f}s)")
 
@@ -378,6 +381,7 @@ async def run_size(cp: ControlPlane, n: int, opts: Options, log_dir: Path) -> di
         await observer.stop()
         pool = await get_object(api, BOOTC_NODE_POOLS, POOL)
         result["bare_client"] = await bare_client(api, n, pool, opts)
+        result["consistent_read"] = await consistent_read_wait(api)
         b = result["bare_client"]
         result["membership"]["overhead_vs_concurrent"] = round(
             membership_s / b["concurrent"]["seconds"], 2
@@ -506,6 +510,32 @@ async def bare_client(api: Any, n: int, pool: dict[str, Any], opts: Options) -> 
             "writes_per_second": round(2 * rest / conc_s, 1) if rest else None,
         },
     }
+
+
+async def consistent_read_wait(api: Any, samples: int = 20) -> dict[str, Any]:
+    """What a drain's first pod read costs on this apiserver: a consistent LIST of one
+    node's pods right after a write (as a drain reads right after its cordon), and the
+    same LIST when nothing was written since the previous one.
+
+    A consistent read is served from the watch cache once that cache has caught up
+    with etcd; with no pod changing, it catches up only at etcd's next progress
+    notification, which kube-apiserver requests every 100 ms while a reader waits.
+    Every drain (ours, kubectl's) does one such read after its cordon: once per
+    slot, on the rollout's critical path.
+    """
+    after_write: list[float] = []
+    idle: list[float] = []
+    query = {"fieldSelector": f"spec.nodeName={PREFIX}00000"}
+    for i in range(samples):
+        label = {"metadata": {"labels": {"bench.bootc.dev/probe": str(i)}}}
+        await patch_object(api, NODES, f"{PREFIX}00000", label)
+        t = time.monotonic()
+        await request_json(api, "GET", PODS.path(), query=query)
+        after_write.append(time.monotonic() - t)
+        t = time.monotonic()
+        await request_json(api, "GET", PODS.path(), query=query)
+        idle.append(time.monotonic() - t)
+    return {"after_write": percentiles(after_write), "idle": percentiles(idle)}
 
 
 def run(n: int, opts: Options, log_dir: Path) -> dict[str, Any]:
