@@ -683,3 +683,45 @@ async def test_the_reboot_is_counted_by_the_daemon_that_starts_after_it(
     after.host_changed()
     await after.reconcile(NODE)
     assert reboots("soft") == soft_before + 1
+
+
+async def test_the_start_up_read_serves_the_first_reconcile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, journal: list[Any]
+) -> None:
+    host = FakeHost(journal, host_doc(A))
+    agent, _api = make_agent(tmp_path, monkeypatch, journal, bootc_node(A), host)
+    # what run() starts while the BootcNode cache syncs
+    agent._first_read = asyncio.create_task(agent._read_host(status=True))
+    await agent.reconcile(NODE)
+    assert journal == ["status", ("patch", c.REASON_IDLE)], "one bootc status read, not two"
+    assert host.probe_reads == 1, "the boot assessment was read at start-up too"
+
+
+class ChangingHost(FakeHost):
+    """A host that changes (inotify fires) while ``bootc status`` runs."""
+
+    def __init__(self, journal: list[Any], status: HostStatus, agent_ref: list[Any]) -> None:
+        super().__init__(journal, status)
+        self.agent_ref = agent_ref
+        self.change_once = True
+
+    async def status(self) -> HostStatus:
+        doc = await super().status()
+        if self.change_once:
+            self.change_once = False
+            self.agent_ref[0].host_changed()
+        return doc
+
+
+async def test_a_host_change_during_a_status_read_is_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, journal: list[Any]
+) -> None:
+    agent_ref: list[Any] = []
+    host = ChangingHost(journal, host_doc(A), agent_ref)
+    agent, _api = make_agent(tmp_path, monkeypatch, journal, bootc_node(A), host)
+    agent_ref.append(agent)
+    await agent.reconcile(NODE)
+    assert agent._host_stale, "the change came after bootc status started: still stale"
+    await agent.reconcile(NODE)
+    assert journal.count("status") == 2
+    assert not agent._host_stale

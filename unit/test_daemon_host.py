@@ -111,6 +111,24 @@ async def test_switch_stages_through_a_transient_unit(host: Host) -> None:
     assert host.active_units() == []
 
 
+async def test_stopping_an_absent_switch_unit_is_one_command(host: Host) -> None:
+    await commands().stop_switch()
+    assert [c["argv"] for c in host.calls("systemctl")] == [["stop", SWITCH_UNIT]], (
+        "not loaded: nothing to reset"
+    )
+
+
+async def test_a_switch_unit_that_failed_without_collect_is_cleared(host: Host) -> None:
+    # left by something that ran it without --collect: it stays loaded, failed
+    ran = host.run("systemd-run", "--wait", "--unit", SWITCH_UNIT, "false")
+    assert ran.returncode != 0
+    await commands().stop_switch()
+    argv = [c["argv"] for c in host.calls("systemctl")]
+    assert argv == [["stop", SWITCH_UNIT], ["reset-failed", SWITCH_UNIT]]
+    again = host.run("systemd-run", "--wait", "--collect", "--unit", SWITCH_UNIT, "true")
+    assert again.returncode == 0, "the unit name is free again"
+
+
 async def test_switch_failure_carries_bootcs_error_text(host: Host) -> None:
     host.set_fault("switch-fail", message="Switching: Pulling: manifest unknown")
     with pytest.raises(HostCommandError) as exc:

@@ -7,6 +7,10 @@ Shaped like client-go's sample-controller with a single key, the node's name:
   other name are dropped as well);
 - ``HostWatch`` (pyinotify on the loop), a poll every ``--poll-interval`` that always
   runs, and the end of a switch mark the host status stale and enqueue the key;
+- at start-up: stop a switch unit a dead daemon left, while the BootcNode cache
+  syncs; then read ``bootc status`` and the boot assessment while it still syncs
+  (the host does not depend on the BootcNode), so the first reconcile uses that
+  read instead of waiting for its own;
 - one worker (``run_workers``) runs ``Agent.reconcile``, so reconciles never overlap:
   sync the pull secret → re-read ``bootc status`` when stale (never while our switch
   runs: bootc holds the sysroot lock) → read the boot assessment when due →
@@ -182,6 +186,7 @@ class Agent:
         self._host_error: str | None = None
         self._status_failures = 0
         self._host_stale = True
+        self._host_changes = 0  # host_changed calls: a read clears staleness only if none came
         # work under way
         self._switch_task: asyncio.Task[None] | None = None
         self._switch_image: str | None = None
@@ -208,6 +213,8 @@ class Agent:
         # lifecycle
         self._workers: asyncio.Task[None] | None = None
         self._poller: asyncio.Task[None] | None = None
+        # the host reads started while the BootcNode cache syncs (start-up only)
+        self._first_read: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------ triggers
 
@@ -218,6 +225,7 @@ class Agent:
     def host_changed(self) -> None:
         """The host may have changed (inotify, poll): re-read bootc status."""
         self._host_stale = True
+        self._host_changes += 1
         self.queue.add(self.node)
 
     async def _poll(self) -> None:
@@ -268,19 +276,19 @@ class Agent:
             return None
         meta = obj.get("metadata") or {}
         generation = meta.get("generation")
+        first_read, self._first_read = self._first_read, None
+        if first_read is not None:
+            # Read at start-up after the switch unit stopped, with the host watch running
+            # (a change since then marked it stale): fresh enough for this first spec.
+            await first_read
+            self._seen_spec = (meta.get("uid"), generation)
         if (meta.get("uid"), generation) != self._seen_spec:
             self._seen_spec = (meta.get("uid"), generation)
             self._host_stale = True  # decide a new spec from fresh host status
         spec = obj.get("spec") or {}
         desired = desired_from_spec(spec, meta.get("annotations"))
         secret_problem = await self._sync_pull_secret(spec)
-        # bootc status and the boot assessment are independent host reads: at once
-        reads = []
-        if self._switch_task is None and self._host_stale:
-            reads.append(self._refresh_host())
-        if self._assess_due is not None and self.clock() >= self._assess_due:
-            reads.append(self._refresh_assessment())
-        await asyncio.gather(*reads)
+        await self._read_host(status=self._switch_task is None and self._host_stale)
         decision = decide(
             desired,
             self._host_view(),
@@ -311,7 +319,16 @@ class Agent:
             self._soft_reboot_failed,
         )
 
+    async def _read_host(self, *, status: bool) -> None:
+        """bootc status (if ``status``) and the boot assessment (if due), at once:
+        they are independent host reads."""
+        reads = [self._refresh_host()] if status else []
+        if self._assess_due is not None and self.clock() >= self._assess_due:
+            reads.append(self._refresh_assessment())
+        await asyncio.gather(*reads)
+
     async def _refresh_host(self) -> None:
+        changes = self._host_changes
         try:
             status = await self.host.status()
         except HostCommandError as exc:
@@ -324,7 +341,8 @@ class Agent:
         if self._host_error is not None:
             log.info("bootc status readable again", extra=self._ctx)
         self._host_status, self._host_error, self._status_failures = status, None, 0
-        self._host_stale = False
+        # a change reported while bootc status ran may not be in what it printed
+        self._host_stale = self._host_changes != changes
 
     async def _refresh_assessment(self) -> None:
         """Read the boot assessment; schedule the next read unless it is final."""
@@ -660,6 +678,8 @@ class Agent:
             sync = asyncio.create_task(self.informer.wait_for_sync(), name="sync")
             await self.host.stop_switch()
             self.watch.start()
+            # The host does not depend on the BootcNode: read it while the cache syncs.
+            self._first_read = asyncio.create_task(self._read_host(status=True), name="read")
             self._poller = asyncio.create_task(self._poll(), name="poll")
             if not await unless_stopped(sync, stop):
                 return
@@ -681,9 +701,10 @@ class Agent:
         self.host.shutting_down = True
         self.queue.shut_down()
         self.watch.stop()
-        if self._poller is not None:
-            self._poller.cancel()
-            await asyncio.wait([self._poller])
+        for task in (self._poller, self._first_read):
+            if task is not None:
+                task.cancel()
+                await asyncio.wait([task])
         if self._workers is not None:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(grace):

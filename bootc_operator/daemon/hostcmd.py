@@ -243,8 +243,9 @@ class HostCommands:
                 "could not stop the switch unit",
                 extra={"unit": self.unit, "error": error_text(result.stderr)},
             )
-        if block:
+        if block and result.returncode != UNIT_NOT_LOADED:
             # Only a unit that failed without --collect stays loaded: clear it, quietly.
+            # (Not loaded, the usual answer at start-up: nothing to clear, one command less.)
             with contextlib.suppress(HostCommandError):
                 await self.run("stop", ["systemctl", "reset-failed", self.unit], 30.0)
 
