@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
+from bootc_operator.api import v1alpha1, wire
 from bootc_operator.api.v1alpha1 import (
     BootcNode,
     BootcNodePool,
@@ -151,3 +153,49 @@ def test_python_names_are_accepted() -> None:
         "desiredImage": f"q.io/a@{DIGEST}",
         "desiredImageState": "Booted",
     }
+
+
+@pytest.mark.parametrize(
+    ("plain", "model"),
+    [(wire.ImageInfo, v1alpha1.ImageInfo), (wire.BootAssessment, v1alpha1.BootAssessment)],
+)
+def test_the_daemons_plain_types_have_the_api_models_fields(
+    plain: type, model: type[v1alpha1.WireModel]
+) -> None:
+    """The daemon writes ``wire``'s dataclasses (no pydantic on the node); the CRD and
+    the controller use ``v1alpha1``'s models: the same fields, in the same order."""
+    assert [f.name for f in dataclasses.fields(plain)] == list(model.model_fields)
+
+
+@pytest.mark.parametrize(
+    "timestamp",
+    [
+        None,
+        dt.datetime(2024, 5, 1, 10, 0, tzinfo=dt.UTC),
+        dt.datetime(2024, 5, 1, 10, 0, 0, 123000, tzinfo=dt.UTC),
+        dt.datetime(2024, 5, 1, 10, 0, tzinfo=dt.timezone(dt.timedelta(hours=2))),
+    ],
+)
+def test_an_image_info_renders_what_the_api_model_renders(timestamp: dt.datetime | None) -> None:
+    fields: dict[str, Any] = {
+        "image": "quay.io/example/os@sha256:" + "a" * 64,
+        "image_digest": "sha256:" + "b" * 64,
+        "version": "42.1",
+        "timestamp": timestamp,
+        "architecture": "amd64",
+        "soft_reboot_capable": True,
+        "incompatible": False,
+    }
+    plain, model = wire.ImageInfo(**fields), v1alpha1.ImageInfo(**fields)
+    assert plain.to_wire() == model.to_wire()
+    assert plain.to_wire(nulls=True) == model.model_dump(mode="json", by_alias=True)
+    assert v1alpha1.ImageInfo.model_validate(plain.to_wire()) == model
+
+
+def test_a_boot_assessment_renders_what_the_api_model_renders() -> None:
+    for message in (None, "boot-complete.target reached"):
+        state = wire.BootAssessmentState.FAILED
+        plain = wire.BootAssessment(state=state, message=message)
+        model = v1alpha1.BootAssessment(state=state, message=message)
+        assert plain.to_wire() == model.to_wire()
+        assert plain.to_wire(nulls=True) == model.model_dump(mode="json", by_alias=True)

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from bootc_operator.api.v1alpha1 import BootcNodeStatus, ImageInfo
+from bootc_operator.api.v1alpha1 import BootcNodeStatus
+from bootc_operator.api.wire import ImageInfo
 from bootc_operator.daemon.bootc_status import (
     BootcStatusError,
     HostStatus,
@@ -347,15 +348,17 @@ def test_parses_every_variant(
         assert host.is_bootc_host
     else:
         assert reason in (host.unmanageable_reason() or "")
-    # whatever the variant, the result fits BootcNode.status
-    status = BootcNodeStatus(**host.to_bootc_node_status_fields())
-    assert BootcNodeStatus.model_validate(status.to_wire()) == status
+    # whatever the variant, what the daemon writes fits BootcNode.status: the API
+    # model accepts it and writes back exactly the deployments it was given
+    wire = host.images().to_wire()
+    status = BootcNodeStatus.model_validate(wire)
+    assert status.to_wire() == {k: v for k, v in wire.items() if v is not None}
 
 
 def test_full_mapping_into_image_info() -> None:
     host = parse_status(canonical(FULL))
-    fields = host.to_bootc_node_status_fields()
-    assert fields["booted"] == ImageInfo(
+    fields = host.images()
+    assert fields.booted == ImageInfo(
         image=f"{REPO}@{D_BOOTED}",
         image_digest=D_BOOTED,
         version="42.1",
@@ -364,7 +367,7 @@ def test_full_mapping_into_image_info() -> None:
         soft_reboot_capable=False,
         incompatible=False,
     )
-    staged = fields["staged"]
+    staged = fields.staged
     assert staged is not None
     assert staged.soft_reboot_capable is True
     assert host.images().to_wire()["staged"] == {

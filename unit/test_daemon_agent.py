@@ -22,7 +22,7 @@ from bootc_operator.api import constants as c
 from bootc_operator.daemon import agent as agent_mod
 from bootc_operator.daemon.agent import Agent, Config
 from bootc_operator.daemon.assessment import BootProbe
-from bootc_operator.daemon.bootc_status import HostStatus
+from bootc_operator.daemon.bootc_status import HostStatus, parse_document
 from bootc_operator.daemon.decide import RetryPolicy
 from bootc_operator.daemon.hostcmd import HostCommandError, HostCommands
 from bootc_operator.kube import ApiError
@@ -50,7 +50,7 @@ def host_doc(
 ) -> HostStatus:
     """``soft``: the staged deployment is ``softRebootCapable``."""
     flags = {"downloadOnly": download_only, "softRebootCapable": soft}
-    return HostStatus.model_validate(
+    return parse_document(
         {
             "apiVersion": "org.containers.bootc/v1",
             "kind": "BootcHost",

@@ -23,7 +23,7 @@ import pytest
 
 from bootc_operator.api import constants as c
 from bootc_operator.api.v1alpha1 import DesiredImageState, RebootKind
-from bootc_operator.daemon.bootc_status import HostStatus
+from bootc_operator.daemon.bootc_status import parse_document
 from bootc_operator.daemon.decide import (
     HEALTHY,
     IDLE,
@@ -102,7 +102,7 @@ def host(
             "rollbackQueued": queued,
         },
     }
-    return HostView(HostStatus.model_validate(doc))
+    return HostView(parse_document(doc))
 
 
 ON_A = host(entry(A))

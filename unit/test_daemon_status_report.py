@@ -8,13 +8,8 @@ import datetime as dt
 from typing import Any
 
 from bootc_operator.api import constants as c
-from bootc_operator.api.v1alpha1 import (
-    BootAssessment,
-    BootAssessmentState,
-    BootcNodeStatus,
-    ImageInfo,
-    RebootKind,
-)
+from bootc_operator.api.v1alpha1 import BootcNodeStatus
+from bootc_operator.api.wire import BootAssessment, BootAssessmentState, ImageInfo, RebootKind
 from bootc_operator.daemon.bootc_status import DeploymentImages
 from bootc_operator.daemon.decide import (
     HEALTHY,
@@ -202,7 +197,8 @@ def test_boot_assessment_is_written_and_seen_when_it_changes() -> None:
     pending = build_status(None, Decision(IDLE, HEALTHY), ON_A, 1, T0, PENDING)
     assert pending["bootAssessment"] == {"state": "Pending", "message": "not reached yet"}
     server = merge_patch({}, status_patch(pending)["status"])
-    assert BootcNodeStatus.model_validate(server).boot_assessment == PENDING
+    written = BootcNodeStatus.model_validate(server).boot_assessment
+    assert written is not None and written.to_wire() == PENDING.to_wire()
     assert same_status(server, build_status(server, Decision(IDLE, HEALTHY), ON_A, 1, T1, PENDING))
     complete = build_status(server, Decision(IDLE, HEALTHY), ON_A, 1, T1, COMPLETE)
     assert not same_status(server, complete)

@@ -226,8 +226,9 @@ def test_query_strings_are_encoded_like_kubernetes_asyncio() -> None:
 
 def test_the_daemon_does_not_import_kubernetes_asyncio() -> None:
     """The daemon's modules and ``bootc-operator daemon --help`` stay clear of the
-    generated models (~70 MiB, ~0.8 s), and of the pool models (``api.v1alpha1``:
-    the daemon needs ``api.wire`` only); a fresh interpreter, as this one has them."""
+    generated models (~70 MiB, ~0.8 s), of the pool models (``api.v1alpha1``: the
+    daemon needs ``api.wire`` only) and of pydantic (~9 MiB with its compiled core);
+    a fresh interpreter, as this one has them."""
     code = (
         "import sys\n"
         "import bootc_operator.cli, bootc_operator.daemon.agent, bootc_operator.kube\n"
@@ -235,6 +236,8 @@ def test_the_daemon_does_not_import_kubernetes_asyncio() -> None:
         "bad = sorted(m for m in sys.modules if m.split('.')[0] == 'kubernetes_asyncio')\n"
         "assert not bad, bad[:5]\n"
         "assert 'bootc_operator.api.v1alpha1' not in sys.modules\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('pydantic', 'pydantic_core'))\n"
+        "assert not bad, bad[:5]\n"
         "from bootc_operator.kube import load_api_client\n"
         "assert 'kubernetes_asyncio.client' in sys.modules, 'the lazy export still works'\n"
     )

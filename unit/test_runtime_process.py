@@ -7,19 +7,12 @@ import argparse
 import asyncio
 import os
 import signal
-import socket
 
 import aiohttp
 import pytest
 
 from bootc_operator.runtime.process import serve, unless_stopped, wait_first
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+from hack.testenv.controlplane import free_port
 
 
 def probe_args(port: int) -> argparse.Namespace:

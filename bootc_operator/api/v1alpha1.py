@@ -15,17 +15,15 @@ import datetime as dt
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import ConfigDict, Field, JsonValue
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic.alias_generators import to_camel
 
 from bootc_operator.api import constants as c
 from bootc_operator.api.wire import (
-    BootAssessment,
     BootAssessmentState,
     DesiredImageState,
-    ImageInfo,
     RebootKind,
     RebootPolicy,
-    WireModel,
 )
 
 __all__ = [
@@ -37,6 +35,21 @@ __all__ = [
     "RebootPolicy",
     "WireModel",
 ]
+
+
+class WireModel(BaseModel):
+    """Base: camelCase aliases, python names accepted too, unknown fields ignored."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="ignore",
+        use_enum_values=True,
+    )
+
+    def to_wire(self) -> dict[str, Any]:
+        """The JSON-ready dict as the API server stores it (absent fields omitted)."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
 # --------------------------------------------------------------------- shared
@@ -531,6 +544,36 @@ class BootcNodeSpec(WireModel):
         '"AllowSoftReboot" the daemon soft-reboots (userspace only) when the staged deployment '
         "is softRebootCapable; unset: RebootOnly.",
     )
+
+
+class ImageInfo(WireModel):
+    """One deployment of a host: an image and what bootc knows of it.
+
+    The daemon writes it from ``wire.ImageInfo`` (the same fields, without pydantic)."""
+
+    image: str = Field(description="the full image reference (repo@sha256:...).")
+    image_digest: str = Field(description="the per-architecture manifest digest (sha256:...).")
+    version: str | None = Field(default=None, description="the image version, if any.")
+    timestamp: dt.datetime | None = Field(default=None, description="the image build time.")
+    architecture: str | None = Field(default=None, description='e.g. "amd64".')
+    soft_reboot_capable: bool | None = Field(
+        default=None, description="a userspace-only restart can apply this deployment."
+    )
+    incompatible: bool | None = Field(
+        default=None, description="local mutations (rpm-ostree layering) bootc cannot manage."
+    )
+
+
+class BootAssessment(WireModel):
+    """Whether the current boot reached systemd's boot-complete.target.
+
+    The daemon writes it from ``wire.BootAssessment`` (the same fields, without pydantic)."""
+
+    state: BootAssessmentState = Field(
+        description='"Pending": not yet; "Complete": reached; "Failed": the boot finished '
+        'without reaching it (a required check failed); "Unknown": could not be read.'
+    )
+    message: str | None = Field(default=None, description="details, e.g. the failed units.")
 
 
 class BootcNodeStatus(WireModel):

@@ -1,56 +1,27 @@
-"""The small part of ``node.bootc.dev/v1alpha1`` the node agent reads and writes.
+"""The small part of ``node.bootc.dev/v1alpha1`` the node agent writes, without pydantic.
 
-The model base (``WireModel``) and what a daemon puts into BootcNode.status or
-reads from its spec: ``ImageInfo``, ``BootAssessment``, and the enums
-``DesiredImageState``, ``RebootPolicy``, ``RebootKind``. Kept apart so the daemon
-does not build every pool model at start-up (``v1alpha1`` imports and re-exports
-all of them: it stays the one source of the CRDs).
+What a daemon puts into BootcNode.status or reads from its spec: ``ImageInfo`` and
+``BootAssessment`` (frozen dataclasses that render their own wire dicts) and the
+enums ``DesiredImageState``, ``RebootPolicy``, ``RebootKind``,
+``BootAssessmentState``. Kept apart, and free of pydantic, so the daemon on every
+node pays neither pydantic's import (about 9 MiB with its compiled core) nor the
+models' schema builds. ``v1alpha1`` holds the pydantic models of the same shapes,
+which generate the CRDs and validate what the controller reads; a unit test pins
+that each dataclass renders exactly what its ``v1alpha1`` model accepts and
+writes back.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
-
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
-
-
-class WireModel(BaseModel):
-    """Base: camelCase aliases, python names accepted too, unknown fields ignored."""
-
-    model_config = ConfigDict(
-        alias_generator=to_camel,
-        populate_by_name=True,
-        extra="ignore",
-        use_enum_values=True,
-    )
-
-    def to_wire(self) -> dict[str, Any]:
-        """The JSON-ready dict as the API server stores it (absent fields omitted)."""
-        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
 class RebootPolicy(StrEnum):
     REBOOT_ONLY = "RebootOnly"
     ALLOW_SOFT_REBOOT = "AllowSoftReboot"
-
-
-class ImageInfo(WireModel):
-    """One deployment of a host: an image and what bootc knows of it."""
-
-    image: str = Field(description="the full image reference (repo@sha256:...).")
-    image_digest: str = Field(description="the per-architecture manifest digest (sha256:...).")
-    version: str | None = Field(default=None, description="the image version, if any.")
-    timestamp: dt.datetime | None = Field(default=None, description="the image build time.")
-    architecture: str | None = Field(default=None, description='e.g. "amd64".')
-    soft_reboot_capable: bool | None = Field(
-        default=None, description="a userspace-only restart can apply this deployment."
-    )
-    incompatible: bool | None = Field(
-        default=None, description="local mutations (rpm-ostree layering) bootc cannot manage."
-    )
 
 
 class DesiredImageState(StrEnum):
@@ -65,16 +36,53 @@ class BootAssessmentState(StrEnum):
     UNKNOWN = "Unknown"
 
 
-class BootAssessment(WireModel):
-    """Whether the current boot reached systemd's boot-complete.target."""
-
-    state: BootAssessmentState = Field(
-        description='"Pending": not yet; "Complete": reached; "Failed": the boot finished '
-        'without reaching it (a required check failed); "Unknown": could not be read.'
-    )
-    message: str | None = Field(default=None, description="details, e.g. the failed units.")
-
-
 class RebootKind(StrEnum):
     SOFT = "Soft"
     FULL = "Full"
+
+
+def wire_time(t: dt.datetime) -> str:
+    """RFC 3339 as the API server (and pydantic's JSON mode) writes it: UTC as ``Z``."""
+    text = t.isoformat()
+    return text[:-6] + "Z" if text.endswith("+00:00") else text
+
+
+def _drop_none(doc: dict[str, Any], nulls: bool) -> dict[str, Any]:
+    return doc if nulls else {k: v for k, v in doc.items() if v is not None}
+
+
+@dataclass(frozen=True, kw_only=True)
+class ImageInfo:
+    """One deployment of a host: an image and what bootc knows of it."""
+
+    image: str
+    image_digest: str
+    version: str | None = None
+    timestamp: dt.datetime | None = None
+    architecture: str | None = None
+    soft_reboot_capable: bool | None = None
+    incompatible: bool | None = None
+
+    def to_wire(self, *, nulls: bool = False) -> dict[str, Any]:
+        """The camelCase dict; absent fields omitted, or null with ``nulls``."""
+        doc = {
+            "image": self.image,
+            "imageDigest": self.image_digest,
+            "version": self.version,
+            "timestamp": None if self.timestamp is None else wire_time(self.timestamp),
+            "architecture": self.architecture,
+            "softRebootCapable": self.soft_reboot_capable,
+            "incompatible": self.incompatible,
+        }
+        return _drop_none(doc, nulls)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BootAssessment:
+    """Whether the current boot reached systemd's boot-complete.target."""
+
+    state: BootAssessmentState
+    message: str | None = None
+
+    def to_wire(self, *, nulls: bool = False) -> dict[str, Any]:
+        return _drop_none({"state": self.state.value, "message": self.message}, nulls)

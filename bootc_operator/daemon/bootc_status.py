@@ -40,20 +40,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from dataclasses import dataclass, replace
-from typing import Annotated, Any
-
-from pydantic import (
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    ValidationError,
-    ValidatorFunctionWrapHandler,
-    WrapValidator,
-    field_validator,
-)
-from pydantic.alias_generators import to_camel
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from bootc_operator.api.wire import ImageInfo
 
@@ -61,44 +49,120 @@ API_GROUP_PREFIX = "org.containers.bootc/"
 KIND = "BootcHost"
 EXCERPT_CHARS = 80
 
+# Read by hand into frozen dataclasses rather than with pydantic: the daemon runs on
+# every node, and pydantic (with its compiled core and the models' schemas) was
+# about 9 MiB of its RSS and 80 ms of its start-up for this one document.
+
+Loc = tuple[str | int, ...]  # where in the document: JSON keys and list indexes
+
 
 class BootcStatusError(ValueError):
     """``bootc status`` printed something this daemon cannot use; the message is one line."""
 
 
-def _false_if_null(value: Any) -> Any:
-    return False if value is None else value
+class _Invalid(Exception):
+    """A field of the document is unusable: where (JSON keys) and why."""
+
+    def __init__(self, path: Loc, message: str) -> None:
+        super().__init__(message)
+        self.path = path
+        self.message = message
+
+    def describe(self) -> str:
+        where = ".".join(str(part) for part in self.path) or "document"
+        return f"{where}: {self.message}"
 
 
-def _empty_if_null(value: Any) -> Any:
-    return [] if value is None else value
+def _object(value: Any, path: Loc) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise _Invalid(path, f"should be an object, not {type(value).__name__}")
+    return value
 
 
-def _lenient_time(value: Any, handler: ValidatorFunctionWrapHandler) -> dt.datetime | None:
-    try:
-        result: dt.datetime | None = handler(value)
-    except ValidationError:
+def _nested(doc: dict[str, Any], key: str, path: Loc) -> dict[str, Any] | None:
+    """An optional object field (absent or null: None)."""
+    value = doc.get(key)
+    return None if value is None else _object(value, (*path, key))
+
+
+def _string(doc: dict[str, Any], key: str, path: Loc, *, required: bool = False) -> str | None:
+    if key not in doc or (doc[key] is None and not required):
+        if required:
+            raise _Invalid((*path, key), "Field required")
         return None
-    return result
+    value = doc[key]
+    if not isinstance(value, str):
+        raise _Invalid((*path, key), f"should be a string, not {type(value).__name__}")
+    return value
 
 
-Flag = Annotated[bool, BeforeValidator(_false_if_null)]
-LenientTime = Annotated[dt.datetime | None, WrapValidator(_lenient_time)]
+def _required_string(doc: dict[str, Any], key: str, path: Loc, *, non_empty: bool = False) -> str:
+    value = _string(doc, key, path, required=True)
+    assert value is not None
+    if non_empty and not value:
+        raise _Invalid((*path, key), "should not be empty")
+    return value
 
 
-class _BootcModel(BaseModel):
-    model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, extra="ignore", frozen=True
-    )
+_TRUE = {"true", "t", "yes", "y", "on", "1"}
+_FALSE = {"false", "f", "no", "n", "off", "0"}
 
 
-class ImageReference(_BootcModel):
+def _flag(doc: dict[str, Any], key: str, path: Loc) -> bool:
+    """A boolean; absent or null reads as false. Accepts what JSON-ish tools print for
+    booleans (0/1, "true"/"false", ...), like the model it replaced."""
+    value = doc.get(key)
+    if value is None:
+        return False
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.lower() in _TRUE | _FALSE:
+        return value.lower() in _TRUE
+    raise _Invalid((*path, key), f"should be a boolean, not {value!r}"[:120])
+
+
+def _integer(doc: dict[str, Any], key: str, path: Loc) -> int:
+    value = doc.get(key)
+    if value is None:
+        return 0
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    raise _Invalid((*path, key), f"should be an integer, not {value!r}"[:120])
+
+
+def _lenient_time(value: Any) -> dt.datetime | None:
+    """An RFC 3339 time; anything else (bootc has printed odd ones) reads as unknown."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return dt.datetime.fromisoformat(value)
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ImageReference:
     """A container image reference with its transport and signature policy."""
 
     image: str
-    transport: Annotated[str, BeforeValidator(lambda v: v or "registry")] = "registry"
+    transport: str = "registry"
     #: absent/None, "insecure", "containerPolicy", or {"ostreeRemote": "<remote>"}
     signature: str | dict[str, Any] | None = None
+
+    @classmethod
+    def read(cls, doc: dict[str, Any], path: Loc) -> ImageReference:
+        signature = doc.get("signature")
+        if signature is not None and not isinstance(signature, str | dict):
+            raise _Invalid((*path, "signature"), "should be a string or an object")
+        return cls(
+            image=_required_string(doc, "image", path),
+            transport=_string(doc, "transport", path) or "registry",
+            signature=signature,
+        )
 
     @property
     def pullspec(self) -> str:
@@ -114,41 +178,97 @@ class ImageReference(_BootcModel):
         return ",".join(f"{k}:{v}" if v not in (None, True) else k for k, v in sig.items())
 
 
-class ImageStatus(_BootcModel):
+@dataclass(frozen=True, kw_only=True)
+class ImageStatus:
     """What bootc knows of a deployment's image."""
 
     image: ImageReference
     version: str | None = None
-    timestamp: LenientTime = None
-    image_digest: str = Field(min_length=1)
+    timestamp: dt.datetime | None = None
+    image_digest: str
     architecture: str | None = None
 
+    @classmethod
+    def read(cls, doc: dict[str, Any], path: Loc) -> ImageStatus:
+        if doc.get("image") is None:
+            raise _Invalid((*path, "image"), "Field required")
+        return cls(
+            image=ImageReference.read(_object(doc["image"], (*path, "image")), (*path, "image")),
+            version=_string(doc, "version", path),
+            timestamp=_lenient_time(doc.get("timestamp")),
+            image_digest=_required_string(doc, "imageDigest", path, non_empty=True),
+            architecture=_string(doc, "architecture", path),
+        )
 
-class OstreeInfo(_BootcModel):
+
+@dataclass(frozen=True, kw_only=True)
+class OstreeInfo:
     checksum: str
     deploy_serial: int = 0
     stateroot: str | None = None
 
+    @classmethod
+    def read(cls, doc: dict[str, Any], path: Loc) -> OstreeInfo:
+        return cls(
+            checksum=_required_string(doc, "checksum", path),
+            deploy_serial=_integer(doc, "deploySerial", path),
+            stateroot=_string(doc, "stateroot", path),
+        )
 
-class ComposefsInfo(_BootcModel):
+
+@dataclass(frozen=True, kw_only=True)
+class ComposefsInfo:
     verity: str | None = None
     boot_type: str | None = None
     bootloader: str | None = None
     boot_digest: str | None = None
 
+    @classmethod
+    def read(cls, doc: dict[str, Any], path: Loc) -> ComposefsInfo:
+        return cls(
+            verity=_string(doc, "verity", path),
+            boot_type=_string(doc, "bootType", path),
+            bootloader=_string(doc, "bootloader", path),
+            boot_digest=_string(doc, "bootDigest", path),
+        )
 
-class BootEntry(_BootcModel):
+
+def _image_status(doc: dict[str, Any], key: str, path: Loc) -> ImageStatus | None:
+    found = _nested(doc, key, path)
+    return None if found is None else ImageStatus.read(found, (*path, key))
+
+
+@dataclass(frozen=True, kw_only=True)
+class BootEntry:
     """One deployment (booted, staged, rollback or other)."""
 
     image: ImageStatus | None = None
     cached_update: ImageStatus | None = None
-    incompatible: Flag = False
-    pinned: Flag = False
-    soft_reboot_capable: Flag = False
-    download_only: Flag = False
+    incompatible: bool = False
+    pinned: bool = False
+    soft_reboot_capable: bool = False
+    download_only: bool = False
     store: str | None = None
     ostree: OstreeInfo | None = None
     composefs: ComposefsInfo | None = None
+
+    @classmethod
+    def read(cls, doc: dict[str, Any], path: Loc) -> BootEntry:
+        ostree = _nested(doc, "ostree", path)
+        composefs = _nested(doc, "composefs", path)
+        return cls(
+            image=_image_status(doc, "image", path),
+            cached_update=_image_status(doc, "cachedUpdate", path),
+            incompatible=_flag(doc, "incompatible", path),
+            pinned=_flag(doc, "pinned", path),
+            soft_reboot_capable=_flag(doc, "softRebootCapable", path),
+            download_only=_flag(doc, "downloadOnly", path),
+            store=_string(doc, "store", path),
+            ostree=None if ostree is None else OstreeInfo.read(ostree, (*path, "ostree")),
+            composefs=(
+                None if composefs is None else ComposefsInfo.read(composefs, (*path, "composefs"))
+            ),
+        )
 
     @property
     def backend(self) -> str | None:
@@ -177,20 +297,51 @@ class BootEntry(_BootcModel):
         )
 
 
-class HostSpec(_BootcModel):
+def _entry(doc: dict[str, Any], key: str, path: Loc) -> BootEntry | None:
+    found = _nested(doc, key, path)
+    return None if found is None else BootEntry.read(found, (*path, key))
+
+
+@dataclass(frozen=True, kw_only=True)
+class HostSpec:
     image: ImageReference | None = None
-    boot_order: Annotated[str, BeforeValidator(lambda v: v or "default")] = "default"
+    boot_order: str = "default"
+
+    @classmethod
+    def read(cls, doc: dict[str, Any], path: Loc) -> HostSpec:
+        image = _nested(doc, "image", path)
+        return cls(
+            image=None if image is None else ImageReference.read(image, (*path, "image")),
+            boot_order=_string(doc, "bootOrder", path) or "default",
+        )
 
 
-class HostStatusBody(_BootcModel):
+@dataclass(frozen=True, kw_only=True)
+class HostStatusBody:
     staged: BootEntry | None = None
     booted: BootEntry | None = None
     rollback: BootEntry | None = None
-    other_deployments: Annotated[list[BootEntry], BeforeValidator(_empty_if_null)] = Field(
-        default_factory=list
-    )
-    rollback_queued: Flag = False
+    other_deployments: list[BootEntry] = field(default_factory=list)
+    rollback_queued: bool = False
     type: str | None = None
+
+    @classmethod
+    def read(cls, doc: dict[str, Any], path: Loc) -> HostStatusBody:
+        others = doc.get("otherDeployments") or []
+        where = (*path, "otherDeployments")
+        if not isinstance(others, list):
+            raise _Invalid(where, f"should be a list, not {type(others).__name__}")
+        return cls(
+            staged=_entry(doc, "staged", path),
+            booted=_entry(doc, "booted", path),
+            rollback=_entry(doc, "rollback", path),
+            other_deployments=[
+                BootEntry.read(_object(item, (*where, i)), (*where, i))
+                for i, item in enumerate(others)
+            ],
+            rollback_queued=_flag(doc, "rollbackQueued", path),
+            type=_string(doc, "type", path),
+        )
 
 
 @dataclass(frozen=True)
@@ -210,32 +361,34 @@ class DeploymentImages:
         }
 
 
-class HostStatus(_BootcModel):
+@dataclass(frozen=True, kw_only=True)
+class HostStatus:
     """A parsed ``BootcHost`` document."""
 
     api_version: str
     kind: str
-    metadata: Annotated[dict[str, Any], BeforeValidator(lambda v: v or {})] = Field(
-        default_factory=dict
-    )
-    spec: Annotated[HostSpec, BeforeValidator(lambda v: v or {})] = Field(default_factory=HostSpec)
-    status: Annotated[HostStatusBody, BeforeValidator(lambda v: v or {})] = Field(
-        default_factory=HostStatusBody
-    )
+    metadata: dict[str, Any] = field(default_factory=dict)
+    spec: HostSpec = field(default_factory=HostSpec)
+    status: HostStatusBody = field(default_factory=HostStatusBody)
 
-    @field_validator("kind")
     @classmethod
-    def _is_bootc_host(cls, kind: str) -> str:
-        if kind != KIND:
-            raise ValueError(f"kind is {kind!r}, not {KIND!r}")
-        return kind
-
-    @field_validator("api_version")
-    @classmethod
-    def _is_bootc_api(cls, api_version: str) -> str:
+    def read(cls, doc: dict[str, Any]) -> HostStatus:
+        """The document as bootc printed it (parsed JSON); ``_Invalid`` names what is wrong."""
+        api_version = _required_string(doc, "apiVersion", ())
         if not api_version.startswith(API_GROUP_PREFIX):
-            raise ValueError(f"apiVersion is {api_version!r}, not {API_GROUP_PREFIX}...")
-        return api_version
+            raise _Invalid(
+                ("apiVersion",), f"apiVersion is {api_version!r}, not {API_GROUP_PREFIX}..."
+            )
+        kind = _required_string(doc, "kind", ())
+        if kind != KIND:
+            raise _Invalid(("kind",), f"kind is {kind!r}, not {KIND!r}")
+        return cls(
+            api_version=api_version,
+            kind=kind,
+            metadata=_nested(doc, "metadata", ()) or {},
+            spec=HostSpec.read(_nested(doc, "spec", ()) or {}, ("spec",)),
+            status=HostStatusBody.read(_nested(doc, "status", ()) or {}, ("status",)),
+        )
 
     @property
     def booted(self) -> BootEntry | None:
@@ -304,24 +457,22 @@ class HostStatus(_BootcModel):
             return replace(images, staged=images.rollback)
         return images
 
-    def to_bootc_node_status_fields(self) -> dict[str, ImageInfo | None]:
-        """``{"booted", "staged", "rollback"}`` for ``BootcNodeStatus(**fields, ...)``."""
-        images = self.images()
-        return {"booted": images.booted, "staged": images.staged, "rollback": images.rollback}
-
 
 def _excerpt(text: str) -> str:
     """A short, single-line, printable rendering of the start of ``text``."""
     return repr(text[:EXCERPT_CHARS]) + ("..." if len(text) > EXCERPT_CHARS else "")
 
 
-def _describe(exc: ValidationError) -> str:
-    errors = exc.errors()
-    first = errors[0]
-    where = ".".join(str(part) for part in first["loc"]) or "document"
-    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-    message = first["msg"].removeprefix("Value error, ")
-    return f"{where}: {message}{more}"
+def parse_document(doc: dict[str, Any], *, text: str | None = None) -> HostStatus:
+    """An already decoded ``BootcHost`` document; ``BootcStatusError`` when unusable
+    (quoting the start of ``text``, the output it came from, when given)."""
+    try:
+        return HostStatus.read(doc)
+    except _Invalid as exc:
+        quoted = f"; output starts: {_excerpt(text)}" if text is not None else ""
+        raise BootcStatusError(
+            f"bootc status JSON is not a usable BootcHost document: {exc.describe()}{quoted}"
+        ) from None
 
 
 def parse_status(text: str | bytes) -> HostStatus:
@@ -344,13 +495,7 @@ def parse_status(text: str | bytes) -> HostStatus:
             f"bootc status printed a JSON {type(doc).__name__}, not an object; "
             f"output starts: {_excerpt(stripped)}"
         )
-    try:
-        return HostStatus.model_validate(doc)
-    except ValidationError as exc:
-        raise BootcStatusError(
-            f"bootc status JSON is not a usable BootcHost document: {_describe(exc)}; "
-            f"output starts: {_excerpt(stripped)}"
-        ) from None
+    return parse_document(doc, text=stripped)
 
 
 def _repository(ref: str) -> str:

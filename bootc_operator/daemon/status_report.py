@@ -71,7 +71,7 @@ def booted_short(info: ImageInfo | None) -> str | None:
 
 def image_wire(info: ImageInfo | None) -> dict[str, Any] | None:
     """``ImageInfo`` as a wire dict with every field present (absent ones null)."""
-    return None if info is None else info.model_dump(mode="json", by_alias=True)
+    return None if info is None else info.to_wire(nulls=True)
 
 
 def build_status(

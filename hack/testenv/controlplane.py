@@ -85,11 +85,22 @@ class ControlPlaneError(RuntimeError):
     """Something the control plane was asked to do failed."""
 
 
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
-    """A currently free TCP port on 127.0.0.1."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A currently free TCP port on 127.0.0.1, never one this process handed out before.
+
+    The kernel may give a just-released port to the next ``bind(0)``: two daemons of
+    one test were once handed the same probe port before either bound it, and one
+    died with "address already in use"."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
 
 
 def resolve_bin_dir() -> Path:
