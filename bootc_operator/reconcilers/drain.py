@@ -8,15 +8,19 @@ Interface (owned by the rollout reconciler; membership may ``cancel``)::
     drains.cancel(node)           # stop now (target moved, node left the pool)
     drains.poke(node)             # a pod on the node changed: look again now
 
-A drain task runs its own Pod informer restricted to the node
-(``fieldSelector=spec.nodeName=<node>``), started after the cordon, so it sees
-every pod bound before or (racing the cordon) after it, and memory stays
-proportional to the nodes being drained rather than to the cluster's pods. Its
-initial state comes from a streaming list (served from the apiserver's watch
-cache): a drain costs one WATCH, no LIST. The watch runs on the context's
-stream client (``Context.streams``), not the request client: with more
-drains open than the request client has connections (maxUnavailable in the
-hundreds, drains held by PodDisruptionBudgets), the evictions, cordons and
+A drain task first LISTs the node's pods (``fieldSelector=spec.nodeName=<node>``,
+after the cordon, so the answer includes every pod bound before or racing it):
+a consistent read, which kube-apiserver serves from its watch cache by the
+pods' nodeName index (ConsistentListFromCache, on by default since 1.31), over
+the request client's kept-alive connections. Most nodes have nothing to evict
+and are done after that one request: no watch, no new TLS connection (a
+500-slot wave used to open 500 watches, at most 64 at once). Only a node with
+pods to evict opens its own Pod informer restricted to the node (a streaming
+list from the watch cache, then its watch), so memory stays proportional to the
+nodes being drained rather than to the cluster's pods. That watch runs on the
+context's stream client (``Context.streams``), not the request client: with
+more drains open than the request client has connections (maxUnavailable in
+the hundreds, drains held by PodDisruptionBudgets), the evictions, cordons and
 status writes would otherwise wait behind the watches for good.
 Pods that must leave (``drainplan``) are evicted; 429 (a PodDisruptionBudget
 says no) and other refusals are remembered with the server's message and
@@ -37,14 +41,14 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from bootc_operator.informers import Backoff, EventHandler, Informer
-from bootc_operator.kube import PODS, ApiError
+from bootc_operator.kube import PODS, ApiError, list_objects
 from bootc_operator.reconcilers.context import Context, Obj
 from bootc_operator.reconcilers.drainplan import MIRROR_ANNOTATION, blocking_message, drain_state
 from bootc_operator.reconcilers.metrics import DRAIN_DURATION
 
 log = logging.getLogger("drain")
 
-SYNC_CONCURRENCY: Final = 64  # drains opening their Pod watch at the same time
+SYNC_CONCURRENCY: Final = 64  # drains reading their first pod list at the same time
 
 
 @dataclass
@@ -158,6 +162,35 @@ class DrainManager:
     # ---------------------------------------------------------------- the task
 
     async def _drain(self, node: str, res: DrainResult) -> None:
+        pods = await self._first_list(node, res)
+        if pods is not None and not drain_state(pods).remaining:
+            self._finish(node, res)
+            return
+        await self._watch_and_evict(node, res)
+
+    async def _first_list(self, node: str, res: DrainResult) -> list[Obj] | None:
+        """The node's pods now; None if they could not be read (the watch retries)."""
+        try:
+            async with self._syncing:
+                pods, _ = await list_objects(
+                    self.ctx.api, PODS, field_selector=f"spec.nodeName={node}", transform=slim_pod
+                )
+        except (ApiError, OSError, TimeoutError) as err:
+            log.warning(
+                f"could not list the pods to drain, watching instead: {err}",
+                extra={"node": node, "pool": res.pool},
+            )
+            return None
+        return pods
+
+    def _finish(self, node: str, res: DrainResult) -> None:
+        res.done, res.remaining, res.blocked_by = True, (), {}
+        res.seconds = time.monotonic() - res.started
+        DRAIN_DURATION.observe(res.seconds)
+        log.info("drain done", extra={"node": node, "pool": res.pool})
+        self._on_change(node, res.pool)
+
+    async def _watch_and_evict(self, node: str, res: DrainResult) -> None:
         wake = self._wakeups[node]
         pods = Informer(
             self.ctx.streams, PODS, field_selector=f"spec.nodeName={node}", transform=slim_pod
@@ -187,11 +220,7 @@ class DrainManager:
             wake.clear()
             state = drain_state(pods.list())
             if not state.remaining:
-                res.done, res.remaining, res.blocked_by = True, (), {}
-                res.seconds = time.monotonic() - res.started
-                DRAIN_DURATION.observe(res.seconds)
-                log.info("drain done", extra={"node": node, "pool": res.pool})
-                self._on_change(node, res.pool)
+                self._finish(node, res)
                 return
             res.remaining = state.remaining
             refused = False

@@ -141,7 +141,7 @@ def table(results: dict[str, Any]) -> str:
     for verb in ("POST", "PATCH", "DELETE", "GET", "LIST", "WATCH"):
         row(f"     {verb}", lambda r, v=verb: r["controller"]["requests_by_verb"].get(v, 0))
     row(
-        "   LIST after initial sync",
+        "   LIST after initial sync (pods: one per drain)",
         lambda r: (
             ", ".join(f"{k} {v}" for k, v in r["controller"]["lists_after_sync"].items()) or "0"
         ),
