@@ -106,7 +106,12 @@ class Controller:
         self.workers = workers
         self.factory = SharedInformerFactory(self.watch_api)
         self.pools = self.factory.informer(BOOTC_NODE_POOLS)
-        self.bootc_nodes = self.factory.informer(BOOTC_NODES, indexers={POOL_INDEX: index_by_pool})
+        # One BootcNode per node, repeating the same keys, digests, reasons and messages.
+        self.bootc_nodes = self.factory.informer(
+            BOOTC_NODES,
+            indexers={POOL_INDEX: index_by_pool},
+            transform=chain(strip_bulk, intern_strings),
+        )
         # Node objects are large (image lists) and numerous: keep only what we read.
         self.nodes = self.factory.informer(
             NODES, transform=chain(strip_bulk, drop_paths(("status", "images")), intern_strings)
