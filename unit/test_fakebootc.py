@@ -791,6 +791,23 @@ def test_nsenter_strips_its_options_and_env_drops_container(host: Host) -> None:
     assert missing.returncode == 127
 
 
+def test_nsenter_is_cheap_sh_and_hands_unusual_arguments_to_python(host: Host) -> None:
+    """The generated nsenter is /bin/sh (a real one costs a millisecond, a Python start
+    50); an argument JSON must escape goes through the Python version, same result."""
+    assert (host.bin_dir / "nsenter").read_text().startswith("#!/bin/sh\n")
+    plain = host.run("nsenter", "--target", "1", "--", "echo", "plain")
+    odd = host.run("nsenter", "--target", "1", "--", "echo", 'say "hi"\tback\\slash')
+    assert (plain.returncode, plain.stdout) == (0, "plain\n")
+    assert (odd.returncode, odd.stdout) == (0, 'say "hi"\tback\\slash\n')
+    logged = [c["argv"] for c in host.calls("nsenter")]
+    assert logged == [
+        ["--target", "1", "--", "echo", "plain"],
+        ["--target", "1", "--", "echo", 'say "hi"\tback\\slash'],
+    ]
+    lonely = host.run("nsenter", "--target", "1")
+    assert lonely.returncode == 1 and "no command given" in lonely.stderr
+
+
 def test_systemd_run_wait_returns_the_unit_exit_code(host: Host) -> None:
     ok = host.run(
         "systemd-run", "--wait", "--collect", "--unit", "u1", "bootc", "switch", f"{REPO}@{D2}"
