@@ -287,7 +287,47 @@ async def healthy(api: ApiClient, sim: Sim, prom: Prometheus) -> AsyncIterator[R
         await run.finish(digest_of(new))
         done = f'max by (pool) (bootc_operator_pool_nodes{{{sel(run.name)}, state="UpToDate"}})'
         await wait_for(lambda: prom.value(done) == 2, 30, "Prometheus to see the pool updated")
+        for node in nodes:
+            await status_read_scraped(sim, prom, node)
         yield Rollout(run.name, nodes, started, digest_of(new))
+
+
+STATUS_READS = "bootc_operator_daemon_bootc_command_duration_seconds_count"
+
+
+def daemon_status_reads(sim: Sim, node: str) -> float | None:
+    """The node's daemon's own count of bootc status reads (its /metrics)."""
+    port = (sim.processes().get(f"daemon/{node}") or {}).get("metrics_port")
+    url = f"http://127.0.0.1:{port}/metrics"
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        text = resp.read().decode()
+    found = re.search(rf'^{STATUS_READS}{{command="status"}} (\S+)$', text, re.M)
+    return float(found[1]) if found else None
+
+
+async def status_read_scraped(sim: Sim, prom: Prometheus, node: str) -> None:
+    """Make ``node``'s daemon read bootc status once more, after Prometheus scraped its
+    current count, and wait until Prometheus scraped the new one.
+
+    The daemons restarted with the reboot moments ago; their start-up reads may all
+    predate their first scrape, and a counter's first sample shows no increase, so the
+    rate panels would have nothing yet. A fleet that runs for longer always has such
+    reads (polls, inotify): touching ``/ostree/bootc`` is what bootc does after it
+    changes deployments, and the daemon answers it with a status read."""
+    query = f'{STATUS_READS}{{command="status", node="{node}"}}'
+
+    def scraped() -> float | None:
+        """The daemon's count, once Prometheus has scraped exactly it."""
+        now = daemon_status_reads(sim, node)
+        return now if now is not None and prom.value(query) == now else None
+
+    # (never 0: a running daemon has read bootc status at least once)
+    before = await wait_for(scraped, 30, f"{node}'s current status read count scraped")
+    assert before is not None
+    os.utime(sim.info.host_root(node) / "ostree" / "bootc")
+    await wait_for(
+        lambda: (prom.value(query) or 0) > before, 30, f"{node}'s next status read scraped"
+    )
 
 
 @pytest.mark.slow
