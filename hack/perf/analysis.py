@@ -100,6 +100,16 @@ def reaction_latencies(
     return out
 
 
+def handoffs(takes: list[float], releases: list[float], max_unavailable: int) -> list[float]:
+    """The i-th slot release (in time order) -> the (M+i)-th take: how long a freed
+    slot stayed unused."""
+    return [
+        takes[max_unavailable + i] - released
+        for i, released in enumerate(releases)
+        if max_unavailable + i < len(takes)
+    ]
+
+
 def rollout_figures(
     bn_log: list[tuple[float, str, BnFacts]],
     node_log: list[tuple[float, str, NodeFacts]],
@@ -134,11 +144,7 @@ def rollout_figures(
                 drain_path.append(t - take_at[name])
         if facts.idle == "Rebooting" and old.idle != "Rebooting" and name in booted_req:
             fleet_reaction.append(t - booted_req[name])
-    handoff = [
-        takes[max_unavailable + i][0] - rel_t
-        for i, (rel_t, _) in enumerate(releases)
-        if max_unavailable + i < len(takes)
-    ]
+    handoff = handoffs([t for t, _ in takes], [t for t, _ in releases], max_unavailable)
     # slot utilisation: integrate the number of slots held over [t0, t1]
     held, area, last = 0, 0.0, t0
     for t, delta in sorted([(t, 1) for t, _ in takes] + [(t, -1) for t, _ in releases]):
@@ -257,13 +263,7 @@ def wave_chain(
         out[key] = percentiles([m[b] - m[a] for m in marks.values() if a in m and b in m])
     takes.sort()
     releases.sort()
-    out["release_to_next_take"] = percentiles(
-        [
-            takes[max_unavailable + i] - r
-            for i, r in enumerate(releases)
-            if max_unavailable + i < len(takes)
-        ]
-    )
+    out["release_to_next_take"] = percentiles(handoffs(takes, releases, max_unavailable))
     waves = math.ceil(len(takes) / max_unavailable) if takes else 0
     out["start_ms"] = (
         round((takes[min(len(takes), max_unavailable) - 1] - t0) * 1000) if takes else None
