@@ -384,6 +384,37 @@ async def test_label_and_field_selectors_filter(
             assert not await cache_diff(api, bn_by_name)
 
 
+async def test_an_informer_started_from_the_callers_list_goes_straight_to_the_watch(
+    control_plane: ControlPlane, api: ApiClient
+) -> None:
+    """``start(listed=...)`` (a drain's first pod LIST): synced from those items, no
+    second read, and the watch from the list's resourceVersion misses nothing written
+    after the list."""
+    sel = unique_name("listed")
+    a, b = unique_name("inf-listed-a"), unique_name("inf-listed-b")
+    async with informer_client(control_plane) as client, cleanup(api, NODES) as made:
+        await create_object(api, NODES, node_body(a, labelled(sel)))
+        made.append(a)
+        # listed as the informer would: same selector, same transform
+        listed = await list_objects(
+            client, NODES, label_selector=f"{LABEL}={sel}", transform=strip_bulk
+        )
+        await create_object(api, NODES, node_body(b, labelled(sel)))  # after the list
+        made.append(b)
+        inf = Informer(client, NODES, label_selector=f"{LABEL}={sel}", registry=CollectorRegistry())
+        rec = Recorder()
+        inf.add_event_handler(rec.handler())
+        inf.start(listed=listed)
+        try:
+            await wait_for(lambda: inf.has_synced, TIMEOUT, "synced from the given list")
+            await wait_for(lambda: sorted(inf.keys()) == sorted([a, b]), TIMEOUT, "b watched")
+            assert rec.kinds(a) == ["add"] and rec.kinds(b) == ["add"]
+            assert (inf.stats.lists, inf.stats.watch_lists, inf.stats.watches) == (0, 0, 1)
+            assert not await cache_diff(api, inf)
+        finally:
+            await inf.stop()
+
+
 # ---------------------------------------------------------------- no LIST while healthy
 
 

@@ -6,6 +6,7 @@ Interface::
     inf.add_indexers({"pool": by_label("bootc.dev/pool")})
     inf.add_event_handler(EventHandler(on_add=..., on_update=..., on_delete=...))
     inf.start()                    # owns one task (plus one for resync)
+    inf.start(listed=(items, rv))  # or: from a LIST the caller made, straight to WATCH
     await inf.wait_for_sync()      # the first (streaming) list is in the store
     inf.get("node-1"); inf.list(); inf.by_index("pool", "p")
     await inf.stop()               # cancels and awaits its tasks
@@ -160,11 +161,15 @@ class Informer:
     def running(self) -> bool:
         return self._task is not None and not self._task.done()
 
-    def start(self) -> None:
-        """Start the informer's task on the running loop (a no-op if running)."""
+    def start(self, *, listed: tuple[builtins.list[Obj], str] | None = None) -> None:
+        """Start the informer's task on the running loop (a no-op if running).
+
+        ``listed``: items (already transformed) and the resourceVersion of a LIST the
+        caller made with this informer's selectors: the cache starts from them and the
+        first request is the WATCH from that resourceVersion."""
         if not self.running:
             self._task = asyncio.get_running_loop().create_task(
-                self.run(), name=f"informer {self.resource}"
+                self.run(listed), name=f"informer {self.resource}"
             )
 
     async def stop(self) -> None:
@@ -179,10 +184,10 @@ class Informer:
                 if current is not None and current.cancelling():
                     raise
 
-    async def run(self) -> None:
-        """List, watch and resync until cancelled."""
+    async def run(self, listed: tuple[builtins.list[Obj], str] | None = None) -> None:
+        """List (unless ``listed``), watch and resync until cancelled."""
         async with asyncio.TaskGroup() as tg:
-            tg.create_task(self.reflector.run(), name=f"reflector {self.resource}")
+            tg.create_task(self.reflector.run(listed), name=f"reflector {self.resource}")
             if self.resync_period:
                 tg.create_task(self._resync_loop(), name=f"resync {self.resource}")
 

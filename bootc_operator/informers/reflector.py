@@ -16,6 +16,10 @@
 4. When that resourceVersion is gone — HTTP 410 at watch start or an ``ERROR``
    event with code 410 — LIST again (step 1; the sink diffs).
 
+``run(listed=(items, resourceVersion))`` skips step 1 the first time: the caller
+already LISTed (with the same selectors and transform), so the reflector hands
+those items to the sink and goes straight to WATCH from that resourceVersion.
+
 With ``watch_list=True`` (the default, as in client-go 1.36 where the
 ``WatchListClient`` gate is on) step 1 is a *streaming list* instead: one
 WATCH with ``sendInitialEvents=true`` and ``resourceVersionMatch=NotOlderThan``
@@ -160,9 +164,13 @@ class Reflector:
 
     # ------------------------------------------------------------ loop
 
-    async def run(self) -> None:
+    async def run(self, listed: tuple[list[Obj], str] | None = None) -> None:
         need_list = True
         list_next = False
+        if listed is not None:
+            items, self.resource_version = listed
+            self.sink.replace(items)
+            need_list = False
         while True:
             op = "list" if need_list else "watch"
             try:

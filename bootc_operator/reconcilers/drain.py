@@ -15,9 +15,10 @@ pods' nodeName index (ConsistentListFromCache, on by default since 1.31), over
 the request client's kept-alive connections. Most nodes have nothing to evict
 and are done after that one request: no watch, no new TLS connection (a
 500-slot wave used to open 500 watches, at most 64 at once). Only a node with
-pods to evict opens its own Pod informer restricted to the node (a streaming
-list from the watch cache, then its watch), so memory stays proportional to the
-nodes being drained rather than to the cluster's pods. That watch runs on the
+pods to evict opens its own Pod informer restricted to the node, started from
+that list (its first request is the WATCH from the list's resourceVersion: the
+pods are read once), so memory stays proportional to the nodes being drained
+rather than to the cluster's pods. That watch runs on the
 context's stream client (``Context.streams``), not the request client: with
 more drains open than the request client has connections (maxUnavailable in
 the hundreds, drains held by PodDisruptionBudgets), the evictions, cordons and
@@ -162,17 +163,18 @@ class DrainManager:
     # ---------------------------------------------------------------- the task
 
     async def _drain(self, node: str, res: DrainResult) -> None:
-        pods = await self._first_list(node, res)
-        if pods is not None and not drain_state(pods).remaining:
+        listed = await self._first_list(node, res)
+        if listed is not None and not drain_state(listed[0]).remaining:
             self._finish(node, res)
             return
-        await self._watch_and_evict(node, res)
+        await self._watch_and_evict(node, res, listed)
 
-    async def _first_list(self, node: str, res: DrainResult) -> list[Obj] | None:
-        """The node's pods now; None if they could not be read (the watch retries)."""
+    async def _first_list(self, node: str, res: DrainResult) -> tuple[list[Obj], str] | None:
+        """The node's pods now and the list's resourceVersion; None if they could not
+        be read (the informer then lists for itself, retrying)."""
         try:
             async with self._syncing:
-                pods, _ = await list_objects(
+                return await list_objects(
                     self.ctx.api, PODS, field_selector=f"spec.nodeName={node}", transform=slim_pod
                 )
         except (ApiError, OSError, TimeoutError) as err:
@@ -181,7 +183,6 @@ class DrainManager:
                 extra={"node": node, "pool": res.pool},
             )
             return None
-        return pods
 
     def _finish(self, node: str, res: DrainResult) -> None:
         res.done, res.remaining, res.blocked_by = True, (), {}
@@ -190,7 +191,9 @@ class DrainManager:
         log.info("drain done", extra={"node": node, "pool": res.pool})
         self._on_change(node, res.pool)
 
-    async def _watch_and_evict(self, node: str, res: DrainResult) -> None:
+    async def _watch_and_evict(
+        self, node: str, res: DrainResult, listed: tuple[list[Obj], str] | None
+    ) -> None:
         wake = self._wakeups[node]
         pods = Informer(
             self.ctx.streams, PODS, field_selector=f"spec.nodeName={node}", transform=slim_pod
@@ -203,8 +206,10 @@ class DrainManager:
             )
         )
         try:
+            # From the first list when there is one: straight to the WATCH from its
+            # resourceVersion, no second read of the same pods.
             async with self._syncing:
-                pods.start()
+                pods.start(listed=listed)
                 await pods.wait_for_sync()
             await self._evict_until_empty(node, res, pods, wake)
         finally:
