@@ -684,3 +684,11 @@ def test_fake_composefs_host_output(tmp_path: Path) -> None:
     assert parsed.booted.ostree is None
     assert parsed.unmanageable_reason() is None
     assert isinstance(parsed, HostStatus)
+
+
+@pytest.mark.parametrize("serial", ["--5", "x", 1.5, [1]])
+def test_a_deploy_serial_that_is_not_an_integer_is_one_readable_line(serial: object) -> None:
+    doc = host_doc(entry(f"{REPO}@{D_BOOTED}", D_BOOTED))
+    doc["status"]["booted"]["ostree"]["deploySerial"] = serial
+    with pytest.raises(BootcStatusError, match=r"status\.booted\.ostree\.deploySerial"):
+        parse_status(json.dumps(doc))

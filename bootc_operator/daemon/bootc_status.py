@@ -38,6 +38,7 @@ why the host cannot be managed (not bootc, incompatible, not a container image).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 from dataclasses import dataclass, field, replace
@@ -129,8 +130,9 @@ def _integer(doc: dict[str, Any], key: str, path: Loc) -> int:
         return 0
     if isinstance(value, int) and not isinstance(value, bool):
         return value
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        return int(value)
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            return int(value)
     raise _Invalid((*path, key), f"should be an integer, not {value!r}"[:120])
 
 
