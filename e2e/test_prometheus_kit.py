@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -142,6 +143,38 @@ def promql_check() -> Path:
         timeout=600,
     )
     return Path(res.stdout.strip().splitlines()[-1])
+
+
+def test_two_checkouts_building_promql_check_at_once_build_it_once(
+    promql_check: Path, tmp_path: Path
+) -> None:
+    # promql_check: Go is there and its build cache is warm, so this costs a link.
+    """hack/build-promql-check.sh run twice at once into one empty cache (a scratch
+    one): both succeed and print the same complete binary, built once (the other
+    invocation waits for the lock, or finds it warm, depending on who is first)."""
+    env = {**os.environ, "BOOTC_OPERATOR_CACHE": str(tmp_path)}
+    procs = [
+        subprocess.Popen(
+            ["bash", str(ROOT / "hack" / "build-promql-check.sh")],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    results = [p.communicate(timeout=600) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [err for _, err in results]
+    paths = {out.strip() for out, _ in results}
+    assert len(paths) == 1
+    built = Path(paths.pop())
+    assert built.parent.parent == tmp_path / "bin"
+    assert sum("build-promql-check: building " in err for _, err in results) == 1
+    res = subprocess.run(
+        [str(built)], input=json.dumps("up") + "\n", capture_output=True, text=True, check=True
+    )
+    assert json.loads(res.stdout)["selectors"] == [{"metric": "up", "matchers": []}]
+    assert sorted(p.name for p in built.parent.iterdir()) == [".lock", "promql-check"]
 
 
 @pytest.fixture(scope="module")

@@ -6,13 +6,18 @@
 #   kwok                                                             (sigs.k8s.io/kwok)
 # Output: $BOOTC_OPERATOR_CACHE/bin/<versions>/  (default ~/.cache/bootc-operator).
 # Prints that directory on stdout. A warm cache costs a stat per binary.
+# Safe when several checkouts build at once: one builds, the others wait for it
+# (a lock in the output directory) and no one ever sees a partly written binary
+# (hack/lib/cache.sh).
 set -euo pipefail
+# shellcheck source=lib/cache.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/cache.sh"
 
 K8S_VERSION="${K8S_VERSION:-v1.36.3}"
 ETCD_VERSION="${ETCD_VERSION:-v3.6.8}"
 KWOK_VERSION="${KWOK_VERSION:-v0.7.0}"
 
-CACHE="${BOOTC_OPERATOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/bootc-operator}"
+CACHE="$(cache_root)"
 OUT="$CACHE/bin/k8s-$K8S_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION"
 K8S_BINS=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
 
@@ -28,9 +33,6 @@ if have_all; then
 fi
 
 command -v go >/dev/null || { log "error: Go toolchain not found (needed to build $K8S_VERSION binaries)"; exit 1; }
-mkdir -p "$OUT"
-WORK="$(mktemp -d "$CACHE/build.XXXXXX")"
-trap 'rm -rf "$WORK"' EXIT
 export CGO_ENABLED=0 GOFLAGS=-mod=mod GOTOOLCHAIN=local
 
 build_k8s() {
@@ -73,8 +75,8 @@ GO
   for b in "${K8S_BINS[@]}"; do
     [[ -x "$OUT/$b" ]] && continue
     log "building $b $K8S_VERSION (cold builds take minutes)"
-    (cd "$dir" && go build -tags tools -trimpath -ldflags "$ld" -o "$OUT/$b.tmp" "k8s.io/kubernetes/cmd/$b")
-    mv "$OUT/$b.tmp" "$OUT/$b"
+    (cd "$dir" && go build -tags tools -trimpath -ldflags "$ld" -o "$WORK/bin/$b" "k8s.io/kubernetes/cmd/$b")
+    cache_install "$WORK/bin/$b" "$OUT/$b"
   done
 }
 
@@ -85,20 +87,26 @@ build_etcd() {
   printf 'module bootc-operator.local/etcdbuild\n\ngo 1.26\n\nrequire go.etcd.io/etcd/server/v3 %s\n' "$ETCD_VERSION" > "$dir/go.mod"
   printf '//go:build tools\n\npackage tools\n\nimport _ "go.etcd.io/etcd/server/v3"\n' > "$dir/tools.go"
   (cd "$dir" && go mod tidy -e >/dev/null 2>&1 || true)
-  (cd "$dir" && go build -tags tools -trimpath -ldflags "-s -w" -o "$OUT/etcd.tmp" go.etcd.io/etcd/server/v3)
-  mv "$OUT/etcd.tmp" "$OUT/etcd"
+  (cd "$dir" && go build -tags tools -trimpath -ldflags "-s -w" -o "$WORK/bin/etcd" go.etcd.io/etcd/server/v3)
+  cache_install "$WORK/bin/etcd" "$OUT/etcd"
 }
 
 build_kwok() {
   [[ -x "$OUT/kwok" ]] && return 0
   log "building kwok $KWOK_VERSION"
-  GOBIN="$WORK/gobin" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
-  mv "$WORK/gobin/kwok" "$OUT/kwok"
+  GOBIN="$WORK/bin" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
+  cache_install "$WORK/bin/kwok" "$OUT/kwok"
 }
 
-build_etcd
-build_kwok
-build_k8s
-have_all || { log "error: some binaries are missing in $OUT"; exit 1; }
-log "done: $OUT"
+# Each binary is installed as soon as it is built: an interrupted cold build keeps
+# what it finished.
+build_all() {
+  WORK="$1"
+  build_etcd
+  build_kwok
+  build_k8s
+  log "done: $OUT"
+}
+
+cache_build_once build-binaries "$OUT" have_all build_all
 echo "$OUT"
