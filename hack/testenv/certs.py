@@ -13,6 +13,11 @@ One call, :func:`generate_pki`, writes into a directory:
 :func:`generate_serving_pki` writes just a CA and one serving certificate
 (``server.crt``/``.key``) for other test servers, such as the registry.
 
+:func:`issue_serving` and :func:`issue_client` sign one more certificate with an
+existing :class:`Pki`'s CA: the fault-injecting proxy (``hack.testenv.faultproxy``)
+serves with one, and reaches the apiserver as ``front-proxy-client`` with another
+(the apiserver trusts the CA for request-header authentication).
+
 Keys for TLS are ECDSA P-256 (fast to generate); the service-account key is RSA
 (RS256, what every client library expects).
 """
@@ -226,6 +231,53 @@ def generate_pki(directory: Path, extra_sans: tuple[str, ...] = ()) -> Pki:
     return Pki(directory, ca, apiserver, clients, sa_key_path, sa_pub_path)
 
 
+def _load_ca(pki: Pki) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
+    key = serialization.load_pem_private_key(pki.ca.key.read_bytes(), password=None)
+    if not isinstance(key, ec.EllipticCurvePrivateKey):
+        raise TypeError(f"{pki.ca.key}: not an EC key")
+    return key, x509.load_pem_x509_certificate(pki.ca.cert.read_bytes())
+
+
+def _sans(hosts: tuple[str, ...]) -> list[x509.GeneralName]:
+    sans: list[x509.GeneralName] = []
+    for host in hosts:
+        try:
+            sans.append(x509.IPAddress(ipaddress.ip_address(host)))
+        except ValueError:
+            sans.append(x509.DNSName(host))
+    return sans
+
+
+def issue_serving(
+    pki: Pki,
+    name: str,
+    hosts: tuple[str, ...] = ("127.0.0.1", "::1", "localhost"),
+) -> CertPair:
+    """A serving certificate for ``hosts`` signed by ``pki``'s CA, written to
+    ``pki.dir/<name>.crt``/``.key`` (clients that trust the cluster CA trust it)."""
+    ca_key, ca_cert = _load_ca(pki)
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    key, cert = _leaf(ca_key, ca_cert, subject, ExtendedKeyUsageOID.SERVER_AUTH, _sans(hosts))
+    pair = CertPair(pki.dir / f"{name}.crt", pki.dir / f"{name}.key")
+    _write_cert(pair.cert, cert)
+    _write_key(pair.key, key)
+    return pair
+
+
+def issue_client(pki: Pki, user: str, groups: tuple[str, ...] = ()) -> CertPair:
+    """A client certificate for ``user`` in ``groups`` signed by ``pki``'s CA, written to
+    ``pki.dir/<user>.crt``/``.key`` (``front-proxy-client``: the request-header
+    authenticator's allowed name)."""
+    ca_key, ca_cert = _load_ca(pki)
+    attrs = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, g) for g in groups]
+    subject = x509.Name([*attrs, x509.NameAttribute(NameOID.COMMON_NAME, user)])
+    key, cert = _leaf(ca_key, ca_cert, subject, ExtendedKeyUsageOID.CLIENT_AUTH)
+    pair = CertPair(pki.dir / f"{user}.crt", pki.dir / f"{user}.key")
+    _write_cert(pair.cert, cert)
+    _write_key(pair.key, key)
+    return pair
+
+
 @dataclass(frozen=True)
 class ServingPki:
     """A CA and one serving certificate signed by it (see :func:`generate_serving_pki`)."""
@@ -245,18 +297,12 @@ def generate_serving_pki(
     the kube-apiserver (e.g. the registry)."""
     directory.mkdir(parents=True, exist_ok=True)
     ca_key, ca_cert = _make_ca(directory, f"{common_name}-ca")
-    sans: list[x509.GeneralName] = []
-    for host in hosts:
-        try:
-            sans.append(x509.IPAddress(ipaddress.ip_address(host)))
-        except ValueError:
-            sans.append(x509.DNSName(host))
     key, cert = _leaf(
         ca_key,
         ca_cert,
         x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]),
         ExtendedKeyUsageOID.SERVER_AUTH,
-        sans,
+        _sans(hosts),
     )
     server = CertPair(directory / "server.crt", directory / "server.key")
     _write_cert(server.cert, cert)
