@@ -362,21 +362,43 @@ async def test_unmanageable_host_is_degraded_and_never_switched(
 
 
 @pytest.mark.parametrize("backend", ["ostree", "composefs"])
-async def test_out_of_band_switch_is_seen_through_inotify(
+async def test_out_of_band_switch_is_seen_through_inotify_reported_and_undone(
     api: ApiClient, daemons: Daemons, node: str, tmp_path: Path, backend: str
 ) -> None:
+    """Someone runs ``bootc switch D2`` on the host while the spec says D1 (booted):
+    the daemon sees it through inotify (the poll is 1 h away), reports D2 staged with an
+    Idle message and a log line naming the out-of-band change, then stages the booted
+    D1 again (rule 4b: no later reboot may boot an image the spec does not ask for)."""
     host = new_host(tmp_path, backend=backend)
     await create_bootc_node(api, node, D1)
-    daemons.start(node, host, poll_interval="1h")  # only inotify can explain a quick update
+    daemon = daemons.start(node, host, poll_interval="1h")
     await wait_bn(api, node, is_idle, "Idle")
+    named = f"{D2} was staged out of band (not by the bootc-operator daemon)"
 
-    done = await asyncio.to_thread(host.switch, D2)
-    assert done.returncode == 0, done.stderr
-    obj = await wait_bn(
-        api, node, lambda o: slot_image(o, "staged") == D2, "the out-of-band switch reported"
-    )
+    async with NodeLog(api, node) as history:
+        done = await asyncio.to_thread(host.switch, D2)
+        assert done.returncode == 0, done.stderr
+
+        def reported() -> bool:
+            return history.ever(
+                lambda o: (
+                    slot_image(o, "staged") == D2
+                    and idle_reason(o) == c.REASON_STAGING
+                    and named in condition(o, c.COND_IDLE).get("message", "")
+                )
+            )
+
+        await wait_for(reported, WAIT, "the out-of-band switch reported, naming D2")
+        obj = await wait_bn(
+            api,
+            node,
+            lambda o: is_idle(o) and slot_image(o, "staged") == D1,
+            "the booted D1 staged again in place of D2",
+        )
     assert slot_image(obj, "booted") == D1
-    assert host.switch_calls() == [["switch", D2]], "the daemon itself switched nothing"
+    assert host.switch_calls() == [["switch", D2], ["switch", D1]]
+    assert not is_degraded(obj)
+    assert f"{D2} was staged out of band" in daemon.log(100_000)
 
 
 # ------------------------------------------------------------------ pull secret

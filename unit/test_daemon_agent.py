@@ -2,7 +2,9 @@
 replaced by recorders: the order of writes and commands, no-op writes, when bootc
 status is (not) re-read, the reboot permit, applying a download-only deployment, soft
 reboots (``lastRebootKind``, the fallback to a full reboot, the reboot counted after
-it), and API failures (one log line each, capped backoff, nothing done on the host).
+it), API failures (one log line each, capped backoff, nothing done on the host), and an
+image staged out of band (logged, named in the status, replaced; our own switch never
+counts as one).
 The real thing runs end to end in ``e2e/test_daemon.py`` and ``e2e/test_soft_reboot.py``."""
 
 from __future__ import annotations
@@ -725,3 +727,43 @@ async def test_a_host_change_during_a_status_read_is_read_again(
     await agent.reconcile(NODE)
     assert journal.count("status") == 2
     assert not agent._host_stale
+
+
+def idle_message(api: Api) -> str:
+    return str(idle_cond(api).get("message", ""))
+
+
+async def test_an_out_of_band_switch_is_logged_named_and_undone(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    journal: list[Any],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    host = FakeHost(journal, host_doc(A))
+    agent, api = make_agent(tmp_path, monkeypatch, journal, bootc_node(A), host)
+    caplog.set_level(logging.INFO, logger="daemon")
+    await agent.reconcile(NODE)
+    assert journal == ["status", ("patch", c.REASON_IDLE)]
+    # someone runs `bootc switch B` on the host; inotify fires
+    host.doc = host_doc(A, B)
+    agent.host_changed()
+    await asyncio.wait_for(next_trigger(agent), 10)  # the key inotify queued
+    await agent.reconcile(NODE)
+    await asyncio.wait_for(next_trigger(agent), 10)  # the switch task's end
+    assert journal[2:] == ["status", ("patch", c.REASON_STAGING), ("switch", A)]
+    assert api.obj["status"]["staged"]["image"] == B
+    assert idle_message(api) == (
+        f"{B} was staged out of band (not by the bootc-operator daemon): staging the booted "
+        f"image {A} again to replace it"
+    )
+    logged = [r.getMessage() for r in caplog.records if "out of band" in r.getMessage()]
+    assert logged == [
+        f"{B} was staged out of band (bootc status changed without a command of this "
+        "daemon); the BootcNode's spec decides what happens to it"
+    ]
+    # our own switch replaced it: Idle again, and not blamed on anyone else
+    await agent.reconcile(NODE)
+    assert journal[5:] == ["status", ("patch", c.REASON_IDLE)]
+    assert api.obj["status"]["staged"]["image"] == A
+    assert idle_message(api) == ""
+    assert len([r for r in caplog.records if "out of band" in r.getMessage()]) == 1

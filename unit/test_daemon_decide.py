@@ -13,7 +13,11 @@ reverted when the booted image is desired, and switched over for a third image.
 Rows added for issue 17: soft reboots (``spec.rebootPolicy: AllowSoftReboot`` and a
 ``softRebootCapable`` staged deployment: one ``bootc upgrade --from-downloaded --apply
 --soft-reboot=required``; otherwise, and always for a queued rollback, a full reboot
-that says why; a failed soft reboot is followed by a full one after the backoff)."""
+that says why; a failed soft reboot is followed by a full one after the backoff).
+
+Rows added for issue 25: an image staged out of band (``Work.out_of_band``) is replaced
+like any image that is not desired, and the Idle message names it;
+``out_of_band_stage`` tells it from the daemon's own commands."""
 
 from __future__ import annotations
 
@@ -43,6 +47,7 @@ from bootc_operator.daemon.decide import (
     decide,
     degraded,
     desired_from_spec,
+    out_of_band_stage,
     reboot_not_allowed,
     rebooting,
     restaging,
@@ -648,6 +653,39 @@ ROWS: list[Row] = [
         (),
         Decision(IDLE, deg(SWITCH_ERROR), requeue_after=7.0),
     ),
+    # --- an image staged out of band (issue 25)
+    (
+        "booted is desired, another image staged out of band: re-staged, the message names it",
+        Desired(A),
+        A_STAGED_B,
+        Work(out_of_band=B),
+        (),
+        Decision(restaging(A, B, out_of_band=True), HEALTHY, start_switch=A),
+    ),
+    (
+        "an earlier out-of-band image, now another staged: the plain stale message",
+        Desired(A),
+        A_STAGED_B,
+        Work(out_of_band=C),
+        (),
+        Decision(restaging(A, B), HEALTHY, start_switch=A),
+    ),
+    (
+        "a third image desired over one staged out of band: staged, the message names it",
+        Desired(C),
+        A_STAGED_B,
+        Work(out_of_band=B),
+        (),
+        Decision(staging(C, replacing=B), HEALTHY, start_switch=C),
+    ),
+    (
+        "the desired image itself staged out of band: Staged, nothing to replace",
+        Desired(B),
+        A_STAGED_B,
+        Work(out_of_band=B),
+        (),
+        Decision(staged(B), HEALTHY),
+    ),
     (
         "a stale download-only staged image is left alone (bootc never boots it)",
         Desired(A),
@@ -1154,3 +1192,24 @@ def test_desired_reads_the_reboot_permit_annotations(
 )
 def test_desired_from_spec(spec: dict[str, Any] | None, expected: Desired | None) -> None:
     assert desired_from_spec(spec) == expected
+
+
+def test_out_of_band_stage_is_a_staged_change_without_a_command_of_ours() -> None:
+    on_a, a_b, a_c = (v.status for v in (ON_A, A_STAGED_B, host(entry(A), entry(C))))
+    assert on_a is not None and a_b is not None and a_c is not None
+    assert out_of_band_stage(on_a, a_b, ours=False) == B
+    assert out_of_band_stage(a_b, a_c, ours=False) == C, "one staged image replaced another"
+    assert out_of_band_stage(on_a, a_b, ours=True) is None, "our own switch"
+    assert out_of_band_stage(None, a_b, ours=False) is None, "no earlier read: who knows"
+    assert out_of_band_stage(a_b, a_b, ours=False) is None, "unchanged"
+    assert out_of_band_stage(a_b, on_a, ours=False) is None, "nothing staged any more"
+
+
+def test_out_of_band_messages_name_the_image() -> None:
+    assert restaging(A, B, out_of_band=True).message == (
+        f"{B} was staged out of band (not by the bootc-operator daemon): staging the booted "
+        f"image {A} again to replace it"
+    )
+    assert staging(C, replacing=B).message == (
+        f"{B} was staged out of band (not by the bootc-operator daemon): staging {C} to replace it"
+    )

@@ -13,7 +13,9 @@ Shaped like client-go's sample-controller with a single key, the node's name:
   read instead of waiting for its own;
 - one worker (``run_workers``) runs ``Agent.reconcile``, so reconciles never overlap:
   sync the pull secret → re-read ``bootc status`` when stale (never while our switch
-  runs: bootc holds the sysroot lock) → read the boot assessment when due →
+  runs: bootc holds the sysroot lock; an image staged since the last read while we ran
+  no command was staged out of band: logged, and named in the status while the
+  spec's image replaces it) → read the boot assessment when due →
   ``decide`` (pure; it also gets the BootcNode's reboot-permit annotations) → patch
   ``BootcNode.status`` when its content changed → act: cancel / start the switch,
   apply a download-only deployment (``bootc upgrade --from-downloaded``), queue or
@@ -104,6 +106,7 @@ from bootc_operator.daemon.decide import (
     Work,
     decide,
     desired_from_spec,
+    out_of_band_stage,
 )
 from bootc_operator.daemon.hostcmd import HostCommandError, HostCommands
 from bootc_operator.daemon.hostwatch import HostWatch
@@ -187,6 +190,10 @@ class Agent:
         self._status_failures = 0
         self._host_stale = True
         self._host_changes = 0  # host_changed calls: a read clears staleness only if none came
+        # a command of ours may have changed the deployments since the last status read
+        self._ran_command = False
+        # the image someone else staged (seen between two reads of this process)
+        self._out_of_band: str | None = None
         # work under way
         self._switch_task: asyncio.Task[None] | None = None
         self._switch_image: str | None = None
@@ -317,6 +324,7 @@ class Agent:
             self._reboot_requested,
             self._reboot_soft,
             self._soft_reboot_failed,
+            self._out_of_band,
         )
 
     async def _read_host(self, *, status: bool) -> None:
@@ -340,9 +348,26 @@ class Agent:
             return
         if self._host_error is not None:
             log.info("bootc status readable again", extra=self._ctx)
+        self._note_out_of_band(status)
         self._host_status, self._host_error, self._status_failures = status, None, 0
         # a change reported while bootc status ran may not be in what it printed
         self._host_stale = self._host_changes != changes
+
+    def _note_out_of_band(self, status: HostStatus) -> None:
+        """Log an image staged by someone else since the last read; remember it for the
+        status message until a command of ours changes the deployments."""
+        ours, self._ran_command = self._ran_command, False
+        foreign = out_of_band_stage(self._host_status, status, ours=ours)
+        if foreign is not None:
+            log.warning(
+                "%s was staged out of band (bootc status changed without a command of this "
+                "daemon); the BootcNode's spec decides what happens to it",
+                foreign,
+                extra={**self._ctx, "image": foreign},
+            )
+            self._out_of_band = foreign
+        elif ours:
+            self._out_of_band = None
 
     async def _refresh_assessment(self) -> None:
         """Read the boot assessment; schedule the next read unless it is final."""
@@ -471,6 +496,7 @@ class Agent:
         )
         m.STAGE_ATTEMPTS.inc()
         log.info("staging", extra={**self._ctx, "image": image, "attempt": attempts})
+        self._ran_command = True
         self._switch_image = image
         self._switch_task = asyncio.create_task(
             self._run_switch(image, attempts), name=f"switch {image}"
@@ -515,6 +541,7 @@ class Agent:
         """``bootc upgrade --from-downloaded``: the download-only ``image`` boots next."""
         log.info("applying the download-only staged image", extra={**self._ctx, "image": image})
         attempts = self._attempts("apply", image)
+        self._ran_command = True
         error: str | None = None
         try:
             await self.host.apply_downloaded()
@@ -529,6 +556,7 @@ class Agent:
         rollback while ``image`` is booted; judged from the next status read."""
         log.info("bootc rollback", extra={**self._ctx, "image": image})
         attempts = self._attempts("rollback", image)
+        self._ran_command = True
         error: str | None = None
         try:
             await self.host.rollback()
@@ -556,6 +584,7 @@ class Agent:
         """Apply the staged ``image`` with a soft reboot; False when bootc failed (the node
         then gets a full reboot after the backoff)."""
         log.info("soft-rebooting into the staged image", extra={**self._ctx, "image": image})
+        self._ran_command = True  # bootc may unlock a download-only deployment, then fail
         try:
             await self.host.soft_reboot()
         except HostCommandError as exc:

@@ -101,6 +101,16 @@ Rules, in order (the first that applies wins):
    queued rollback needs nothing special here: staging a deployment cancels it
    (bootc's own behaviour).
 
+**Out-of-band changes.** ``out_of_band_stage(before, after, ours=...)`` compares two
+``bootc status`` reads of one daemon process: a staged deployment that appeared or
+changed between them while the daemon ran no host command of its own was staged by
+someone else (``bootc switch`` or ``bootc upgrade`` run on the host by hand or by
+another tool). The shell logs it and passes it on as ``Work.out_of_band``; rules 4b and
+7, which replace that deployment, name it in their ``Idle`` message ("X was staged out
+of band ..."). A daemon that has just started cannot tell who staged what, so it
+names nothing. The node's spec stays the truth: the out-of-band image is replaced like
+any other staged image that is not desired.
+
 In every rule a running switch of any *other* image is cancelled (one switch at a
 time; a newer desired image wins). ``pull_problems`` (an unusable pull secret) make
 ``Degraded`` True only where the node has to pull (rules 1, 4b's re-stage, 7) or is
@@ -212,6 +222,8 @@ class Work:
     reboot_soft: bool = False
     #: the image a soft reboot command failed for (by this process): full reboots only
     soft_reboot_failed: str | None = None
+    #: the image someone else staged (``out_of_band_stage``), named while it is staged
+    out_of_band: str | None = None
 
 
 @dataclass(frozen=True)
@@ -256,16 +268,46 @@ HEALTHY = Cond(False, c.REASON_HEALTHY)
 NOT_NEEDED_NOW = "not needed now: nothing to pull"
 
 
-def staging(image: str) -> Cond:
+#: how a message names an image staged by someone else (``out_of_band_stage``)
+OUT_OF_BAND = "was staged out of band (not by the bootc-operator daemon)"
+
+
+def staging(image: str, *, replacing: str | None = None) -> Cond:
+    """``Idle=False/Staging``; ``replacing``: an image staged out of band that the
+    switch replaces."""
+    if replacing is not None:
+        return Cond(
+            False, c.REASON_STAGING, f"{replacing} {OUT_OF_BAND}: staging {image} to replace it"
+        )
     return Cond(False, c.REASON_STAGING, f"staging {image}")
 
 
-def restaging(image: str, stale: str) -> Cond:
+def restaging(image: str, stale: str, *, out_of_band: bool = False) -> Cond:
+    """``Idle=False/Staging``: the booted (desired) image staged again over ``stale``."""
+    if out_of_band:
+        return Cond(
+            False,
+            c.REASON_STAGING,
+            f"{stale} {OUT_OF_BAND}: staging the booted image {image} again to replace it",
+        )
     return Cond(
         False,
         c.REASON_STAGING,
         f"staging the booted image {image} again to replace the stale staged {stale}",
     )
+
+
+def out_of_band_stage(before: HostStatus | None, after: HostStatus, *, ours: bool) -> str | None:
+    """The image staged between the ``bootc status`` reads ``before`` and ``after`` by
+    someone else: None when this daemon ran a host command in between (``ours``), without
+    an earlier read (a daemon that just started cannot tell who staged what), and when
+    the staged deployment is unchanged or gone."""
+    if before is None or ours:
+        return None
+    now = after.images().staged
+    if now is None or now == before.images().staged:
+        return None
+    return now.image
 
 
 def staged(image: str, *, download_only: bool = False) -> Cond:
@@ -558,7 +600,9 @@ def decide(
             last,
             forget,
             staged_image,
-            idle=restaging(desired.image, staged_image),
+            idle=restaging(
+                desired.image, staged_image, out_of_band=work.out_of_band == staged_image
+            ),
             now=now,
             retry=retry,
             other_switch=other_switch,
@@ -659,12 +703,13 @@ def decide(
         )
 
     # 7. stage the desired image
+    foreign = staged_image if work.out_of_band == staged_image else None
     return _stage(
         desired.image,
         last,
         forget,
         staged_image,
-        idle=staging(desired.image),
+        idle=staging(desired.image, replacing=foreign),
         now=now,
         retry=retry,
         other_switch=other_switch,
