@@ -7,8 +7,12 @@ turns ready) → leader election (if enabled) → as leader only: the Event
 recorder and N workers on each of the five rate-limited queues (membership,
 rollout, status, tags, alerts), all keyed by pool name, plus one worker that starts
 and stops the watches of the pull Secrets pools reference.
-A standby keeps warm caches and does no writes. Losing the lease stops the
-process (exit code 1) so it restarts as a standby, like controller-runtime.
+A standby keeps warm caches and does no writes. The workers start only once
+``acquire()`` has returned cleanly. Losing the lease (a renewal that failed
+in any way for the renew deadline, or a renew task that died) stops writing at
+once, with no grace: every drain (evictions in flight) and every reconcile is
+cancelled before anything else, pending Events are dropped, and the process
+exits with code 1 so it restarts as a standby, like controller-runtime.
 
 Who wakes whom: informer event handlers only enqueue (``triggers`` says which
 queues an event concerns). A reconciler that learned something the others
@@ -318,9 +322,25 @@ class Controller:
                 name="pullsecrets-workers",
             )
 
+    def _queues(self) -> list[RateLimitingQueue[str]]:
+        return [*self.queues.values(), self.secret_watch_queue]
+
+    async def stop_writing(self, work: asyncio.Task[None]) -> None:
+        """Leadership is gone: cancel every drain and every reconcile now, no grace.
+
+        The cancellations are all issued before the first ``await``, so no other
+        task of this process runs (and writes) in between.
+        """
+        for queue in self._queues():
+            queue.shut_down()
+        drains = self.drains.cancel_all()
+        work.cancel()
+        events = self.recorder.discard_pending()
+        await asyncio.wait([work, *drains, *events])
+
     async def shutdown(self, grace: float = 10.0) -> None:
         """Stop intake, let in-flight reconciles finish (bounded), stop drains and Events."""
-        queues = [*self.queues.values(), self.secret_watch_queue]
+        queues = self._queues()
         for queue in queues:
             queue.shut_down()
         with contextlib.suppress(TimeoutError):
@@ -402,39 +422,56 @@ async def _lead_and_work(
     if elector is None:
         m.IS_LEADER.set(1)
         return await _work_until(controller, stop, None)
-    if not await unless_stopped(asyncio.create_task(_acquire(elector), name="acquire"), stop):
-        return 0
-    m.IS_LEADER.set(1)
     try:
+        acquiring = asyncio.create_task(elector.acquire(), name="acquire")
+        if not await unless_stopped(acquiring, stop):
+            return 0
+        # Leading is proven, not assumed: only an acquire that returned cleanly counts.
+        if acquiring.exception() is not None or not elector.is_leader:
+            log.error(
+                "leader election failed; not starting any work",
+                exc_info=acquiring.exception(),
+            )
+            return 1
+        elector.start_renewing()
+        m.IS_LEADER.set(1)
         return await _work_until(controller, stop, elector)
     finally:
+        m.IS_LEADER.set(0)
         await elector.release_and_stop()
-
-
-async def _acquire(elector: LeaderElector) -> None:
-    await elector.acquire()
-    elector.start_renewing()
 
 
 async def _work_until(
     controller: Controller, stop: asyncio.Event, elector: LeaderElector | None
 ) -> int:
     work = asyncio.create_task(controller.run_workers(), name="workers")
-    lost = None
-    if elector is not None:
-        lost = asyncio.create_task(elector.lost.wait(), name="lease-lost")
-    await wait_first(stop, work, *([lost] if lost is not None else []))
-    code = 0
-    if lost is not None and lost.done():
-        log.error("leadership lost; stopping so a standby can take over")
-        code = 1
-    elif work.done() and work.exception() is not None:
-        log.error("workers failed", exc_info=work.exception())
-        code = 1
-    await controller.shutdown()
-    work.cancel()
-    with contextlib.suppress(asyncio.CancelledError, Exception):
-        await work
-    if lost is not None:
-        lost.cancel()
-    return code
+    lost = asyncio.create_task(elector.lost.wait(), name="lease-lost") if elector else None
+    try:
+        await wait_first(stop, work, *([lost] if lost is not None else []))
+        if lost is None or not lost.done():
+            # A graceful stop (or the workers failed): in-flight reconciles may
+            # finish, but only while the lease is still ours.
+            graceful = asyncio.create_task(controller.shutdown(), name="graceful-shutdown")
+            await asyncio.wait(
+                [graceful, *([lost] if lost is not None else [])],
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+            if not graceful.done():
+                graceful.cancel()
+                await asyncio.wait([graceful])
+        if lost is not None and lost.done():
+            await controller.stop_writing(work)
+            log.error(
+                "leadership lost: reconciles and drains cancelled, no more writes; "
+                "exiting so a standby can take over"
+            )
+            return 1
+        if work.done() and not work.cancelled() and work.exception() is not None:
+            log.error("workers failed", exc_info=work.exception())
+            return 1
+        return 0
+    finally:
+        work.cancel()
+        await asyncio.wait([work])
+        if lost is not None:
+            lost.cancel()

@@ -151,14 +151,18 @@ class DrainManager:
     def blocked(self) -> dict[str, DrainResult]:
         return {n: r for n, r in self._results.items() if r.blocked}
 
-    async def stop(self) -> None:
+    def cancel_all(self) -> list[asyncio.Task[None]]:
+        """Cancel every drain now (evictions in flight included); the tasks to await."""
         tasks = list(self._tasks.values())
         for task in tasks:
             task.cancel()
-        for task in tasks:
+        self._tasks.clear()
+        return tasks
+
+    async def stop(self) -> None:
+        for task in self.cancel_all():
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        self._tasks.clear()
 
     # ---------------------------------------------------------------- the task
 

@@ -202,6 +202,28 @@ class EventRecorder:
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name="event-recorder")
 
+    def discard_pending(self) -> list[asyncio.Task[None]]:
+        """Drop every Event not sent yet and cancel the sends in flight (leadership
+        lost: this process writes no more); the cancelled task, to await.
+
+        A later ``stop`` then has nothing to flush.
+        """
+        dropped = sum(len(q) for q in self._queues.values()) + len(self._batches)
+        task, self._task = self._task, None
+        for batch in self._batches.values():
+            if batch.timer is not None:
+                batch.timer.cancel()
+        self._batches.clear()
+        for queue in self._queues.values():
+            queue.clear()
+        self._idle.set()
+        if dropped:
+            log.warning("dropped %d Events not sent yet: no longer the leader", dropped)
+        if task is None:
+            return []
+        task.cancel()
+        return [task]
+
     async def stop(self, flush_within: float = 5.0) -> None:
         for key in list(self._batches):
             self._flush_batch(key)
@@ -305,7 +327,7 @@ class EventRecorder:
     async def _deliver(self, item: _Pending) -> None:
         try:
             await self._send(item)
-        except (ApiError, OSError, TimeoutError) as err:
+        except Exception as err:  # an Event is best effort: log, go on
             log.warning(
                 "could not record event %s on %s %s: %s",
                 item.reason,

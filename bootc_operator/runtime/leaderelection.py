@@ -11,9 +11,24 @@ Interface::
 or, step by step: ``await elector.acquire()``, ``elector.start_renewing()``,
 ``await elector.release_and_stop()``.
 
-``elector.lost`` is an ``asyncio.Event`` set when leadership is lost (renewal
-failed for ``renew_deadline``); the caller must then stop all writes — the
-controller exits so its Deployment restarts it as a standby.
+``elector.lost`` is an ``asyncio.Event`` set when leadership is lost; the
+caller must then stop all writes at once — the controller cancels its
+reconcilers and drains and exits so its Deployment restarts it as a standby.
+
+Leading is proven, never assumed:
+
+- an attempt that fails in *any* way (an API error, a dropped connection such
+  as aiohttp's ``ServerDisconnectedError``, a cut or non-JSON body, a Lease
+  without a ``resourceVersion``, a timeout) counts as "not leading";
+- ``acquire`` returns only after an attempt succeeded; ``is_leader`` is set
+  only then;
+- the renewal deadline runs from when the last *successful* renewal was
+  *sent* (the server wrote it no earlier), so the leader gives up at
+  ``renew_deadline`` after that write at the latest, while a standby that
+  observed it can take over only ``lease_duration`` after it: the difference
+  is the time the leader has to stop writing;
+- a renew task that ends for any reason other than ``release_and_stop``
+  counts as a lost Lease.
 
 Expiry is judged on this process's monotonic clock from when the current
 record was *observed* (like client-go), not from the record's renewTime, so
@@ -113,6 +128,9 @@ class LeaderElector:
         self.is_leader = False
         self.lost = asyncio.Event()
         self._renewer: asyncio.Task[None] | None = None
+        # Loop time at which the last successful attempt was sent.
+        self._renewed_at = 0.0
+        self._stopping = False
 
     # ------------------------------------------------------------ one attempt
 
@@ -180,10 +198,17 @@ class LeaderElector:
         self._observed_at = self._monotonic()
 
     async def _attempt(self) -> bool:
+        """One attempt; any failure (not only API errors) means "not leading"."""
         try:
             return await self.try_acquire_or_renew()
-        except (ApiError, OSError, TimeoutError) as err:
-            log.warning("lease %s/%s: %s", self.namespace, self.name, err)
+        except Exception as err:  # every doubt counts as not leading
+            log.warning(
+                "lease %s/%s: attempt failed: %s: %s",
+                self.namespace,
+                self.name,
+                type(err).__name__,
+                err or "(no message)",
+            )
             return False
 
     # ------------------------------------------------------------ loops
@@ -192,36 +217,65 @@ class LeaderElector:
         return self.retry_period * (1 + random.uniform(0, 0.2))
 
     async def acquire(self) -> None:
-        """Block until this process holds the lease."""
+        """Block until this process holds the lease (an attempt succeeded)."""
         log.info("waiting to lead lease %s/%s as %s", self.namespace, self.name, self.identity)
+        loop = asyncio.get_running_loop()
         while True:
+            sent = loop.time()
             if await self._attempt():
                 break
             await asyncio.sleep(self._jittered())
+        self._renewed_at = sent
         self.is_leader = True
         log.info("became leader of lease %s/%s", self.namespace, self.name)
 
     async def _renew_loop(self) -> None:
-        last_ok = self._monotonic()
-        while True:
-            await asyncio.sleep(self.retry_period)
-            try:
-                async with asyncio.timeout(self.renew_deadline):
-                    ok = await self._attempt()
-            except TimeoutError:
-                ok = False
-            if ok:
-                last_ok = self._monotonic()
-            elif self._monotonic() - last_ok >= self.renew_deadline:
-                self.is_leader = False
-                log.error(
-                    "lost leadership of lease %s/%s: could not renew for %.0fs",
-                    self.namespace,
-                    self.name,
-                    self.renew_deadline,
-                )
-                self.lost.set()
-                return
+        """Renew every ``retry_period``; give up ``renew_deadline`` after the last
+        successful renewal was sent, even while an attempt is still waiting."""
+        loop = asyncio.get_running_loop()
+        try:
+            while True:
+                deadline = self._renewed_at + self.renew_deadline
+                await asyncio.sleep(max(0.0, min(self.retry_period, deadline - loop.time())))
+                if loop.time() >= deadline:
+                    break
+                sent = loop.time()
+                try:
+                    async with asyncio.timeout_at(deadline):
+                        ok = await self._attempt()
+                except TimeoutError:
+                    ok = False
+                if ok:
+                    self._renewed_at = sent
+            log.error(
+                "lost leadership of lease %s/%s: no renewal succeeded for %.1fs",
+                self.namespace,
+                self.name,
+                self.renew_deadline,
+            )
+        except asyncio.CancelledError:
+            if self._stopping:
+                raise
+            log.error(
+                "lost leadership of lease %s/%s: renewal cancelled", self.namespace, self.name
+            )
+            raise
+        except BaseException:
+            log.exception(
+                "lost leadership of lease %s/%s: renewal failed", self.namespace, self.name
+            )
+            raise
+        finally:
+            if not self._stopping:
+                self._lose()
+
+    @property
+    def _key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def _lose(self) -> None:
+        self.is_leader = False
+        self.lost.set()
 
     async def release(self) -> None:
         """Hand the lease back (holder cleared) so a standby takes over at once."""
@@ -236,15 +290,37 @@ class LeaderElector:
             lease["spec"].update(holderIdentity="", leaseDurationSeconds=1, renewTime=now)
             await request_json(self.api, "PUT", LEASES.path(self.namespace, self.name), body=lease)
             log.info("released lease %s/%s", self.namespace, self.name)
-        except (ApiError, OSError, TimeoutError) as err:
-            log.warning("could not release lease %s/%s: %s", self.namespace, self.name, err)
+        except Exception as err:  # the lease then expires on its own
+            log.warning(
+                "could not release lease %s/%s: %s: %s",
+                self.namespace,
+                self.name,
+                type(err).__name__,
+                err or "(no message)",
+            )
 
     def start_renewing(self) -> None:
         """After ``acquire``: keep renewing in the background; ``lost`` is set on failure."""
+        if not self.is_leader:
+            raise RuntimeError("start_renewing before acquire succeeded")
         if self._renewer is None:
             self._renewer = asyncio.create_task(self._renew_loop(), name="lease-renew")
+            self._renewer.add_done_callback(self._renewer_done)
+
+    def _renewer_done(self, task: asyncio.Task[None]) -> None:
+        # The loop's own ``finally`` already reports a loss; this also covers a task
+        # cancelled before it first ran (its body, and so its ``finally``, never ran).
+        if not task.cancelled():
+            task.exception()  # logged by the loop itself; retrieved here
+        if not self._stopping:
+            self._lose()
+
+    def renewing(self) -> bool:
+        """True while the renew task runs (a leader whose renewer died is not leading)."""
+        return self._renewer is not None and not self._renewer.done()
 
     async def release_and_stop(self) -> None:
+        self._stopping = True
         if self._renewer is not None:
             self._renewer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
