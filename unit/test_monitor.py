@@ -10,12 +10,15 @@ is being reported).
 from __future__ import annotations
 
 import datetime as dt
+import json
+from pathlib import Path
 from typing import Any, cast
 
 from kubernetes_asyncio.client import ApiClient
 
 from bootc_operator.api import constants as c
-from hack.testenv.monitor import SafetyMonitor
+from hack.testenv.audit import ApiWrite, parse, writer
+from hack.testenv.monitor import SafetyMonitor, WriterCheck
 
 POOL = "p"
 TARGET = "sha256:" + "b" * 64
@@ -257,3 +260,209 @@ def test_without_stage_ahead_the_bound_is_only_measured() -> None:
     m.bootc_nodes.apply("MODIFIED", bn("a", 5, desired=TARGET))
     m.bootc_nodes.apply("MODIFIED", bn("b", 6, desired=TARGET))
     assert m.violations == [] and m.summary.max_on_the_way == 2
+
+
+# ------------------------------------------------------------ at most one controller writing
+
+LEASE = "bootc-operator-controller"
+
+
+def write(
+    writer: str | None,
+    at: float,
+    *,
+    received: float | None = None,
+    holder: str | None = None,
+    code: int = 200,
+    resource: str = "bootcnodes",
+) -> ApiWrite:
+    lease = holder is not None
+    return ApiWrite(
+        received=at - 0.01 if received is None else received,
+        completed=at,
+        writer=writer,
+        verb="update" if lease else "patch",
+        resource="leases" if lease else resource,
+        namespace="bootc-operator" if lease else "",
+        name=LEASE if lease else "worker-1",
+        code=code,
+        holder=holder,
+        lease_duration=4.0 if lease else 0.0,
+    )
+
+
+def writers(*writes: ApiWrite) -> tuple[WriterCheck, list[str]]:
+    seen: list[str] = []
+    check = WriterCheck(LEASE, seen.append)
+    for w in writes:
+        check.record(w)
+    return check, seen
+
+
+def test_a_clean_handover_has_one_writer_at_a_time() -> None:
+    check, seen = writers(
+        write("c1/1", 1.0, holder="c1_a"),
+        write("c1/1", 2.0),
+        write("c1/1", 3.0, holder="c1_a"),
+        write("c1/1", 3.5),
+        write("c2/2", 8.0, holder="c2_b"),
+        write("c2/2", 8.5),
+    )
+    assert seen == [] and check.max_writers == 1
+    (first, second) = check.handovers
+    assert (first.old, first.new) == (None, "c1/1")
+    assert (second.old, second.new, second.old_renewed) == ("c1/1", "c2/2", 3.0)
+    assert (second.old_last_write, second.new_first_write) == (3.5, 8.5)
+    assert "took the Lease 5.00s after c1/1's last renewal" in second.describe()
+    assert "-3.50s from its Lease's expiry" in second.describe()
+
+
+def test_the_old_leader_writing_after_the_take_is_split_brain() -> None:
+    check, seen = writers(
+        write("c1/1", 1.0, holder="c1_a"),
+        write("c2/2", 6.0, holder="c2_b"),
+        write("c2/2", 6.5),
+        write("c1/1", 7.0),
+    )
+    assert len(seen) == 1 and "controller c1/1 wrote while c2/2 held the Lease" in seen[0]
+    assert check.max_writers == 2
+    assert check.handovers[-1].old_last_write == 7.0
+
+
+def test_a_write_that_overlaps_the_take_is_not_judged() -> None:
+    check, seen = writers(
+        write("c1/1", 1.0, holder="c1_a"),
+        write("c2/2", 6.0, holder="c2_b"),
+        write("c1/1", 6.2, received=5.9),
+    )
+    assert seen == [] and check.max_writers == 0
+
+
+def test_writing_after_a_release_holds_no_lease() -> None:
+    _, seen = writers(
+        write("c1/1", 1.0, holder="c1_a"),
+        write("c1/1", 2.0, holder=""),
+        write("c1/1", 3.0),
+    )
+    assert len(seen) == 1 and "holding no Lease" in seen[0]
+
+
+def test_failed_writes_and_other_processes_are_not_controllers_writing() -> None:
+    check, seen = writers(
+        write("c1/1", 1.0, holder="c1_a"),
+        write("c2/2", 2.0, code=409),
+        write("c2/2", 2.5, holder="c2_b", code=409),
+        write(None, 3.0),
+    )
+    assert seen == [] and check.holder == "c1/1" and check.writes == 0
+
+
+def test_the_monitor_judges_only_writes_after_its_start(tmp_path: Path) -> None:
+    log = tmp_path / "audit.log"
+    log.write_text(
+        audit_line("c1/1", 1.0, holder="c1_a")
+        + audit_line("c2/2", 2.0, holder="c2_b")
+        + audit_line("c1/1", 3.0)  # before the monitor: not judged
+    )
+    m = monitor(audit_log=log)
+    assert m.audit is not None
+    m.writers.checking = False
+    m.audit.read()
+    m.writers.checking = True
+    with log.open("a") as f:
+        f.write(audit_line("c1/1", 4.0)[:50])  # a line the apiserver is still writing
+    m.audit.read()
+    assert m.violations == [] and m.writers.holder == "c2/2"
+    with log.open("a") as f:
+        f.write(audit_line("c1/1", 4.0)[50:])
+    m.audit.read()
+    assert len(m.violations) == 1 and "c1/1 wrote while c2/2 held the Lease" in m.violations[0]
+
+
+def audit_line(who: str, at: float, holder: str | None = None) -> str:
+    """One audit event as kube-apiserver logs it (``who``: POD/pid)."""
+    pod, pid = who.split("/")
+    stamp = dt.datetime.fromtimestamp(1_800_000_000 + at, dt.UTC).isoformat()
+    event: dict[str, Any] = {
+        "kind": "Event",
+        "level": "Metadata",
+        "stage": "ResponseComplete",
+        "verb": "patch",
+        "userAgent": f"bootc-operator/0.1.0 ({pod}; pid {pid})",
+        "objectRef": {"resource": "nodes", "name": "worker-1", "apiVersion": "v1"},
+        "responseStatus": {"code": 200},
+        "requestReceivedTimestamp": stamp,
+        "stageTimestamp": stamp,
+    }
+    if holder is not None:
+        event["verb"] = "update"
+        event["objectRef"] = {
+            "resource": "leases",
+            "namespace": "bootc-operator",
+            "name": LEASE,
+            "apiGroup": "coordination.k8s.io",
+        }
+        event["requestObject"] = {"spec": {"holderIdentity": holder, "leaseDurationSeconds": 4}}
+    return json.dumps(event) + "\n"
+
+
+def test_an_audit_line_is_a_write_by_a_named_process() -> None:
+    w = parse(audit_line("controller-2/77", 5.0, holder="controller-2_ab"))
+    assert w is not None
+    assert (w.writer, w.resource, w.holder, w.lease_duration, w.ok) == (
+        "controller-2/77",
+        "leases",
+        "controller-2_ab",
+        4.0,
+        True,
+    )
+    assert writer("bootc-operator/0.1.0") is None  # a daemon (kube.lite)
+    assert writer("OpenAPI-Generator/33.3.0/python") is None
+    assert parse("not json") is None
+
+
+# ------------------------------------------------------------ reboots once, convergence
+
+REBOOTING = {"type": c.COND_IDLE, "status": "False", "reason": c.REASON_REBOOTING}
+
+
+def test_a_second_reboot_in_one_rollout_is_a_violation() -> None:
+    m = monitor(once_per_node=True)
+    seed(m, [node("a", 1)], [bn("a", 2)])
+    m.bootc_nodes.apply("MODIFIED", bn("a", 3, conditions=(REBOOTING,)))
+    m.bootc_nodes.apply("MODIFIED", bn("a", 4))
+    assert m.violations == [] and m.reboot_counts == {"a": 1}
+    m.bootc_nodes.apply("MODIFIED", bn("a", 5, conditions=(REBOOTING,)))
+    assert len(m.violations) == 1 and "a rebooted a second time" in m.violations[0]
+
+
+def pool(up: bool, target: str = TARGET) -> dict[str, Any]:
+    status = "True" if up else "False"
+    return {
+        "kind": "BootcNodePool",
+        "metadata": {"name": POOL, "resourceVersion": "9"},
+        "status": {
+            "targetDigest": target,
+            "conditions": [{"type": c.COND_UP_TO_DATE, "status": status}],
+        },
+    }
+
+
+def test_convergence_is_timed_from_the_faults_stopping() -> None:
+    m = monitor(target=TARGET, converge_within=1000.0)
+    seed(m, [node("a", 1)], [bn("a", 2)])
+    m.faults_stopped()
+    converged = []
+    for up, target in ((False, TARGET), (True, OLD), (True, TARGET)):
+        m.pools.apply("MODIFIED", pool(up, target))
+        converged.append(m.summary.converged_after is not None)
+    assert converged == [False, False, True] and m.violations == []
+
+
+def test_not_converging_within_the_bound_is_a_violation() -> None:
+    m = monitor(target=TARGET, converge_within=0.0)
+    seed(m, [node("a", 1)], [bn("a", 2)])
+    m.faults_stopped()
+    m.pools.apply("ADDED", pool(False))
+    m.pools.apply("MODIFIED", pool(False))
+    assert len(m.violations) == 1 and "did not converge within 0s" in m.violations[0]

@@ -4,19 +4,31 @@
 in-cluster service account when it is empty and we run in a Pod, else the
 default kubeconfig (``$KUBECONFIG`` / ``~/.kube/config``). The caller owns the
 client and must ``await client.close()``.
+
+Every request says which process sent it: ``user_agent()``,
+``bootc-operator/VERSION (POD; pid N)`` (``$POD_NAME``, else the host name), so
+an apiserver audit log tells two controller replicas apart.
 """
 
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 
 from kubernetes_asyncio.client import ApiClient, Configuration
 from kubernetes_asyncio.config import load_incluster_config, load_kube_config
 
+from bootc_operator import __version__
 from bootc_operator.kube.lite import DEFAULT_MAX_CONNECTIONS, env_proxy
 
-__all__ = ["DEFAULT_MAX_CONNECTIONS", "env_proxy", "load_api_client"]
+__all__ = ["DEFAULT_MAX_CONNECTIONS", "env_proxy", "load_api_client", "user_agent"]
+
+
+def user_agent() -> str:
+    """``bootc-operator/VERSION (POD; pid N)``: this process, as the apiserver sees it."""
+    who = os.environ.get("POD_NAME") or socket.gethostname()
+    return f"bootc-operator/{__version__} ({who}; pid {os.getpid()})"
 
 
 def _in_cluster() -> bool:
@@ -48,6 +60,7 @@ async def load_api_client(
     if not cfg.proxy:
         cfg.proxy = env_proxy(cfg.host)
     api = ApiClient(configuration=cfg)
+    api.user_agent = user_agent()
     _no_per_request_env_lookups(api)
     return api
 

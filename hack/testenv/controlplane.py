@@ -44,7 +44,7 @@ from typing import Any, Self
 
 import yaml
 
-from hack.testenv import certs
+from hack.testenv import audit, certs
 from hack.testenv.procs import (
     Component,
     Process,
@@ -185,6 +185,7 @@ class ControlPlane(Component):
         apiserver_args: Sequence[str] = (),
         controller_manager_args: Sequence[str] = (),
         watch_cache: bool = True,
+        audit: bool = False,
         die_with_parent: bool = True,
         startup_timeout: float = 120.0,
     ) -> None:
@@ -204,6 +205,8 @@ class ControlPlane(Component):
         self.apiserver_extra_args = tuple(apiserver_args)
         self.controller_manager_extra_args = tuple(controller_manager_args)
         self.watch_cache = watch_cache
+        #: with ``audit``: the apiserver's audit log (``hack.testenv.audit.POLICY``)
+        self.audit_log: Path | None = self.state_dir / "audit.log" if audit else None
         self.die_with_parent = die_with_parent
         self.startup_timeout = startup_timeout
         self.keep_state = bool(os.environ.get(KEEP_STATE_ENV))
@@ -618,8 +621,16 @@ class ControlPlane(Component):
             f"--watch-cache={str(self.watch_cache).lower()}",
             # Without this, SIGTERM waits ~forever for clients' watches to drain.
             "--shutdown-watch-termination-grace-period=2s",
+            *self._audit_args(),
             *self.apiserver_extra_args,
         ]
+
+    def _audit_args(self) -> list[str]:
+        if self.audit_log is None:
+            return []
+        policy = self.state_dir / "audit-policy.yaml"
+        policy.write_text(audit.POLICY)
+        return [f"--audit-policy-file={policy}", f"--audit-log-path={self.audit_log}"]
 
     def _kubeconfig_doc(self, user: str) -> dict[str, Any]:
         pair = self.pki.client(user)

@@ -47,6 +47,26 @@ when given, so a scenario checks what its pool asks for:
   run it yet, holds no slot and is not Degraded (the planner does not count
   degraded members: they are not staging).
 
+Optional invariants of the system tiers, each on only when given:
+
+- ``audit_log`` (the apiserver's, ``ControlPlane(audit=True)``): **at most one
+  controller writing at any moment.** Every write the operator's controllers
+  made (``hack.testenv.audit``: told apart by their user agent, one per process)
+  is judged by a :class:`WriterCheck` as the apiserver logged it: a write
+  received after another controller's Lease take completed (or after its own
+  release) is a violation. ``summary.max_writers`` is the most controllers seen
+  writing in one leadership term; ``writers.handovers`` times each change of
+  leader (the old leader's last renewal and last write, the new one's take and
+  first write), ``writers.report()`` prints them. Writes logged before
+  ``start()`` only set who holds the Lease.
+- ``once_per_node=True``: no member reboots twice while monitored (checked when
+  the second reboot starts) and, at ``final_check``, each non-excluded member was
+  seen rebooting once.
+- ``converge_within`` (seconds) with ``target``: once ``faults_stopped()`` is
+  called, the pool must report ``UpToDate=True`` on ``target`` within that many
+  seconds (checked at every event and at ``final_check``);
+  ``summary.converged_after`` says how long it took.
+
 ``summary`` gives max concurrent slot holders / cordoned / NotReady / unavailable
 nodes, staging nodes (``Idle=False/Staging``) and, with ``target``, nodes on their
 way, the reboots seen and the duration; ``wall(t)`` turns a monitor time into
@@ -70,6 +90,7 @@ import datetime as dt
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from kubernetes_asyncio.client import ApiClient
@@ -81,6 +102,7 @@ from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, NODES, PODS, Reso
 from bootc_operator.kube.rest import get_object
 from bootc_operator.reconcilers.drainplan import must_leave
 from bootc_operator.reconcilers.windows import Window, parse_windows, window_state
+from hack.testenv.audit import ApiWrite, AuditTail
 
 PDBS = Resource("policy", "v1", "poddisruptionbudgets", namespaced=True, kind="PodDisruptionBudget")
 
@@ -133,6 +155,10 @@ class Summary:
     #: most pool members on their way to ``target`` at once (with ``target`` only)
     max_on_the_way: int = 0
     reboots: int = 0
+    #: most controllers seen writing in one leadership term (with ``audit_log``)
+    max_writers: int = 0
+    #: seconds from ``faults_stopped()`` to the pool UpToDate (with ``converge_within``)
+    converged_after: float | None = None
     slots_taken: int = 0
     duration: float = 0.0
     events: int = 0
@@ -144,6 +170,7 @@ class Summary:
             f"max NotReady {self.max_not_ready}, max unavailable {self.max_unavailable}, "
             f"max staging {self.max_staging}, max on their way {self.max_on_the_way}, "
             f"slots taken {self.slots_taken}, reboots {self.reboots}, "
+            f"max controllers writing {self.max_writers}, "
             f"{self.events} events over {self.duration:.1f}s, "
             f"{len(self.violations)} violations"
         )
@@ -234,6 +261,119 @@ def staging(bn: Mapping[str, Any]) -> bool:
     )
 
 
+@dataclass
+class Handover:
+    """One change of leader, from the audit log (epoch seconds; None: not seen)."""
+
+    old: str | None
+    new: str
+    taken: float
+    #: the old leader's last successful Lease write before the take
+    old_renewed: float | None = None
+    lease_duration: float = 0.0
+    #: the old leader's last write of anything but the Lease (so far)
+    old_last_write: float | None = None
+    new_first_write: float | None = None
+
+    def describe(self) -> str:
+        if self.old is None:
+            return f"{self.new} took the Lease with no leader before it"
+        parts = [f"{self.old} -> {self.new}"]
+        r = self.old_renewed
+        if r is not None:
+            parts.append(f"took the Lease {self.taken - r:.2f}s after {self.old}'s last renewal")
+        if self.old_last_write is not None and r is not None:
+            expiry = r + self.lease_duration
+            parts.append(
+                f"{self.old} last wrote {self.old_last_write - r:+.2f}s from its last renewal "
+                f"({self.old_last_write - expiry:+.2f}s from its Lease's expiry)"
+            )
+        if self.new_first_write is not None:
+            parts.append(f"{self.new} first wrote {self.new_first_write - self.taken:.2f}s after")
+            if self.old_last_write is not None:
+                gap = self.new_first_write - self.old_last_write
+                parts.append(f"{gap:.2f}s after {self.old}'s last write")
+        return "; ".join(parts)
+
+
+class WriterCheck:
+    """At most one controller writing at any moment (see the module docstring).
+
+    Fed every write in the audit log's order (``record``); pure, so unit tests feed
+    it by hand. The Lease's holder changes at each successful Lease write: to its
+    writer, or to nobody when it wrote an empty holder (a release). A controller's
+    write received (``ApiWrite.received``) after the current term began while
+    another holds the Lease (or nobody does) is a violation; one received before
+    the take completed overlaps it and is not judged.
+    """
+
+    def __init__(self, lease_name: str, violation: Callable[[str], None]) -> None:
+        self.lease_name = lease_name
+        self._violation = violation
+        self.checking = True
+        self.holder: str | None = None
+        self.term_start = 0.0
+        self.term_writers: set[str] = set()
+        self.max_writers = 0
+        self.writes = 0
+        self.handovers: list[Handover] = []
+        self._renewed: dict[str, tuple[float, float]] = {}  # writer -> (completed, duration)
+        self._last_write: dict[str, float] = {}
+
+    def record(self, w: ApiWrite) -> None:
+        if w.writer is None or not w.ok:
+            return
+        if w.resource == "leases" and w.name == self.lease_name:
+            self._lease(w)
+            return
+        self.writes += 1
+        self._last_write[w.writer] = w.completed
+        for h in self.handovers[-3:]:
+            if h.old == w.writer and w.completed > h.taken:
+                h.old_last_write = w.completed
+            if h.new == w.writer and h.new_first_write is None:
+                h.new_first_write = w.completed
+        if w.writer == self.holder or w.received < self.term_start:
+            if w.writer == self.holder:
+                self._count(w.writer)
+            return
+        self._count(w.writer)
+        if self.checking:
+            held = f"while {self.holder} held the Lease" if self.holder else "holding no Lease"
+            self._violation(f"controller {w.writer} wrote {held}: {w.describe()}")
+
+    def _count(self, writer: str) -> None:
+        self.term_writers.add(writer)
+        self.max_writers = max(self.max_writers, len(self.term_writers))
+
+    def _lease(self, w: ApiWrite) -> None:
+        assert w.writer is not None
+        new = w.writer if w.holder else None
+        if new is not None:
+            self._renewed[new] = (w.completed, w.lease_duration)
+        if new == self.holder:
+            return
+        if new is not None:
+            old = self.holder
+            renewed, duration = self._renewed.get(old or "", (None, 0.0))
+            self.handovers.append(
+                Handover(
+                    old,
+                    new,
+                    w.completed,
+                    renewed,
+                    duration,
+                    self._last_write.get(old or ""),
+                )
+            )
+        self.holder = new
+        self.term_start = w.completed
+        self.term_writers = set()
+
+    def report(self) -> list[str]:
+        return [h.describe() for h in self.handovers]
+
+
 class SafetyMonitor:
     def __init__(
         self,
@@ -245,6 +385,10 @@ class SafetyMonitor:
         windows: Sequence[Mapping[str, Any]] | None = None,
         stage_ahead: int | None = None,
         target: str | None = None,
+        audit_log: Path | None = None,
+        lease_name: str = "bootc-operator-controller",
+        once_per_node: bool = False,
+        converge_within: float | None = None,
         clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
     ) -> None:
         """See the module docstring; ``clock`` (wall time) is for the window check."""
@@ -260,6 +404,13 @@ class SafetyMonitor:
             self.windows = parsed
         self.stage_ahead = stage_ahead
         self.target = target
+        self.once_per_node = once_per_node
+        self.converge_within = converge_within
+        self.reboot_counts: dict[str, int] = {}
+        self._faults_stopped: float | None = None
+        self._late = False
+        self.writers = WriterCheck(lease_name, self._violation)
+        self.audit = AuditTail(audit_log, self._write) if audit_log is not None else None
         self.clock = clock
         self._wall_start = clock()
         self._node_versions: Versions[NodeFacts] = Versions()
@@ -339,6 +490,12 @@ class SafetyMonitor:
             inf.start()
         for inf in self._informers:
             await inf.wait_for_sync()
+        if self.audit is not None:
+            self.writers.checking = False  # before the scenario: who holds the Lease
+            self.audit.read()
+            self.writers.checking = True
+            self.writers.term_writers = set()
+            self.audit.start()
         self.begin()
         return self
 
@@ -353,6 +510,8 @@ class SafetyMonitor:
         self._event({"kind": "start", "metadata": {"name": self.pool}})
 
     async def stop(self) -> Summary:
+        if self.audit is not None:
+            await self.audit.stop()
         for inf in self._informers:
             await inf.stop()
         self.judge_takes(force=True)
@@ -377,6 +536,36 @@ class SafetyMonitor:
     def _violation(self, text: str) -> None:
         at = time.monotonic() - self._start
         self.summary.violations.append(f"t={at:.2f}s {text}")
+
+    def _write(self, w: ApiWrite) -> None:
+        """Each write the audit log records: the writers check, on every one."""
+        self.writers.record(w)
+        self.summary.max_writers = max(self.summary.max_writers, self.writers.max_writers)
+
+    def faults_stopped(self) -> None:
+        """The faults stopped now: the pool must converge within ``converge_within``."""
+        self._faults_stopped = self.now()
+        self._check_convergence()
+
+    def _check_convergence(self) -> None:
+        if self._faults_stopped is None or self.summary.converged_after is not None:
+            return
+        pool = self.pools.get(self.pool) or {}
+        up = any(
+            x.get("type") == c.COND_UP_TO_DATE and x.get("status") == "True"
+            for x in (pool.get("status") or {}).get("conditions") or ()
+        )
+        if up and (
+            self.target is None or (pool.get("status") or {}).get("targetDigest") == self.target
+        ):
+            self.summary.converged_after = self.now() - self._faults_stopped
+            return
+        bound = self.converge_within
+        if bound is not None and not self._late and self.now() - self._faults_stopped > bound:
+            self._late = True
+            self._violation(
+                f"the pool did not converge within {bound:.0f}s after the faults stopped"
+            )
 
     def _relisted(self, informer: _Informer) -> None:
         self._event({"kind": "relist", "metadata": {"name": informer.resource.plural}})
@@ -539,6 +728,7 @@ class SafetyMonitor:
                 )
         self.judge_takes()
         self._check_pool()
+        self._check_convergence()
         what = f"{unwrap(obj).get('kind', '')} {unwrap(obj)['metadata'].get('name')}"
         self.timeline.append(
             (
@@ -581,6 +771,9 @@ class SafetyMonitor:
         rebooting = self._is_rebooting(name, bn)
         if rebooting and name not in self._rebooting:
             self.summary.reboots += 1
+            self.reboot_counts[name] = self.reboot_counts.get(name, 0) + 1
+            if self.once_per_node and self.reboot_counts[name] > 1:
+                self._violation(f"{name} rebooted a second time in this rollout")
             bound = [
                 f"{p['metadata'].get('namespace')}/{p['metadata']['name']}"
                 for p in self.pods.list()
@@ -636,5 +829,10 @@ class SafetyMonitor:
             node = await get_object(self.api, NODES, name)
             if name not in pre and node.get("spec", {}).get("unschedulable"):
                 problems.append(f"{name} left cordoned")
+            if self.once_per_node and name not in exclude and not self.reboot_counts.get(name):
+                problems.append(f"{name} never seen rebooting")
+        self._check_convergence()
+        if self._faults_stopped is not None and self.summary.converged_after is None:
+            problems.append("the pool has not converged since the faults stopped")
         self.summary.violations.extend(problems)
         return problems
