@@ -31,6 +31,7 @@ from kubernetes_asyncio.client import ApiClient
 from prometheus_client import REGISTRY
 
 from bootc_operator.api import constants as c
+from bootc_operator.api.timefmt import now_rfc3339
 from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, NODES, PODS
 from bootc_operator.kube.rest import create_object, get_object, patch_object
 from e2e.controllerenv import create_pool, delete_quietly, get_pool, running_controller
@@ -65,12 +66,14 @@ async def node_pod(api: ApiClient, node: str, name: str, labels: dict[str, str])
     await set_pod_ready(api, name, True)
 
 
-async def set_pod_ready(api: ApiClient, name: str, ready: bool) -> None:
+async def set_pod_ready(api: ApiClient, name: str, ready: bool, since: str = "") -> None:
+    """The pod's Ready condition, changed now (or at ``since``)."""
     status = "True" if ready else "False"
+    changed = since or timestamp()
     patch = {
         "status": {
             "phase": "Running",
-            "conditions": [{"type": "Ready", "status": status, "lastTransitionTime": timestamp()}],
+            "conditions": [{"type": "Ready", "status": status, "lastTransitionTime": changed}],
         }
     }
     await patch_object(
@@ -173,6 +176,83 @@ async def test_a_pod_not_ready_after_the_reboot_holds_the_slot_then_halts_then_r
     assert monitor.violations == [], monitor.violations
     await delete_quietly(api, BOOTC_NODE_POOLS, group)
     report("health gate: pods", started)
+
+
+# ------------------------------------------------------------------ stale readiness
+
+
+async def test_a_pod_ready_from_before_the_reboot_passes_only_once_reported_again(
+    api: ApiClient, hosted: HostedNodes, registry: Registry
+) -> None:
+    """Issue 25: the node comes back (Node Ready, daemon Idle on the target) before its
+    kubelet has reported its pods again, so the selected pod still says Ready, as it
+    did before the reboot. That must not pass the gate; the kubelet's report after
+    the reboot does."""
+    started = time.monotonic()
+    await ensure_namespace(api, NAMESPACE)
+    group = unique_name("stale")
+    names, repo, (_v1, v2) = await setup_hosts(hosted, registry, group, 2)
+    an_hour_ago = now_rfc3339(dt.datetime.now(dt.UTC) - dt.timedelta(hours=1))
+    for name in names:
+        await node_pod(api, name, f"cni-{name}", {"app": f"cni-{group}"})
+        await set_pod_ready(api, f"cni-{name}", True, since=an_hour_ago)  # running for long
+    hosted.hold_pod_reports(*names)
+    body = pool_body(group, {"group": group}, registry.ref(repo, digest=v2), 1)
+    body["spec"]["health"] = {
+        "pods": {"selector": {"matchLabels": {"app": f"cni-{group}"}}, "namespaces": [NAMESPACE]}
+    }
+    monitor = SafetyMonitor(api, group, 1, target=v2)
+    async with monitor, running_controller(api):
+        await create_pool(api, body)
+        await wait_for(lambda: monitor.takes, 90, "a first slot")
+        first = monitor.takes[0][1]
+        pod = f"cni-{first}"
+        stale = (
+            f"Pending: pods: {NAMESPACE}/{pod} has not been reported Ready since the reboot "
+            "(0/1 Ready)"
+        )
+
+        async def judged_stale() -> bool:
+            return await health_note(api, first) == stale
+
+        await wait_for(judged_stale, 90, f"{first} back and its stale pod not counted")
+        # back indeed: runs the target, Idle, its Node Ready; the pod says Ready, as of
+        # before the reboot was requested
+        bn = await get_object(api, BOOTC_NODES, first)
+        annotations = bn["metadata"]["annotations"]
+        requested = annotations[c.REBOOT_REQUESTED_ANNOTATION]
+        assert c.IN_REBOOT_SLOT_ANNOTATION in annotations
+        assert await booted(api, first) == v2 and await cordoned(api, first)
+        assert condition(bn, c.COND_IDLE)["status"] == "True"
+        assert condition(await get_object(api, NODES, first), "Ready")["status"] == "True"
+        said = condition(await get_object(api, PODS, pod, NAMESPACE), "Ready")
+        assert (said["status"], said["lastTransitionTime"]) == ("True", an_hour_ago), said
+        assert an_hour_ago < requested
+        assert hosted.pod_reports == []
+
+        async def pool_says_stale() -> dict[str, Any] | None:
+            pool = await get_pool(api, group)
+            up = condition(pool, "UpToDate")
+            fresh = up.get("reason") == c.REASON_HEALTH_CHECK_PENDING
+            return pool if fresh and "not been reported Ready since" in up["message"] else None
+
+        pool = await wait_for(pool_says_stale, 30, "the pool naming the stale pod")
+        assert pool["status"]["updatedCount"] == 0, pool["status"]
+        assert await health_note(api, first) == stale and monitor.holders() == {first}
+        assert [n for _, n in monitor.takes] == [first]
+        # its kubelet reports the pod again: the gate passes, the rollout goes on
+        hosted.release_pod_reports(*names)
+        await wait_for(lambda: up_to_date_on(api, group, v2, 2), 180, "the rollout finishing")
+        (second,) = set(names) - {first}
+        assert [(n, pods) for n, pods, _ in hosted.pod_reports] == [
+            (first, [f"{NAMESPACE}/{pod}"]),
+            (second, [f"{NAMESPACE}/cni-{second}"]),
+        ]
+        for name in names:
+            assert await health_note(api, name) == ""  # cleared with the slot
+    assert monitor.violations == [], monitor.violations
+    await delete_quietly(api, BOOTC_NODE_POOLS, group)
+    report("health gate: stale readiness", started)
 
 
 # ------------------------------------------------------------------ minReadySeconds

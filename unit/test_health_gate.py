@@ -88,6 +88,11 @@ def back(name: str, **kw: Any) -> NodeView:
 PODS_SELECTOR = {"matchLabels": {"app": "cni"}}
 
 
+def fresh(key: str, ready: bool = True) -> PodHealth:
+    """A pod its kubelet reported 5 s ago, after a ``back`` holder's reboot request."""
+    return PodHealth(key, ready, ready_since=ago(5))
+
+
 # ------------------------------------------------------------------ the gate's table
 
 CHECK_CASES: dict[str, dict[str, tuple[dict[str, Any], list[PodHealth] | None]]] = {
@@ -106,15 +111,15 @@ CHECK_CASES: dict[str, dict[str, tuple[dict[str, Any], list[PodHealth] | None]]]
         "pending": ({"ready_since": ago(10)}, None),
     },
     CHECK_PODS: {
-        "pass": ({}, [PodHealth("kube-system/cni-1", True)]),
-        "pending": ({}, [PodHealth("kube-system/cni-1", False)]),
+        "pass": ({}, [fresh("kube-system/cni-1")]),
+        "pending": ({}, [fresh("kube-system/cni-1", False)]),
     },
 }
 POLICY = HealthPolicy(
     min_ready_seconds=60, boot_complete=True, pods_selector=PODS_SELECTOR, timeout_seconds=300
 )
 HEALTHY: dict[str, Any] = {"boot_assessment": "Complete", "ready_since": ago(120)}
-HEALTHY_PODS = [PodHealth("kube-system/cni-1", True)]
+HEALTHY_PODS = [fresh("kube-system/cni-1")]
 
 
 @pytest.mark.parametrize(
@@ -173,16 +178,87 @@ def test_a_ready_flap_restarts_min_ready_seconds() -> None:
         (None, "the node's pods have not been listed yet"),
         ([], "no pod matching the selector runs on the node"),
         (
-            [PodHealth("ns/a", True), PodHealth("ns/b", False), PodHealth("ns/c", False)],
+            [fresh("ns/a"), fresh("ns/b", False), fresh("ns/c", False)],
             "ns/b, ns/c are not Ready (1/3 Ready)",
         ),
-        ([PodHealth("ns/b", False)], "ns/b is not Ready (0/1 Ready)"),
+        ([fresh("ns/b", False)], "ns/b is not Ready (0/1 Ready)"),
+        (
+            [fresh(f"ns/p{i}", False) for i in range(7)],
+            "ns/p0, ns/p1, ns/p2, ns/p3, ns/p4 and 2 more are not Ready (0/7 Ready)",
+        ),
+        (
+            [PodHealth("ns/a", True, ready_since=ago(31)), fresh("ns/b")],
+            "ns/a has not been reported Ready since the reboot (1/2 Ready)",
+        ),
+        (
+            [
+                PodHealth("ns/a", True, ready_since=ago(3600)),
+                PodHealth("ns/b", True),  # no lastTransitionTime: nothing says when
+                fresh("ns/c", False),
+                fresh("ns/d"),
+            ],
+            "ns/c is not Ready; ns/a, ns/b have not been reported Ready since the reboot "
+            "(1/4 Ready)",
+        ),
     ],
 )
 def test_the_pods_check_names_the_pods(pods: list[PodHealth] | None, message: str) -> None:
     got = evaluate(HealthPolicy(pods_selector=PODS_SELECTOR), back("n1"), pods, NOW)
     assert (got.verdict, got.check, got.message) == (Verdict.PENDING, CHECK_PODS, message)
     assert got.describe() == f"Pending: pods: {message}"
+
+
+# When the pod's Ready condition last changed, relative to the reboot request (30 s
+# ago in ``back``), and whether that Ready counts (issue 25: stale readiness).
+READY_SINCE_CASES = [
+    (ago(3600), False),  # Ready long before the slot: the kubelet has not reported since
+    (ago(45), False),  # turned Ready during the drain, before the reboot request
+    (ago(31), False),  # one second before the request
+    (ago(30), True),  # in the second of the request (whole seconds: counts as after)
+    (ago(29), True),  # re-reported after the node came back
+    (ago(0), True),  # a pod recreated after the reboot, Ready just now
+    (None, False),  # no lastTransitionTime: nothing proves it was reported since
+]
+
+
+@pytest.mark.parametrize(("ready_since", "counts"), READY_SINCE_CASES)
+def test_only_readiness_reported_since_the_reboot_passes_the_pods_check(
+    ready_since: dt.datetime | None, counts: bool
+) -> None:
+    policy = HealthPolicy(pods_selector=PODS_SELECTOR, timeout_seconds=300)
+    pods = [PodHealth("ns/cni", True, "Running", ready_since), fresh("ns/other")]
+    got = evaluate(policy, back("n1"), pods, NOW)
+    if counts:
+        assert got == GateResult(Verdict.PASSED)
+    else:
+        assert (got.verdict, got.check, got.message) == (
+            Verdict.PENDING,
+            CHECK_PODS,
+            "ns/cni has not been reported Ready since the reboot (1/2 Ready)",
+        )
+        # never reported again: it fails at the timeout like any pending check
+        late = back("n1", reboot_requested_at=ago(400))
+        failed = evaluate(policy, late, [replace(pods[0], ready_since=ago(3600))], NOW)
+        assert (failed.verdict, failed.check) == (Verdict.FAILED, CHECK_PODS)
+        assert "has not been reported Ready since the reboot" in failed.message
+
+
+@pytest.mark.parametrize(("ready_since", "counts"), READY_SINCE_CASES)
+def test_a_pod_not_ready_is_never_counted_whenever_it_changed(
+    ready_since: dt.datetime | None, counts: bool
+) -> None:
+    pod = PodHealth("ns/cni", False, "Running", ready_since)
+    assert not pod.ready_after(ago(30)) and not pod.ready_after(None)
+    assert PodHealth("ns/cni", True, "", ready_since).ready_after(ago(30)) is counts
+    assert PodHealth("ns/cni", True, "", ready_since).ready_after(None)  # no reboot to judge by
+
+
+def test_a_stale_pod_passes_once_its_kubelet_reports_it_ready_again() -> None:
+    policy = HealthPolicy(pods_selector=PODS_SELECTOR)
+    before = [PodHealth("ns/cni", True, "Running", ago(600))]
+    assert evaluate(policy, back("n1"), before, NOW).verdict is Verdict.PENDING
+    after = [PodHealth("ns/cni", True, "Running", ago(2))]
+    assert evaluate(policy, back("n1"), after, NOW) == GateResult(Verdict.PASSED)
 
 
 def test_boot_assessment_not_reported_or_unknown_is_pending() -> None:
@@ -556,14 +632,12 @@ def test_retargeting_clears_the_hold_and_membership_respects_it() -> None:
 
 def test_pod_health_filters_by_selector_and_namespace_and_reads_ready() -> None:
     def pod(ns: str, name: str, labels: dict[str, str], ready: str, **meta: Any) -> dict[str, Any]:
+        cond = {"type": "Ready", "status": ready, "lastTransitionTime": "2026-11-24T11:59:30Z"}
         return slim_pod(
             {
                 "metadata": {"namespace": ns, "name": name, "labels": labels, **meta},
                 "spec": {"nodeName": "n1"},
-                "status": {
-                    "phase": "Running",
-                    "conditions": [{"type": "Ready", "status": ready}, {"type": "x"}],
-                },
+                "status": {"phase": "Running", "conditions": [cond, {"type": "x"}]},
             }
         )
 
@@ -574,9 +648,9 @@ def test_pod_health_filters_by_selector_and_namespace_and_reads_ready() -> None:
         pod("kube-system", "cni-3", {"app": "cni"}, "True", deletionTimestamp="t"),
     ]
     assert pod_health(pods, PODS_SELECTOR, ()) == [
-        PodHealth("apps/cni-2", False, "Running"),
-        PodHealth("kube-system/cni-1", True, "Running"),
-        PodHealth("kube-system/cni-3", False, "Running"),
+        PodHealth("apps/cni-2", False, "Running", ago(30)),
+        PodHealth("kube-system/cni-1", True, "Running", ago(30)),
+        PodHealth("kube-system/cni-3", False, "Running", ago(30)),
     ]
     assert [p.key for p in pod_health(pods, PODS_SELECTOR, {"kube-system"})] == [
         "kube-system/cni-1",

@@ -12,7 +12,19 @@ they are reported:
 - ``minReadySeconds``: the Node's Ready condition has been True that long
   (``lastTransitionTime``; a NotReady flap restarts the count);
 - ``pods``: at least one pod matching the selector (in the namespaces, if given)
-  runs on the node, and every such pod is Ready.
+  runs on the node, and every such pod is Ready *as reported since the reboot*:
+  its Ready condition's ``lastTransitionTime`` is not before the reboot was
+  requested (``bootc.dev/reboot-requested``). A reboot kills every container
+  (a soft one too), so the kubelet that comes back reports each pod NotReady and
+  then Ready again, moving that time; a Ready that did not move since is what
+  the pod said before the reboot, not yet re-reported (a node back within the
+  node-monitor grace period is never marked NotReady, nor are its pods). The
+  request is the latest moment the rollout records before the host goes down,
+  and no kubelet reports while it is down, so nothing reported after it can be
+  stale but for a pod turning Ready in the instant between the request and the
+  shutdown. Both times have whole seconds: a transition in the second of the
+  request counts as after it (a false "stale" would hold the node until the
+  timeout). A pod recreated after the reboot is fresh by construction.
 
 Anything still pending ``timeoutSeconds`` (default 600) after the reboot was
 requested fails the gate, naming the first pending check. What a failure does
@@ -66,6 +78,14 @@ class PodHealth:
     key: str  # namespace/name
     ready: bool
     phase: str = ""
+    #: the Ready condition's lastTransitionTime (None: not reported)
+    ready_since: dt.datetime | None = None
+
+    def ready_after(self, since: dt.datetime | None) -> bool:
+        """Ready, as reported at ``since`` or later (always, when ``since`` is None)."""
+        if not self.ready:
+            return False
+        return since is None or (self.ready_since is not None and self.ready_since >= since)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,9 +115,15 @@ def arrived(v: NodeView) -> bool:
     )
 
 
+def _names(keys: Sequence[str]) -> str:
+    shown = ", ".join(keys[:5])
+    return shown + (f" and {len(keys) - 5} more" if len(keys) > 5 else "")
+
+
 def _pods_check(
-    policy: HealthPolicy, pods: Sequence[PodHealth] | None
+    policy: HealthPolicy, pods: Sequence[PodHealth] | None, since: dt.datetime | None
 ) -> tuple[Verdict, str] | None:
+    """``since``: when the reboot was requested; Ready from before it does not count."""
     if policy.pods_selector is None:
         return None
     if pods is None:
@@ -110,12 +136,17 @@ def _pods_check(
         )
         return Verdict.PENDING, f"no pod matching the selector runs on the node{where}"
     unready = sorted(p.key for p in pods if not p.ready)
-    if not unready:
+    stale = sorted(p.key for p in pods if p.ready and not p.ready_after(since))
+    if not unready and not stale:
         return Verdict.PASSED, ""
-    shown = ", ".join(unready[:5]) + (f" and {len(unready) - 5} more" if len(unready) > 5 else "")
-    verb = "is" if len(unready) == 1 else "are"
-    ready = len(pods) - len(unready)
-    return Verdict.PENDING, f"{shown} {verb} not Ready ({ready}/{len(pods)} Ready)"
+    said = []
+    if unready:
+        said.append(f"{_names(unready)} {'is' if len(unready) == 1 else 'are'} not Ready")
+    if stale:
+        have = "has" if len(stale) == 1 else "have"
+        said.append(f"{_names(stale)} {have} not been reported Ready since the reboot")
+    ready = len(pods) - len(unready) - len(stale)
+    return Verdict.PENDING, f"{'; '.join(said)} ({ready}/{len(pods)} Ready)"
 
 
 def _boot_check(policy: HealthPolicy, v: NodeView) -> tuple[Verdict, str] | None:
@@ -165,7 +196,7 @@ def evaluate(
             )
     elif policy.min_ready_seconds > 0:
         results.append((CHECK_MIN_READY, Verdict.PENDING, "the Node is not Ready"))
-    pods_result = _pods_check(policy, pods)
+    pods_result = _pods_check(policy, pods, v.reboot_requested_at)
     if pods_result is not None:
         results.append((CHECK_PODS, *pods_result))
 

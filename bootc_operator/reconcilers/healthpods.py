@@ -25,6 +25,7 @@ from collections.abc import Callable, Collection, Coroutine, Iterable, Mapping
 from typing import Any
 
 from bootc_operator.api.conditions import get_condition
+from bootc_operator.api.timefmt import parse_time
 from bootc_operator.informers import EventHandler, Informer
 from bootc_operator.kube import PODS
 from bootc_operator.reconcilers.context import Context, Obj
@@ -35,7 +36,8 @@ from bootc_operator.reconcilers.selectors import matches
 
 
 def slim_pod(pod: Obj) -> Obj:
-    """Keep what the pods check reads: identity, labels, phase and the Ready condition."""
+    """Keep what the pods check reads: identity, labels, phase and the Ready condition
+    (its status and lastTransitionTime: Ready from before the reboot does not count)."""
     meta = pod.get("metadata", {})
     status = pod.get("status") or {}
     ready = get_condition(status.get("conditions"), "Ready")
@@ -47,7 +49,15 @@ def slim_pod(pod: Obj) -> Obj:
         },
         "status": {
             "phase": status.get("phase"),
-            "conditions": [{"type": "Ready", "status": ready.get("status")}] if ready else [],
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": ready.get("status"),
+                    "lastTransitionTime": ready.get("lastTransitionTime"),
+                }
+            ]
+            if ready
+            else [],
         },
     }
 
@@ -55,7 +65,8 @@ def slim_pod(pod: Obj) -> Obj:
 def pod_health(
     pods: Collection[Obj], selector: Mapping[str, Any], namespaces: Collection[str]
 ) -> list[PodHealth]:
-    """The pods the check selects, each Ready or not (terminating pods are not Ready)."""
+    """The pods the check selects, each Ready or not (terminating pods are not Ready), and
+    since when."""
     out = []
     for pod in pods:
         meta = pod.get("metadata", {})
@@ -71,6 +82,7 @@ def pod_health(
                 ready=bool(ready and ready.get("status") == "True")
                 and not meta.get("deletionTimestamp"),
                 phase=str(status.get("phase") or ""),
+                ready_since=parse_time(ready.get("lastTransitionTime")) if ready else None,
             )
         )
     return sorted(out, key=lambda p: p.key)

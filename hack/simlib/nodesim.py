@@ -70,7 +70,7 @@ from hack.simlib.common import (
 )
 from hack.testenv.controlplane import free_port
 from hack.testenv.kube import api_client
-from hack.testenv.kubelet import node_conditions
+from hack.testenv.kubelet import node_conditions, report_pods_after_boot
 from hack.testenv.machine import RebootRequests, reboot
 from hack.testenv.procs import Process, kill_group, spawn
 
@@ -332,6 +332,14 @@ class NodeSim:
         node.daemon.next_start = 0.0
         self._start(node.daemon)
 
+    async def _report_pods(self, node: NodeState) -> None:
+        """kwok leaves a Ready pod as it was: report it Ready again, as of now."""
+        assert self._api is not None
+        try:
+            await report_pods_after_boot(self._api, node.name)
+        except (ApiError, OSError, TimeoutError) as err:
+            log.warning("%s: re-reporting its pods after the reboot: %s", node.name, err)
+
     async def _reboot(self, node: NodeState) -> None:
         log.info("%s: reboot requested; stopping its daemon", node.name)
         done = await reboot(
@@ -340,6 +348,7 @@ class NodeSim:
             stop_daemon=lambda: self._stop_slot(node.daemon),
             set_ready=lambda ready: self._set_ready(node, ready),
             start_daemon=lambda: self._start_daemon(node),
+            report_pods=lambda: self._report_pods(node),
             down_seconds=self.cfg.reboot_seconds,
             soft_down_seconds=self.cfg.soft_reboot_seconds,
             held=lambda: self.held(node.name),

@@ -1,4 +1,4 @@
-"""What a kubelet writes about its Node, for every simulated node of the kit.
+"""What a kubelet writes about its Node (and its pods), for every simulated node of the kit.
 
 No kubelet runs in the kit's clusters (or kwok's, which by the sim's configuration
 leaves Node status alone), so whatever plays the machine writes the Node's
@@ -9,7 +9,12 @@ the benchmark's daemon figure (``hack.perf.daemons``).
 - :func:`timestamp`: now, as conditions spell it;
 - :func:`ready_condition`: the Ready condition (KubeletReady / KubeletNotReady);
 - :func:`node_conditions`: Ready plus the pressure conditions a kubelet reports;
-- :func:`set_node_ready`: patch a Node's Ready condition through the status subresource.
+- :func:`set_node_ready`: patch a Node's Ready condition through the status subresource;
+- :func:`report_pods_after_boot`: what a kubelet reports about the node's pods once it
+  is back from a reboot: every container was killed and is started again, so each
+  pod that was Ready turns Ready again with a new ``lastTransitionTime`` (until
+  then its Ready is the one from before the reboot: stale). A pod that was not
+  Ready stays so (its containers fail as before).
 
 (The benchmarks' Node *bodies*, created once with a fixed timestamp so their size
 is part of the figures, are ``hack.perf.nodes.kubelet_node``.)
@@ -17,11 +22,12 @@ is part of the figures, are ``hack.perf.nodes.kubelet_node``.)
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 
 from kubernetes_asyncio.client import ApiClient
 
-from bootc_operator.kube import NODES, patch_object
+from bootc_operator.kube import NODES, PODS, ApiError, list_objects, patch_object
 
 PRESSURES = (
     ("MemoryPressure", "KubeletHasSufficientMemory"),
@@ -67,3 +73,36 @@ async def set_node_ready(
     """Patch Node ``name``'s Ready condition (status subresource), as its kubelet would."""
     patch = {"status": {"conditions": [ready_condition(ready, message)]}}
     await patch_object(api, NODES, name, patch, patch_type="strategic", subresource="status")
+
+
+async def report_pods_after_boot(api: ApiClient, node: str) -> list[str]:
+    """Re-report the Ready pods bound to ``node`` after its reboot (see the module
+    docstring); returns their ``namespace/name``."""
+    pods, _ = await list_objects(api, PODS, field_selector=f"spec.nodeName={node}")
+    reported = []
+    for pod in pods:
+        conditions = (pod.get("status") or {}).get("conditions") or []
+        if not any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions):
+            continue
+        meta = pod["metadata"]
+        stamp = timestamp()
+        patch = {
+            "status": {
+                "conditions": [
+                    {"type": kind, "status": "True", "lastTransitionTime": stamp}
+                    for kind in ("Ready", "ContainersReady")
+                ]
+            }
+        }
+        with contextlib.suppress(ApiError):  # deleted meanwhile: nothing to report
+            await patch_object(
+                api,
+                PODS,
+                meta["name"],
+                patch,
+                meta["namespace"],
+                patch_type="strategic",
+                subresource="status",
+            )
+            reported.append(f"{meta['namespace']}/{meta['name']}")
+    return reported

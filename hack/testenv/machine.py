@@ -11,8 +11,10 @@ the benchmark's daemon figure (``hack.perf.daemons``) all do it with this module
   nearly free);
 - :func:`reboot`: one reboot, in the order a real node goes through it: the daemon
   stops (as at shutdown) → the Node turns NotReady → ``down_seconds`` later (longer
-  while ``held()``) the host boots its staged image → the Node is Ready → the daemon
-  starts (a DaemonSet pod starts once its kubelet is up). A *soft* reboot (the host
+  while ``held()``) the host boots its staged image → the Node is Ready → its kubelet
+  reports the node's pods again (``report_pods``, e.g.
+  ``kubelet.report_pods_after_boot``) → the daemon starts (a DaemonSet pod starts
+  once its kubelet is up). A *soft* reboot (the host
   says so: ``Host.next_reboot_kind``; userspace restarts, kubelet and every pod with
   it, the kernel keeps running) goes the same way, only faster: it skips firmware,
   boot loader, kernel and initrd, so the Node is down ``soft_down_seconds`` (default
@@ -98,11 +100,13 @@ async def reboot(
     stop_daemon: Callable[[], Awaitable[object]],
     set_ready: Callable[[bool], Awaitable[object]],
     start_daemon: Callable[[], Awaitable[object]],
+    report_pods: Callable[[], Awaitable[object]] | None = None,
     down_seconds: float = 0.0,
     soft_down_seconds: float | None = None,
     held: Callable[[], bool] = lambda: False,
 ) -> Reboot:
-    """Reboot ``host`` (see the module docstring); the callbacks are the daemon's and the Node's."""
+    """Reboot ``host`` (see the module docstring); the callbacks are the daemon's, the Node's
+    and (``report_pods``) its kubelet's."""
     requested = time.time()
     state = host.state()
     request, soft = state.reboot_request or {}, state.reboot_kind() == "soft"
@@ -127,6 +131,8 @@ async def reboot(
             await asyncio.sleep(1.0)
     await set_ready(True)
     up = time.time()
+    if report_pods is not None:
+        await report_pods()
     await start_daemon()
     booted = state.booted.image if state.booted is not None else None
     return Reboot(
