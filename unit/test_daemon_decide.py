@@ -44,6 +44,7 @@ from bootc_operator.daemon.decide import (
     HostView,
     RetryPolicy,
     Work,
+    awaiting_drain,
     decide,
     degraded,
     desired_from_spec,
@@ -509,12 +510,13 @@ ROWS: list[Row] = [
         Decision(staged(B), reboot_not_allowed(B, (SLOT, REQUESTED))),
     ),
     (
-        "Booted asked with a slot but not drained: no reboot",
+        "Booted asked with a slot but not drained (the Go operator's drained holder): "
+        "no reboot, not Degraded: waits for the controller to adopt it",
         Desired(B, BOOTED, frozenset({SLOT})),
         A_STAGED_B,
         Work(),
         (),
-        Decision(staged(B), reboot_not_allowed(B, (REQUESTED,))),
+        Decision(awaiting_drain(staged(B)), HEALTHY),
     ),
     (
         "Booted asked with reboot-requested but no slot: no reboot",
@@ -942,7 +944,7 @@ ROWS: list[Row] = [
         A_STAGED_B_SOFT,
         Work(),
         (),
-        Decision(staged(B), reboot_not_allowed(B, (REQUESTED,))),
+        Decision(awaiting_drain(staged(B)), HEALTHY),
     ),
     (
         "soft reboot requested: Rebooting (soft), no second command",

@@ -44,7 +44,10 @@ Rules, in order (the first that applies wins):
    BootcNode carries both ``bootc.dev/in-reboot-slot`` and
    ``bootc.dev/reboot-requested``. Without them: no reboot, ``Idle=False/Staged``,
    ``Degraded=True/RebootNotAllowed`` naming the missing annotations (defence in
-   depth: neither the controller nor the daemon alone can reboot an undrained node).
+   depth: neither the controller nor the daemon alone can reboot an undrained node);
+   with the slot but without ``reboot-requested`` (the Go operator's drained slot
+   holder, which the controller adopts) no reboot either, but not Degraded: the
+   ``Staged`` message says it waits for the controller to confirm the drain.
    With them: a *download-only* staged deployment (``downloadOnly: true``, from
    ``bootc upgrade --download-only``; bootc would not boot it) is first applied with
    ``bootc upgrade --from-downloaded`` (no ``--apply``: the daemon reboots itself, after
@@ -381,6 +384,18 @@ def reboot_not_allowed(image: str, missing: Sequence[str]) -> Cond:
     )
 
 
+def awaiting_drain(waiting: Cond) -> Cond:
+    """``waiting`` (Staged) saying why Booted does not reboot a node holding a reboot slot
+    without the drain's ``reboot-requested`` yet."""
+    return Cond(
+        waiting.status,
+        waiting.reason,
+        f"{waiting.message}; not rebooting yet: desiredImageState is Booted and the node "
+        f"holds a reboot slot, but its drain is not confirmed ({c.REBOOT_REQUESTED_ANNOTATION} "
+        "missing); waiting for the controller",
+    )
+
+
 def with_note(cond: Cond, notes: Sequence[str]) -> Cond:
     """``cond`` with pull problems the node does not need to solve now added to its message."""
     if not notes:
@@ -651,6 +666,15 @@ def decide(
                 cancel_switch=other_switch,
             )
         missing = desired.missing_permits
+        if missing == (c.REBOOT_REQUESTED_ANNOTATION,):
+            # a slot whose drain is not confirmed (a previous controller's, e.g. the Go
+            # operator's): the controller adopts it; nothing is wrong with the node
+            return Decision(
+                awaiting_drain(waiting),
+                HEALTHY,
+                cancel_switch=other_switch,
+                forget_attempt=work.last is not None,
+            )
         if missing:
             return Decision(
                 waiting,
