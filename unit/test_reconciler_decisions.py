@@ -28,6 +28,8 @@ from bootc_operator.reconcilers.selectors import (
     validate_selector,
 )
 from bootc_operator.reconcilers.slots import (
+    adoption,
+    adoption_patch,
     gives_slot_back_on_retarget,
     must_restore_staged,
     must_uncordon,
@@ -478,6 +480,58 @@ def test_booted_without_a_drained_slot_is_restored_to_staged() -> None:
         plan = plan_rollout(nodes, 1, paused=paused, now=NOW)
         assert plan.restore == ("a", "b", "d")
         assert "a" not in plan.take and "a" not in plan.drain
+
+
+def test_slots_a_previous_controller_left_are_adopted() -> None:
+    """The Go operator's state on the wire: slots with an empty in-reboot-slot value,
+    Booted after its drain without reboot-requested. Adopted, not called unsafe."""
+    since = NOW - dt.timedelta(seconds=10)
+    before, after = since - dt.timedelta(minutes=5), since + dt.timedelta(seconds=1)
+    go_drained = v("a", S.STAGED, slot=True, want="Booted")  # Go: drained, told to reboot
+    go_draining = v("b", S.STAGED, slot=True, was_cordoned=True)  # admin had cordoned it
+    go_rebooted = v("c", S.UP_TO_DATE, slot=True, want="Booted")
+    old_version = v("d", S.STAGED, slot=True, slot_since=before, want="Booted")
+    ours_resumed = v("e", S.STAGED, slot=True, slot_since=before)  # our drain: resumed as is
+    by_hand = v("f", S.STAGED, slot=True, slot_since=after, want="Booted")  # ours, mid-drain
+    drained = v("g", S.REBOOTING, slot=True, slot_since=before, reboot_requested_at=before)
+    no_slot = v("h", S.UP_TO_DATE, want="Booted")  # the Go operator's finished node
+    nodes = [go_drained, go_draining, go_rebooted, old_version]
+    nodes += [ours_resumed, by_hand, drained, no_slot]
+    adopt = {n.name: a for n in nodes if (a := adoption(n, since)) is not None}
+    assert sorted(adopt) == ["a", "b", "c", "d"]
+    assert (adopt["a"].stamp, adopt["a"].restore) == (True, True)
+    assert (adopt["b"].stamp, adopt["b"].restore) == (True, False)
+    assert (adopt["c"].stamp, adopt["c"].restore) == (True, True)
+    assert (adopt["d"].stamp, adopt["d"].restore) == (False, True)
+    assert adopt["a"].message("a") == (
+        "a: adopted reboot slot from a previous controller (desiredImageState Booted without "
+        "a reboot-requested annotation): found it was drained and told to reboot, cordoned "
+        "for its slot; desiredImageState set back to Staged; it is drained again and then "
+        "told to reboot"
+    )
+    assert adopt["b"].message("b") == (
+        "b: adopted reboot slot from a previous controller (no time on its in-reboot-slot "
+        "annotation): found its drain under way, cordoned by someone else before; its "
+        "drain is resumed; it is then told to reboot"
+    )
+    assert "found it already runs the target" in adopt["c"].message("c")
+    assert "set back to Staged; its slot is released once it is Ready" in adopt["c"].message("c")
+    # one write: the adoption time on the slot and Staged back
+    assert adoption_patch(adopt["a"], "T") == {
+        "metadata": {"annotations": {SLOT: "T"}},
+        "spec": {"desiredImageState": "Staged"},
+    }
+    assert adoption_patch(adopt["b"], "T") == {"metadata": {"annotations": {SLOT: "T"}}}
+    assert adoption_patch(adopt["d"], "T") == {"spec": {"desiredImageState": "Staged"}}
+    # a Booted written by hand on our own holder mid-drain stays the Warning's case
+    assert must_restore_staged(by_hand)
+
+
+def test_an_adopted_holder_is_drained_again_before_it_reboots() -> None:
+    """After adoption the Go holder is a Staged slot holder: drained, never a new slot."""
+    adopted = v("a", S.STAGED, slot=True, slot_since=NOW)
+    plan = plan_rollout([adopted, v("b", S.STAGED)], 1, paused=False, now=NOW)
+    assert plan.drain == ("a",) and plan.take == () and plan.holders == ("a",)
 
 
 @pytest.mark.parametrize("seed", range(40))

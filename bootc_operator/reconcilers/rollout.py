@@ -32,7 +32,12 @@ keep their order:
    rollout goes around it.
 
 All rollout state lives in BootcNode annotations; a restarted (or newly
-elected) controller resumes drains of slotted nodes from them.
+elected) controller resumes drains of slotted nodes from them. Before the steps,
+slots a previous controller left in a state this one never writes (the Go
+operator's: no time on the slot, ``Booted`` without ``reboot-requested``) are
+adopted (``slots.adoption``, a Normal ``SlotAdopted`` Event saying what was found
+and what happens next), and any other ``Booted`` without a drained slot is put
+back to ``Staged`` (an ``UnsafeBootedRestored`` Warning).
 """
 
 from __future__ import annotations
@@ -64,6 +69,9 @@ from bootc_operator.reconcilers.poolspec import PoolSpecCheck
 from bootc_operator.reconcilers.slots import (
     BOOTED,
     STAGED,
+    Adoption,
+    adoption,
+    adoption_patch,
     must_restore_staged,
     must_uncordon,
     next_reboot_deadline,
@@ -97,6 +105,9 @@ class RolloutReconciler:
         # Per node and rollout: one Event (NodeUpdated, or a Warning) by default;
         # verbose adds the steps (Cordoned, RebootRequested, DrainCancelled).
         self.verbose_node_events = verbose_node_events
+        # when this controller began rolling out: slots stamped earlier were taken
+        # by a previous controller (slots.adoption)
+        self._since: dt.datetime | None = None
 
     async def reconcile(self, pool_name: str) -> float | None:
         async with self.ctx.pool_lock(pool_name):
@@ -110,11 +121,17 @@ class RolloutReconciler:
         check = ctx.check(pool)
         bns = {bn["metadata"]["name"]: bn for bn in ctx.bootc_nodes_of(pool_name)}
         views = {n: ctx.view(bn, check.targets) for n, bn in bns.items()}
-        # Before anything else, and whatever the spec: Booted on a node without a
-        # drained slot would let its daemon reboot it undrained.
-        restore = [n for n, v in views.items() if must_restore_staged(v)]
+        # Before anything else, and whatever the spec: slots a previous controller
+        # left are adopted, and Booted on a node without a drained slot (that would
+        # let its daemon reboot it undrained) is put back to Staged.
+        if self._since is None:
+            self._since = ctx.now()
+        since = self._since
+        adopt = {n: a for n, v in views.items() if (a := adoption(v, since)) is not None}
+        await each(list(adopt), lambda n: self._adopt(pool, bns[n], adopt[n]))
+        restore = [n for n, v in views.items() if must_restore_staged(v) and n not in adopt]
         await each(restore, lambda n: self._restore_staged(pool, bns[n], views[n]))
-        if restore:
+        if adopt or restore:
             return None  # our own writes wake us again, from fresh caches
         if not check.valid or not check.targets:
             return None
@@ -210,6 +227,16 @@ class RolloutReconciler:
 
     async def _retarget(self, bn: Obj, desired: str) -> None:
         await self.ctx.patch_bootc_node(bn, retarget_patch(desired))
+
+    async def _adopt(self, pool: Obj, bn: Obj, adopt: Adoption) -> None:
+        """Take over a slot holder a previous controller left (slots.adoption)."""
+        name = bn["metadata"]["name"]
+        await self.ctx.patch_bootc_node(bn, adoption_patch(adopt, now_rfc3339(self.ctx.now())))
+        pool_name = pool["metadata"]["name"]
+        msg = adopt.message(name)
+        log.info(msg, extra={"pool": pool_name, "node": name})
+        summary = "{n} reboot slots adopted from a previous controller"
+        self._report(pool, name, "Normal", "SlotAdopted", msg, summary)
 
     async def _restore_staged(self, pool: Obj, bn: Obj, v: NodeView) -> None:
         """Put a Booted that the rollout did not write back to Staged (slots.py)."""

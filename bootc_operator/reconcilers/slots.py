@@ -33,6 +33,15 @@ reconciler turns its answer into API writes. Rules (DESIGN §3):
   Anywhere else (written by hand, or left by another operator) it is put back to
   ``Staged`` (``restore``): the daemon would otherwise reboot an undrained node.
   Releasing a slot writes ``Staged`` too, so the rule holds at rest.
+- A slot this controller did not take is *adopted* (``adoption``): the Go
+  bootc-operator, or an older controller, left it. The Go operator writes
+  ``in-reboot-slot`` with an empty value and sets ``Booted`` after its drain
+  without ``reboot-requested``. Adopting stamps the slot with the time it was
+  adopted (the drain and reboot timeouts count from it) and puts such a ``Booted``
+  back to ``Staged`` in the same write; the holder is then drained again (a
+  drain is idempotent: nothing left to evict finishes at once) and told to
+  reboot with ``reboot-requested`` like any other. Not a Warning: nothing unsafe
+  was found, the rule above was only not yet written down on that node.
 """
 
 from __future__ import annotations
@@ -181,6 +190,78 @@ def holds_drained_slot(v: NodeView) -> bool:
 def must_restore_staged(v: NodeView) -> bool:
     """``desiredImageState: Booted`` that the rollout did not write (see module doc)."""
     return v.desired_image_state == BOOTED and not holds_drained_slot(v)
+
+
+@dataclass(frozen=True, slots=True)
+class Adoption:
+    """Taking over a slot holder from a previous controller (module doc)."""
+
+    stamp: bool  # the slot carries no time: write the adoption time
+    restore: bool  # Booted without reboot-requested: back to Staged, drained again
+    why: str  # how it shows it was not taken by this controller
+    found: str  # what the previous controller left
+    then: str  # what happens next
+
+    def message(self, name: str) -> str:
+        """The ``SlotAdopted`` Event's text."""
+        return (
+            f"{name}: adopted reboot slot from a previous controller ({self.why}): "
+            f"found {self.found}; {self.then}"
+        )
+
+
+def adoption(v: NodeView, since: dt.datetime) -> Adoption | None:
+    """How to adopt slot holder ``v`` (None: nothing to adopt). ``since``: when this
+    controller began rolling out; a slot stamped before then, or not stamped at all
+    (the Go operator writes an empty value), was taken by a previous controller.
+
+    A ``Booted`` without ``reboot-requested`` on a slot *this* controller took was
+    written by someone else mid-drain: that is ``must_restore_staged``'s Warning,
+    not an adoption.
+    """
+    if not v.in_slot:
+        return None
+    stamp = v.slot_since is None
+    previous = stamp or (v.slot_since is not None and v.slot_since < since)
+    restore = previous and must_restore_staged(v)
+    if not stamp and not restore:
+        return None
+    cordon = "cordoned by someone else before" if v.was_cordoned else "cordoned for its slot"
+    if v.state is NodeState.UP_TO_DATE:
+        found = "it already runs the target"
+        then = "its slot is released once it is Ready"
+    elif v.state is NodeState.REBOOTING:
+        found = "it is rebooting"
+        then = "its slot is released once it is back and Ready"
+    elif v.state is NodeState.DEGRADED:
+        found = f"it is degraded ({v.degraded_message})" if v.degraded_message else "it is degraded"
+        then = "it keeps the slot until it recovers"
+    elif v.state is NodeState.STAGED and restore:
+        found = "it was drained and told to reboot"
+        then = "desiredImageState set back to Staged; it is drained again and then told to reboot"
+    elif v.state is NodeState.STAGED:
+        found = "its drain under way"
+        then = "its drain is resumed; it is then told to reboot"
+    else:
+        found = f"it is {v.state.value.lower()}"
+        then = "it keeps the slot"
+    if restore and v.state is not NodeState.STAGED:
+        then = f"desiredImageState set back to Staged; {then}"
+    if restore:
+        why = "desiredImageState Booted without a reboot-requested annotation"
+    else:
+        why = "no time on its in-reboot-slot annotation"
+    return Adoption(stamp, restore, why, f"{found}, {cordon}", then)
+
+
+def adoption_patch(adopt: Adoption, now: str) -> dict[str, Any]:
+    """The one BootcNode merge patch that adopts a slot holder."""
+    patch: dict[str, Any] = {}
+    if adopt.stamp:
+        patch["metadata"] = {"annotations": {c.IN_REBOOT_SLOT_ANNOTATION: now}}
+    if adopt.restore:
+        patch["spec"] = {"desiredImageState": STAGED}
+    return patch
 
 
 def should_release(v: NodeView, gate: GateResult | None = None) -> tuple[bool, bool]:
