@@ -44,6 +44,9 @@ HEALTH_CHECK_ANNOTATION: Final = "bootc.dev/health-check"
 CANARY_LABEL: Final = "bootc.dev/canary"
 # Finalizer on pools: nodes are unlabelled/uncordoned before BootcNodes are collected.
 POOL_FINALIZER: Final = "node.bootc.dev/pool-cleanup"
+# The Go bootc-operator's finalizer for the same cleanup: a pool taken over from it
+# carries it, and the controller removes it with its own (it did the cleanup).
+GO_POOL_FINALIZER: Final = "bootc.dev/pool-cleanup"
 
 # spec.rollout.maintenanceWindows[]: days, "HH:MM" start, "4h" / "90m" / "1h30m" duration.
 WINDOW_DAYS: Final = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")

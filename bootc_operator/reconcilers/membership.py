@@ -3,13 +3,17 @@
 ``reconcile(pool_name)``:
 
 - pool gone → nothing (its finalizer already cleaned up);
-- pool being deleted → release every member (below), then drop the finalizer;
+- pool being deleted → release every member (below), then drop the finalizer
+  (and the Go bootc-operator's ``bootc.dev/pool-cleanup`` of a pool taken over
+  from it);
 - otherwise ensure the finalizer, then for every Node assigned to the pool
   (``membership_plan.assign_nodes``: selector match, conflicts resolved) ensure
   a BootcNode (name = Node name, controller ownerReference to the pool,
   ``desiredImage = repo@target``, ``desiredImageState: Staged``, pull secret
   copied with its content hash while the Secret is usable) and the Node label
-  ``bootc.dev/managed``; a changed target is written as desiredImage **and**
+  ``bootc.dev/managed`` (and the ``bootc.dev/pool`` label on a BootcNode that has
+  only the ownerReference, as the Go operator writes them); a changed target is
+  written as desiredImage **and**
   ``desiredImageState: Staged`` in one request;
 - every BootcNode of the pool whose Node left (label change, deletion,
   conflict lost) is released: its drain cancelled, the Node's cordon restored
@@ -247,11 +251,12 @@ class MembershipReconciler:
                         await ctx.set_unschedulable(node_name, False)
                     annotations.update(release_annotations())
             label = desired_digest_label(current.get("desiredImage"))
-            if (
-                "metadata" not in patch
-                and not label.items() <= (bn["metadata"].get("labels") or {}).items()
-            ):
+            have = bn["metadata"].get("labels") or {}
+            if "metadata" not in patch and not label.items() <= have.items():
                 patch["metadata"] = {"labels": label}  # a BootcNode from before the label
+            if have.get(c.POOL_LABEL) != pool_name:
+                # owned through its ownerReference only (the Go operator writes no labels)
+                patch.setdefault("metadata", {}).setdefault("labels", {})[c.POOL_LABEL] = pool_name
             if (
                 wanted is not None
                 and (
@@ -293,7 +298,8 @@ class MembershipReconciler:
         ctx = self.ctx
         pool_name = pool["metadata"]["name"]
         finalizers = pool["metadata"].get("finalizers") or []
-        if c.POOL_FINALIZER not in finalizers:
+        cleanup = (c.POOL_FINALIZER, c.GO_POOL_FINALIZER)
+        if not any(f in finalizers for f in cleanup):
             return
         assignment = assign_nodes(ctx.all_pools(), ctx.all_nodes(), ctx.current_owners())
 
@@ -302,7 +308,9 @@ class MembershipReconciler:
             await self.release(bn, still_managed=assignment.owner.get(name, pool_name) != pool_name)
 
         await each(ctx.bootc_nodes_of(pool_name), release)
-        remaining = [f for f in finalizers if f != c.POOL_FINALIZER]
+        # the Go operator's finalizer guards the same cleanup, just done: a pool taken
+        # over from it would otherwise never go
+        remaining = [f for f in finalizers if f not in cleanup]
         try:
             await ctx.patch_pool(pool, {"metadata": {"finalizers": remaining or None}})
         except ApiError as err:

@@ -18,6 +18,10 @@ records a timeline. ``violations`` lists every breach of:
 - no PodDisruptionBudget below its desired healthy count after it was first
   satisfied (``status.currentHealthy < status.desiredHealthy``).
 
+A pool's members are the BootcNodes it owns, as the operator judges it
+(``ownership.pool_of``: the controller ownerReference, the ``bootc.dev/pool``
+label as fallback), so BootcNodes the Go operator wrote (no labels) count too.
+
 ``final_check(target_digest)`` adds the end-state invariants: every node runs
 the target, none is cordoned by us, the pool is ``UpToDate=True``; nodes named in
 ``exclude`` (known-broken ones the rollout had to go around) are exempt from the
@@ -101,6 +105,7 @@ from bootc_operator.informers import DeletedFinalStateUnknown, EventHandler, Inf
 from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, NODES, PODS, Resource
 from bootc_operator.kube.rest import get_object
 from bootc_operator.reconcilers.drainplan import must_leave
+from bootc_operator.reconcilers.ownership import pool_of
 from bootc_operator.reconcilers.windows import Window, parse_windows, window_state
 from hack.testenv.audit import ApiWrite, AuditTail
 
@@ -527,11 +532,7 @@ class SafetyMonitor:
     # ------------------------------------------------------------ checks
 
     def members(self) -> list[dict[str, Any]]:
-        return [
-            b
-            for b in self.bootc_nodes.list()
-            if (b["metadata"].get("labels") or {}).get(c.POOL_LABEL) == self.pool
-        ]
+        return [b for b in self.bootc_nodes.list() if pool_of(b) == self.pool]
 
     def _violation(self, text: str) -> None:
         at = time.monotonic() - self._start
@@ -596,7 +597,7 @@ class SafetyMonitor:
         meta = bn.get("metadata") or {}
         annotations = meta.get("annotations") or {}
         facts = MemberFacts(
-            member=(meta.get("labels") or {}).get(c.POOL_LABEL) == self.pool,
+            member=pool_of(bn) == self.pool,
             in_slot=c.IN_REBOOT_SLOT_ANNOTATION in annotations,
             was_cordoned=annotations.get(c.WAS_CORDONED_ANNOTATION) == "true",
         )
