@@ -206,7 +206,7 @@ async def test_a_controller_upgraded_mid_rollout_resumes_and_finishes(
         await create_blocking_pdb(api, f"pdb-{name}", {"node": name})
     await cordon(api, admin)
     hosted.hold(*names)  # every reboot stays down until released
-    monitor = SafetyMonitor(api, group, 2, target=v1)
+    monitor = SafetyMonitor(api, group, 2, target=v1, once_per_node=True)
     old = takeover.start()
     async with monitor:
         await leading(api, old)
