@@ -29,11 +29,12 @@ from typing import Any
 
 from kubernetes_asyncio.client import ApiClient
 from prometheus_client import REGISTRY
+from prometheus_client.parser import text_string_to_metric_families
 
 from bootc_operator.api import constants as c
 from bootc_operator.api.timefmt import now_rfc3339
-from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, NODES, PODS
-from bootc_operator.kube.rest import create_object, get_object, patch_object
+from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, NODES, PODS, ApiError, request_bytes
+from bootc_operator.kube.rest import create_object, delete_object, get_object, patch_object
 from e2e.controllerenv import create_pool, delete_quietly, get_pool, running_controller
 from e2e.helpers import condition, ensure_namespace, push, unique_name, wait_for
 from e2e.hostsenv import HostedNodes
@@ -253,6 +254,80 @@ async def test_a_pod_ready_from_before_the_reboot_passes_only_once_reported_agai
     assert monitor.violations == [], monitor.violations
     await delete_quietly(api, BOOTC_NODE_POOLS, group)
     report("health gate: stale readiness", started)
+
+
+# ------------------------------------------------------------------ watches end with the pool
+
+
+async def apiserver_pod_watches(api: ApiClient) -> float:
+    """The WATCH requests on pods kube-apiserver is serving now (all scopes)."""
+    text = (await request_bytes(api, "GET", "/metrics")).decode()
+    return sum(
+        s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == "apiserver_longrunning_requests"
+        and s.labels.get("verb") == "WATCH"
+        and s.labels.get("resource") == "pods"
+        and not s.labels.get("subresource")
+    )
+
+
+async def test_a_deleted_pools_pod_watches_end_with_it(
+    api: ApiClient, hosted: HostedNodes, registry: Registry
+) -> None:
+    """Issue 25: the health gate's pod watch of a node under check ends when its pool
+    is deleted, not when the controller restarts: on the controller's side and on
+    kube-apiserver's (one WATCH on pods fewer)."""
+    started = time.monotonic()
+    await ensure_namespace(api, NAMESPACE)
+    group = unique_name("leak")
+    names, repo, (_v1, v2) = await setup_hosts(hosted, registry, group, 2)
+    for name in names:  # not Ready: the first node to reboot stays under check
+        await node_pod(api, name, f"cni-{name}", {"app": f"cni-{group}"})
+        await set_pod_ready(api, f"cni-{name}", False)
+    body = pool_body(group, {"group": group}, registry.ref(repo, digest=v2), 1)
+    body["spec"]["health"] = {
+        "pods": {"selector": {"matchLabels": {"app": f"cni-{group}"}}, "namespaces": [NAMESPACE]}
+    }
+    async with running_controller(api) as ctl:
+        await create_pool(api, body)
+
+        async def under_check() -> str | None:
+            for name in names:
+                if (await health_note(api, name)).startswith("Pending: pods: "):
+                    return name
+            return None
+
+        first = await wait_for(
+            under_check, 90, "a node rebooted and under its pods check", ignore=(ApiError,)
+        )
+        # the note was written from the watch's synced cache: the WATCH is open
+        assert ctl.health_pods.watching() == {first}
+        assert ctl.health_pods.open_watches() == 1
+        before = await apiserver_pod_watches(api)
+        assert before >= 1, before
+
+        await delete_object(api, BOOTC_NODE_POOLS, group)
+
+        async def pool_gone() -> bool:
+            try:
+                await get_pool(api, group)
+            except ApiError as err:
+                return err.not_found
+            return False
+
+        await wait_for(pool_gone, 60, "the pool deleted (finalizer removed)")
+
+        async def watches_ended() -> float | None:
+            if ctl.health_pods.open_watches():
+                return None
+            now = await apiserver_pod_watches(api)
+            return now if now == before - 1 else None
+
+        after = await wait_for(watches_ended, 30, "the pool's pod watch closed")
+        assert ctl.health_pods.watching() == set() and after == before - 1
+    report("health gate: watches end with the pool", started)
 
 
 # ------------------------------------------------------------------ minReadySeconds

@@ -5,7 +5,9 @@ Interface (owned by the rollout reconciler; the status reconciler only reads)::
     pods = HealthPods(ctx, on_change=lambda node, pool: enqueue(pool))
     pods.pods(node, pool, selector, namespaces)  # start watching; None until listed
     pods.peek(node, selector, namespaces)        # read only (None if not watched)
-    pods.retain(nodes)                           # stop watching every other node
+    pods.retain(nodes, pool)                     # stop watching the pool's other nodes
+    pods.retain((), pool)                        # the pool is gone: stop all of its watches
+    pods.open_watches()                          # watches open or still closing
     await pods.stop()
 
 Like a drain, each watch is a Pod informer restricted to the node
@@ -14,6 +16,10 @@ proportional to the nodes being checked, not to the cluster's pods. The selector
 and namespaces are applied here (``selectors.matches``), so a changed
 ``spec.health.pods`` needs no new watch. Any pod event on the node wakes the pool's
 rollout: a pod turning Ready may pass the gate.
+
+A watch lives as long as its node's check: the rollout stops it when the node
+passes, leaves the pool or stops being checked, and stops every watch of a pool
+that is deleted (or whose spec is invalid or has no target: nothing is gated).
 """
 
 from __future__ import annotations
@@ -95,11 +101,13 @@ class HealthPods:
         self._watches: dict[str, Informer] = {}
         self._pools: dict[str, str] = {}
         self._tasks: set[asyncio.Task[None]] = set()  # sync waits and stops under way
+        self._stopping: set[asyncio.Task[None]] = set()  # the stops alone
 
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
 
     def pods(
         self, node: str, pool: str, selector: Mapping[str, Any], namespaces: Collection[str]
@@ -141,13 +149,19 @@ class HealthPods:
     def watching(self) -> set[str]:
         return set(self._watches)
 
+    def open_watches(self) -> int:
+        """The watches running or still closing (a stop ends once its request has)."""
+        return len(self._watches) + len(self._stopping)
+
     def retain(self, nodes: Collection[str], pool: str) -> None:
         """Stop the watches of ``pool``'s nodes not in ``nodes`` (no longer checked)."""
         for node in [n for n, p in self._pools.items() if p == pool and n not in nodes]:
             self._pools.pop(node, None)
             informer = self._watches.pop(node, None)
             if informer is not None:
-                self._spawn(informer.stop())
+                stopping = self._spawn(informer.stop())
+                self._stopping.add(stopping)
+                stopping.add_done_callback(self._stopping.discard)
 
     async def stop(self) -> None:
         watches = list(self._watches.values())

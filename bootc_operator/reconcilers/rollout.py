@@ -117,6 +117,8 @@ class RolloutReconciler:
         ctx = self.ctx
         pool = ctx.pool(pool_name)
         if pool is None or pool["metadata"].get("deletionTimestamp"):
+            # nothing of it is gated any more: its pod watches end with it
+            self.health_pods.retain((), pool_name)
             return None
         check = ctx.check(pool)
         bns = {bn["metadata"]["name"]: bn for bn in ctx.bootc_nodes_of(pool_name)}
@@ -134,6 +136,7 @@ class RolloutReconciler:
         if adopt or restore:
             return None  # our own writes wake us again, from fresh caches
         if not check.valid or not check.targets:
+            self.health_pods.retain((), pool_name)  # no gate is judged meanwhile
             return None
         now = ctx.now()
         gates = health_gates(self.health_pods, pool_name, check, views.values(), now, watch=True)
