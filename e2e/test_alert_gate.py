@@ -102,8 +102,10 @@ async def test_a_firing_alert_blocks_new_slots_and_resolving_it_resumes(
     monitor = SafetyMonitor(api, group, 1, target=v2)
     options = PrometheusOptions(url=prometheus.url)
     try:
-        await asyncio.to_thread(prometheus.fire, "EtcdHighFsyncDurations", {"severity": "warning"})
-        await asyncio.to_thread(prometheus.fire, "Watchdog", {"severity": "none"})  # no match
+        # both fire (fire returns once Prometheus reports it) before the controller's
+        # first query: a controller that started earlier could rightly see no alert
+        await prometheus.fire("EtcdHighFsyncDurations", {"severity": "warning"})
+        await prometheus.fire("Watchdog", {"severity": "none"})  # no entry matches it
         async with monitor, running_controller(api, prometheus=options, alert_check_interval=1.0):
             await create_pool(api, body)
 
@@ -131,12 +133,10 @@ async def test_a_firing_alert_blocks_new_slots_and_resolving_it_resumes(
 
             # resolved: the rollout starts; a reboot is held so a holder is mid-reboot
             hosted.hold(*names)
-            await asyncio.to_thread(prometheus.resolve, "EtcdHighFsyncDurations")
+            await prometheus.resolve("EtcdHighFsyncDurations")
             await wait_for(lambda: monitor.takes, 60, "a first slot once the alert resolved")
             first = monitor.takes[0][1]
-            await asyncio.to_thread(
-                prometheus.fire, "NodeFilesystemAlmostFull", {"severity": "warning"}
-            )
+            await prometheus.fire("NodeFilesystemAlmostFull", {"severity": "warning"})
             await wait_for(
                 lambda: blocked_by("NodeFilesystemAlmostFull"), 60, "blocked again mid-rollout"
             )
@@ -153,7 +153,7 @@ async def test_a_firing_alert_blocks_new_slots_and_resolving_it_resumes(
             await wait_for(done_and_blocked, 30, f"{first} counted, the pool still blocked")
             assert [n for _, n in monitor.takes] == [first]
 
-            await asyncio.to_thread(prometheus.resolve, "NodeFilesystemAlmostFull")
+            await prometheus.resolve("NodeFilesystemAlmostFull")
             await wait_for(lambda: up_to_date_on(api, group, v2, 3), 120, "the rollout finishing")
         assert monitor.violations == [], monitor.violations
     finally:

@@ -118,23 +118,22 @@ async def test_the_kit_rules_load_and_a_labelled_target_is_scraped(kit_prom: Pro
 
 
 async def test_an_alert_fires_and_resolves_on_demand(kit_prom: Prometheus) -> None:
-    kit_prom.fire("MaintenanceWindowClosed", {"severity": "critical", "team": "os"})
-    # a reload returns once the rules are loaded; the first evaluation is within a second
-    firing = await wait_for(
-        lambda: kit_prom.firing("MaintenanceWindowClosed"), 10, "the fired alert"
-    )
-    assert firing[0]["labels"] == {
-        "alertname": "MaintenanceWindowClosed",
-        "severity": "critical",
-        "team": "os",
-    }
-    kit_prom.fire("Other")
-    await wait_for(lambda: kit_prom.firing("Other"), 10, "a second alert")
-    kit_prom.resolve("MaintenanceWindowClosed")
+    # fire and resolve return once both the alerts API and the ALERTS series say so
+    fired = await kit_prom.fire("MaintenanceWindowClosed", {"severity": "critical", "team": "os"})
+    labels = {"alertname": "MaintenanceWindowClosed", "severity": "critical", "team": "os"}
+    assert fired["labels"] == labels and fired["state"] == "firing"
+    assert kit_prom.firing("MaintenanceWindowClosed")[0]["labels"] == labels
+    firing = 'ALERTS{alertname="MaintenanceWindowClosed",alertstate="firing"}'
+    assert kit_prom.value(firing) == 1
+    await kit_prom.fire("Other")
+    assert kit_prom.firing("MaintenanceWindowClosed"), "a second alert leaves the first firing"
+    await kit_prom.resolve("MaintenanceWindowClosed")
     names = {a["labels"]["alertname"] for a in kit_prom.alerts()}
     assert "MaintenanceWindowClosed" not in names and "Other" in names
-    kit_prom.resolve("Other")
+    assert kit_prom.query(firing) == []
+    await kit_prom.resolve("Other")
     assert not [a for a in kit_prom.alerts() if a["labels"]["alertname"] == "Other"]
+    assert kit_prom.query('ALERTS{alertname="Other"}') == []
 
 
 async def test_a_rule_on_a_gauge_the_test_sets(kit_prom: Prometheus, gauges: Gauges) -> None:

@@ -22,9 +22,18 @@ While it runs:
   every 5 s, so a new target's first sample comes 5-6 s later; a new job rewrites
   the configuration and reloads);
 - ``set_rules(name, doc)`` / ``remove_rules(name)`` add, replace or drop a rules
-  file and reload (``POST /-/reload`` returns once the rules are loaded);
-  ``fire(alert, labels)`` / ``resolve(alert)`` are the shortest way to an alert
-  that fires or stops on demand (a rule ``vector(1)`` with no ``for``);
+  file and reload (``POST /-/reload`` returns once the rules are loaded, so
+  ``rules()`` shows them at once; what they *evaluate to* comes with the group's
+  next evaluation: wait for that);
+- ``await fire(alert, labels)`` / ``await resolve(alert)`` are the shortest way to
+  an alert that fires or stops on demand (a rule ``vector(1)`` with no ``for``).
+  They return only once Prometheus reports the change both ways an alert consumer
+  sees it: ``/api/v1/alerts`` lists the alert firing (or not at all) and the
+  ``ALERTS`` series an alert gate queries has it (or not). The reload alone is not
+  enough: a new rule fires from its group's first evaluation after it, up to an
+  interval later (more on a loaded machine), and a removed rule's ``ALERTS`` series
+  ends with the next evaluation; a test that went on at once would race it.
+  ``AssertionError`` naming the alert after ``timeout`` seconds;
 - ``query(promql)``, ``alerts()`` / ``firing()``, ``rules()``, ``targets()``,
   ``label_values(label, match)``: the HTTP API, parsed (``PrometheusClient(url)``
   offers the same for a server someone else started, e.g. a simulation's).
@@ -45,13 +54,14 @@ The binary is ``$BOOTC_OPERATOR_PROMETHEUS_BIN``, else ``prometheus`` on PATH, e
 (it needs root, as in CI).
 
     with Prometheus(tmp_path / "prom", targets={"app": [Target(addr)]}) as prom:
-        wait_for(lambda: prom.query("up == 1"), 10, "a scrape")
-        prom.fire("Maintenance", {"severity": "critical"})
+        await wait_for(lambda: prom.query("up == 1"), 10, "a scrape")
+        await prom.fire("Maintenance", {"severity": "critical"})
         prom.firing("Maintenance")       # [{"labels": {...}, "state": "firing", ...}]
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import os
@@ -71,8 +81,10 @@ from wsgiref.simple_server import WSGIServer
 import yaml
 from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
+from bootc_operator.alerts.gate import describe_alert
 from hack.testenv.controlplane import free_port
 from hack.testenv.procs import Component, ServerComponent, StartupError, spawn
+from hack.testenv.waiting import wait_for
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 INSTALL_SCRIPT = REPO_ROOT / "hack" / "install-prometheus.sh"
@@ -86,6 +98,9 @@ CONTROLLER_JOB = "bootc-operator-controller-metrics"
 DAEMON_JOB = "bootc-operator-daemon-metrics"
 #: the rule group ``fire`` writes its alerts to
 FIRED_GROUP = "fired-by-test"
+#: seconds ``fire`` / ``resolve`` wait for Prometheus to report the change (one
+#: evaluation interval, 1 s, when the machine is idle)
+ALERT_TIMEOUT = 30.0
 
 Doc = dict[str, Any]
 Sample = tuple[dict[str, str], float]
@@ -417,15 +432,57 @@ class Prometheus(PrometheusClient, ServerComponent):
         if self.running:
             self.reload()
 
-    def fire(self, alert: str, labels: Mapping[str, str] | None = None) -> None:
-        """An alert ``alert`` (with ``labels``) firing from the next evaluation on."""
+    async def fire(
+        self,
+        alert: str,
+        labels: Mapping[str, str] | None = None,
+        *,
+        timeout: float = ALERT_TIMEOUT,  # noqa: ASYNC109 (a polling deadline)
+    ) -> Doc:
+        """Make ``alert`` (with ``labels``) fire; returns it (as ``/api/v1/alerts``
+        lists it) once Prometheus reports it firing (see the module docstring)."""
         self._fired[alert] = alert_rule(alert, "vector(1)", labels)
-        self._write_fired()
+        await asyncio.to_thread(self._write_fired)
+        want = {"alertname": alert, **(labels or {})}
+        found: Doc | None = await wait_for(
+            lambda: asyncio.to_thread(self._reported_firing, want),
+            timeout,
+            f"{describe_alert(want)} firing in Prometheus' /api/v1/alerts and ALERTS series",
+        )
+        assert found is not None
+        return found
 
-    def resolve(self, alert: str) -> None:
-        """Stop an alert ``fire`` started (it leaves ``/api/v1/alerts`` at once)."""
+    async def resolve(
+        self,
+        alert: str,
+        *,
+        timeout: float = ALERT_TIMEOUT,  # noqa: ASYNC109 (a polling deadline)
+    ) -> None:
+        """Stop an alert ``fire`` started; returns once Prometheus reports it gone
+        (see the module docstring)."""
         self._fired.pop(alert, None)
-        self._write_fired()
+        await asyncio.to_thread(self._write_fired)
+        await wait_for(
+            lambda: asyncio.to_thread(self._reported_gone, alert),
+            timeout,
+            f"{alert} gone from Prometheus' /api/v1/alerts and ALERTS series",
+        )
+
+    def _alerts_series(self, alert: str, state: str = "") -> list[dict[str, str]]:
+        """The labels of the ``ALERTS`` series of ``alert`` (in ``state``) a query sees."""
+        matchers = f'alertname="{alert}"' + (f',alertstate="{state}"' if state else "")
+        return [labels for labels, _ in self.query(f"ALERTS{{{matchers}}}")]
+
+    def _reported_firing(self, want: Mapping[str, str]) -> Doc | None:
+        """The alert with exactly the labels ``want``, if both APIs report it firing."""
+        alert, name = want["alertname"], describe_alert(want)
+        listed = [a for a in self.firing(alert) if a["labels"] == dict(want)]
+        series = [s for s in self._alerts_series(alert, "firing") if describe_alert(s) == name]
+        return listed[0] if listed and series else None
+
+    def _reported_gone(self, alert: str) -> bool:
+        listed = [a for a in self.alerts() if a["labels"].get("alertname") == alert]
+        return not listed and not self._alerts_series(alert)
 
     def _write_fired(self) -> None:
         rules = [self._fired[name] for name in sorted(self._fired)]
