@@ -27,7 +27,7 @@ import pytest
 
 from bootc_operator.api import constants as c
 from bootc_operator.informers import EventHandler, Informer
-from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, NODES
+from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, NODES, PODS
 from bootc_operator.kube.rest import create_object, get_object, list_objects, patch_object
 from e2e.helpers import unique_name, wait_for
 from hack.simlib import AttachedSim, Sim, SimConfig, SimInfo
@@ -315,6 +315,52 @@ def test_in_process_sim_restarts_killed_daemons_and_holds_nodes_down(tmp_path: P
         state_dir = sim.state_dir
     assert not state_dir.exists()
     assert leftovers(state_dir) == []
+
+
+def test_in_process_sim_sets_a_pod_marked_not_ready_ready_again(tmp_path: Path) -> None:
+    """The node simulator plays a kubelet's status sync. The node-lifecycle controller
+    marks a Pod NotReady (Ready=False, nothing else) when it believes the Pod's Node is
+    NotReady, which it does for up to 5 s after a reboot; kwok sets Ready only when a
+    Pod starts, so such a Pod stayed NotReady and held the workload's
+    PodDisruptionBudget at 0 disruptions allowed: every later drain waited forever
+    (the demo's stall). Here a running Pod is marked so; it gets Ready=True back."""
+
+    async def scenario(sim: Sim) -> None:
+        name, node = unique_name("web"), sim.nodes[0]
+        body = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {
+                "nodeName": node,
+                "containers": [{"name": "web", "image": "registry.example.com/web:1"}],
+            },
+        }
+
+        async with await api_client(str(sim.kubeconfig)) as api:
+
+            async def ready() -> str:
+                pod = await get_object(api, PODS, name, "default")
+                conds = (pod.get("status") or {}).get("conditions") or ()
+                return next((c["status"] for c in conds if c["type"] == "Ready"), "")
+
+            await create_object(api, PODS, body, "default")
+            assert await wait_for(ready, 30, "kwok to run the Pod", interval=0.2) == "True"
+            marked = {"status": {"conditions": [{"type": "Ready", "status": "False"}]}}
+            await patch_object(
+                api, PODS, name, marked, "default", patch_type="strategic", subresource="status"
+            )
+
+            async def ready_again() -> bool:
+                return await ready() == "True"
+
+            await wait_for(ready_again, 30, "the node simulator to report it Ready", interval=0.2)
+        # by the node simulator (kwok alone leaves it NotReady)
+        log = (sim.state_dir / "logs" / "nodesim.log").read_text()
+        assert f"default/{name} on {node}: marked NotReady" in log, log[-3000:]
+
+    with Sim(SimConfig(nodes=1, controllers=0), tmp_path / "sim") as sim:
+        asyncio.run(scenario(sim))
 
 
 def test_demo_bad_image_rolls_the_canary_back_then_updates_everyone(state_dir: Path) -> None:

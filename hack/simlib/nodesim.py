@@ -26,7 +26,13 @@ SIGTERM:
   exists) the host reboots (staged → booted, see
   ``hack.fakebootc.host.simulate_reboot``) → Node ``Ready=True`` (a new bootID after a
   full reboot) → daemon started. Each reboot is appended to ``DIR/reboots.jsonl``
-  (``kind``: "full" or "soft").
+  (``kind``: "full" or "soft");
+- **re-reports Pod readiness as a kubelet's status sync would**: the node-lifecycle
+  controller marks a Pod bound to a Node it still believes NotReady (up to 5 s after
+  a reboot) NotReady, kwok never sets it Ready again, and the Pod would hold its
+  PodDisruptionBudget at 0 disruptions allowed, stalling every later drain. A
+  running Pod with ready containers on an up Node gets Ready=True back
+  (``hack.testenv.kubelet.pod_ready_again``), at most once a second per Pod.
 
 Its children get SIGKILL if it dies (PR_SET_PDEATHSIG). ``DIR/nodesim.json`` lists
 every process it runs (PID, ports, restarts) and the nodes that are down; it says
@@ -53,7 +59,16 @@ from typing import Any
 import aiohttp
 from kubernetes_asyncio.client import ApiClient
 
-from bootc_operator.kube import LEASES, NODES, ApiError, create_object, get_object, patch_object
+from bootc_operator.informers import EventHandler, Informer, Obj, object_key
+from bootc_operator.kube import (
+    LEASES,
+    NODES,
+    PODS,
+    ApiError,
+    create_object,
+    get_object,
+    patch_object,
+)
 from hack.fakebootc import Host, open_host
 from hack.simlib.common import (
     CONTROL_DIR,
@@ -70,7 +85,7 @@ from hack.simlib.common import (
 )
 from hack.testenv.controlplane import free_port
 from hack.testenv.kube import api_client
-from hack.testenv.kubelet import node_conditions, report_pods_after_boot
+from hack.testenv.kubelet import node_conditions, pod_ready_again, report_pods_after_boot
 from hack.testenv.machine import RebootRequests, reboot
 from hack.testenv.procs import Process, kill_group, spawn
 
@@ -81,6 +96,7 @@ TICK = 0.2
 BACKOFF_INITIAL = 1.0
 BACKOFF_MAX = 10.0
 STOP_GRACE = 10.0
+POD_STATUS_SYNC = 1.0  # seconds between two Ready re-reports of one Pod
 
 
 @dataclass
@@ -162,6 +178,8 @@ class NodeSim:
         self._dirty = True
         self._api: ApiClient | None = None
         self._requests = RebootRequests()
+        self._pods: Informer | None = None
+        self._pod_syncs: set[str] = set()  # Pods whose Ready is being re-reported
 
     # ------------------------------------------------------------ process slots
 
@@ -355,6 +373,7 @@ class NodeSim:
         )
         self._requests.forget(node.host)
         node.rebooting = False
+        self._pods_back_up(node.name)
         with (self.dir / REBOOTS_FILE).open("a") as f:
             f.write(json.dumps(done.record()) + "\n")
         log.info(
@@ -370,6 +389,64 @@ class NodeSim:
         task: asyncio.Task[None] = asyncio.create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    # ------------------------------------------------------------ Pod readiness
+
+    def _watch_pods(self) -> None:
+        assert self._api is not None
+        self._pods = Informer(self._api, PODS, log=log)
+        self._pods.add_event_handler(
+            EventHandler(on_add=self._pod_changed, on_update=lambda _o, new: self._pod_changed(new))
+        )
+        self._pods.start()
+
+    def _pod_changed(self, pod: Obj) -> None:
+        node = self.nodes.get(str((pod.get("spec") or {}).get("nodeName") or ""))
+        if node is None or node.rebooting or pod_ready_again(pod) is None:
+            return
+        key = object_key(pod)
+        if key not in self._pod_syncs:
+            self._pod_syncs.add(key)
+            self._spawn_task(self._sync_pod_ready(key, node))
+
+    def _pods_back_up(self, node: str) -> None:
+        """A node is up again: its Pods marked NotReady meanwhile get Ready back."""
+        for pod in self._pods.list() if self._pods is not None else ():
+            if (pod.get("spec") or {}).get("nodeName") == node:
+                self._pod_changed(pod)
+
+    async def _sync_pod_ready(self, key: str, node: NodeState) -> None:
+        assert self._api is not None and self._pods is not None
+        namespace, name = key.split("/", 1)
+        try:
+            # The node-lifecycle controller may mark it again until it looks at the
+            # Node afresh: re-read and re-report until the Pod stays Ready.
+            while not node.rebooting and (pod := self._pods.get(key)) is not None:
+                patch = pod_ready_again(pod)
+                if patch is None:
+                    return
+                log.info(
+                    "%s on %s: marked NotReady, its containers ready: Ready again", key, node.name
+                )
+                try:
+                    await patch_object(
+                        self._api,
+                        PODS,
+                        name,
+                        patch,
+                        namespace,
+                        patch_type="strategic",
+                        subresource="status",
+                    )
+                except ApiError as err:
+                    if err.not_found:
+                        return
+                    log.warning("patching Pod %s status: %s; retrying", key, err)
+                except (TimeoutError, aiohttp.ClientError, OSError) as err:
+                    log.warning("patching Pod %s status: %r; retrying", key, err)
+                await asyncio.sleep(POD_STATUS_SYNC)
+        finally:
+            self._pod_syncs.discard(key)
 
     # ------------------------------------------------------------ readiness
 
@@ -438,6 +515,7 @@ class NodeSim:
 
             await asyncio.gather(*(ensure(n) for n in self.nodes.values()))
             log.info("%d Nodes Ready", len(self.nodes))
+            self._watch_pods()
             for slot in self.controllers:
                 self._start(slot)
             for node in self.nodes.values():
@@ -471,6 +549,8 @@ class NodeSim:
         for task in list(self._tasks):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        if self._pods is not None:
+            await self._pods.stop()
         slots = [*self.controllers, *(n.daemon for n in self.nodes.values())]
         procs = [s.process for s in slots if s.process is not None]
         for slot in slots:

@@ -15,6 +15,8 @@ the benchmark's daemon figure (``hack.perf.daemons``).
   pod that was Ready turns Ready again with a new ``lastTransitionTime`` (until
   then its Ready is the one from before the reboot: stale). A pod that was not
   Ready stays so (its containers fail as before).
+- :func:`pod_ready_again`: the Pod status patch a kubelet's status sync makes when
+  someone else marked one of its running Pods NotReady (``hack.simlib.nodesim``).
 
 (The benchmarks' Node *bodies*, created once with a fixed timestamp so their size
 is part of the figures, are ``hack.perf.nodes.kubelet_node``.)
@@ -24,6 +26,8 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+from collections.abc import Mapping
+from typing import Any
 
 from kubernetes_asyncio.client import ApiClient
 
@@ -106,3 +110,26 @@ async def report_pods_after_boot(api: ApiClient, node: str) -> list[str]:
             )
             reported.append(f"{meta['namespace']}/{meta['name']}")
     return reported
+
+
+def pod_ready_again(pod: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The status patch that turns ``pod`` Ready again, or None when it needs none.
+
+    The node-lifecycle controller marks a Pod NotReady (``Ready=False``, nothing
+    else) when it thinks the Pod's Node is not Ready, and it thinks so until its next
+    look at the Node (every 5 s by default): a Pod bound to a Node that has just come
+    back from a reboot is marked too. A real kubelet owns Pod status and writes
+    Ready=True again on its next status sync; kwok, which plays the Pods of the
+    simulated Nodes, sets Ready only once, when the Pod starts. So: a running Pod,
+    not terminating, whose containers are ready (``ContainersReady=True``, which kwok
+    wrote) but whose ``Ready`` is False gets Ready=True back.
+    """
+    meta = pod.get("metadata") or {}
+    status = pod.get("status") or {}
+    if meta.get("deletionTimestamp") or status.get("phase") != "Running":
+        return None
+    conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or ()}
+    if conditions.get("ContainersReady") != "True" or conditions.get("Ready") != "False":
+        return None
+    ready = {"type": "Ready", "status": "True", "lastTransitionTime": timestamp()}
+    return {"status": {"conditions": [ready]}}
