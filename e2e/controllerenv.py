@@ -1,7 +1,9 @@
 """Helpers for controller e2e tests: an in-process controller, pools, pods and PDBs.
 
 ``running_controller(api)`` runs the real :class:`bootc_operator.controller.Controller`
-(informers, queues, reconcilers; no leader election) on the test's event loop.
+(informers, queues, reconcilers; no leader election) on the test's event loop;
+``ControllerProcess`` runs ``bootc-operator controller --leader-elect`` as a process
+(short lease timings) and ``holder(api)`` names who holds its Lease.
 The evidence for "never more than maxUnavailable" is the kit's one safety
 monitor, ``hack.testenv.monitor.SafetyMonitor``, as in the system tests.
 """
@@ -10,15 +12,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import signal
+import subprocess
+import sys
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
+import aiohttp
 from kubernetes_asyncio.client import ApiClient
 
 from bootc_operator.controller import Controller
-from bootc_operator.kube import BOOTC_NODE_POOLS, PODS, ApiError, create_object
+from bootc_operator.kube import BOOTC_NODE_POOLS, LEASES, PODS, ApiError, create_object
 from bootc_operator.kube.rest import delete_object, get_object, patch_object, request_json
+from hack.testenv.controlplane import free_port
 from hack.testenv.fleet import Fleet
 
 SYNC_DEADLINE = 60.0
@@ -126,3 +135,59 @@ async def create_blocking_pdb(
     await request_json(
         api, "POST", f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets", body=body
     )
+
+
+NAMESPACE = "bootc-operator"
+LEASE = "bootc-operator-controller"
+
+
+class ControllerProcess:
+    def __init__(self, name: str, kubeconfig: Path, log_dir: Path) -> None:
+        self.name = name
+        self.metrics_port = free_port()
+        self.probe_port = free_port()
+        self.log_path = log_dir / f"{name}.log"
+        argv = [
+            str(Path(sys.executable).with_name("bootc-operator")),
+            "controller",
+            f"--kubeconfig={kubeconfig}",
+            "--leader-elect",
+            "--lease-duration=3s",
+            "--renew-deadline=2s",
+            "--retry-period=0.5s",
+            f"--metrics-bind-address=127.0.0.1:{self.metrics_port}",
+            f"--health-probe-bind-address=127.0.0.1:{self.probe_port}",
+        ]
+        env = {**os.environ, "POD_NAME": name}
+        self.log = self.log_path.open("w")
+        self.proc = subprocess.Popen(
+            argv, stdout=self.log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
+
+    async def get(self, path: str, port: int | None = None) -> tuple[int, str]:
+        url = f"http://127.0.0.1:{port or self.metrics_port}{path}"
+        async with aiohttp.ClientSession() as s, s.get(url) as r:
+            return r.status, await r.text()
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self.log.close()
+        return self.proc.returncode
+
+
+async def holder(api: ApiClient) -> str:
+    try:
+        lease = await get_object(api, LEASES, LEASE, NAMESPACE)
+    except ApiError:
+        return ""
+    return str(lease["spec"].get("holderIdentity") or "")

@@ -2,76 +2,28 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
-import aiohttp
 import pytest
 from kubernetes_asyncio.client import ApiClient
 
-from bootc_operator.kube import BOOTC_NODE_POOLS, LEASES, NODES, ApiError
+from bootc_operator.kube import BOOTC_NODE_POOLS, LEASES, NODES
 from bootc_operator.kube.rest import get_object, patch_object
 from e2e.controllerenv import (
+    LEASE,
+    NAMESPACE,
+    ControllerProcess,
     create_pool,
     delete_quietly,
     get_pool,
+    holder,
 )
 from e2e.helpers import condition, digest, ensure_namespace, image, unique_name, wait_for
 from hack.testenv import ControlPlane
-from hack.testenv.controlplane import free_port
 from hack.testenv.fleet import Fleet
 from hack.testenv.pools import pool_body
-
-NAMESPACE = "bootc-operator"
-LEASE = "bootc-operator-controller"
-
-
-class ControllerProcess:
-    def __init__(self, name: str, kubeconfig: Path, log_dir: Path) -> None:
-        self.name = name
-        self.metrics_port = free_port()
-        self.probe_port = free_port()
-        self.log_path = log_dir / f"{name}.log"
-        argv = [
-            str(Path(sys.executable).with_name("bootc-operator")),
-            "controller",
-            f"--kubeconfig={kubeconfig}",
-            "--leader-elect",
-            "--lease-duration=3s",
-            "--renew-deadline=2s",
-            "--retry-period=0.5s",
-            f"--metrics-bind-address=127.0.0.1:{self.metrics_port}",
-            f"--health-probe-bind-address=127.0.0.1:{self.probe_port}",
-        ]
-        env = {**os.environ, "POD_NAME": name}
-        self.log = self.log_path.open("w")
-        self.proc = subprocess.Popen(
-            argv, stdout=self.log, stderr=subprocess.STDOUT, env=env, start_new_session=True
-        )
-
-    async def get(self, path: str, port: int | None = None) -> tuple[int, str]:
-        url = f"http://127.0.0.1:{port or self.metrics_port}{path}"
-        async with aiohttp.ClientSession() as s, s.get(url) as r:
-            return r.status, await r.text()
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(10)
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        self.log.close()
-        return self.proc.returncode
 
 
 @pytest.fixture
@@ -86,14 +38,6 @@ def controllers(control_plane: ControlPlane, tmp_path: Path) -> Iterator[list[Co
         for p in procs:
             sys.stderr.write(f"--- {p.name} log tail ---\n")
             sys.stderr.write("".join(p.log_path.read_text().splitlines(True)[-20:]))
-
-
-async def holder(api: ApiClient) -> str:
-    try:
-        lease = await get_object(api, LEASES, LEASE, NAMESPACE)
-    except ApiError:
-        return ""
-    return str(lease["spec"].get("holderIdentity") or "")
 
 
 def metric(text: str, name: str) -> float:

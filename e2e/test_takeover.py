@@ -54,10 +54,18 @@ from bootc_operator.kube.rest import (
     request_json,
 )
 from bootc_operator.reconcilers.ownership import owner_reference
-from e2e.controllerenv import create_blocking_pdb, create_pod, create_pool, delete_quietly
+from e2e.controllerenv import (
+    LEASE,
+    NAMESPACE,
+    ControllerProcess,
+    create_blocking_pdb,
+    create_pod,
+    create_pool,
+    delete_quietly,
+    holder,
+)
 from e2e.helpers import condition, ensure_namespace, push, unique_name, wait_for
 from e2e.hostsenv import HostedNodes
-from e2e.test_controller_leader import LEASE, NAMESPACE, ControllerProcess, holder
 from e2e.test_rollout_policies import booted, report, up_to_date_on
 from hack.testenv import ControlPlane
 from hack.testenv.monitor import SafetyMonitor
