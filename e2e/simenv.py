@@ -87,14 +87,21 @@ class PoolRun:
     """One scenario's pool over ``nodes`` of ``sim``, watched by a SafetyMonitor."""
 
     def __init__(
-        self, api: ApiClient, sim: Sim, name: str, nodes: list[str], max_unavailable: int
+        self,
+        api: ApiClient,
+        sim: Sim,
+        name: str,
+        nodes: list[str],
+        max_unavailable: int,
+        **monitor_options: Any,
     ) -> None:
+        """``monitor_options``: the SafetyMonitor's optional invariants."""
         self.api = api
         self.sim = sim
         self.name = name
         self.nodes = sorted(nodes)
         self.max_unavailable = max_unavailable
-        self.monitor = SafetyMonitor(api, name, max_unavailable)
+        self.monitor = SafetyMonitor(api, name, max_unavailable, **monitor_options)
         self.summary: Summary | None = None
         self.started = time.time()
         self._monitoring = False

@@ -91,6 +91,12 @@ class SimConfig:
     #: also run a Prometheus scraping the controllers and daemons, with the kit's alert
     #: rules on the simulation's clock (``hack.simlib.monitoring``)
     prometheus: bool = False
+    #: kube-apiserver writes an audit log (``hack.testenv.audit``; ``SimInfo.audit_log``)
+    audit: bool = False
+    #: the controllers' leader election (--lease-duration, --renew-deadline, --retry-period)
+    lease_duration: str = "4s"
+    renew_deadline: str = "3s"
+    retry_period: str = "1s"
 
 
 @dataclass
@@ -113,6 +119,11 @@ class SimInfo:
     first_image: str = ""
     #: the URL of the simulation's Prometheus ("" when it runs none)
     prometheus: str = ""
+    #: the apiserver's audit log ("" without ``SimConfig.audit``)
+    audit_log: str = ""
+    #: a kubeconfig per process (``controller-1``, ``daemon/worker-1``) that does not
+    #: use ``kubeconfig``, e.g. one through a fault proxy (``Sim(kubeconfigs=...)``)
+    kubeconfigs: dict[str, str] = field(default_factory=dict)
     nodes: list[str] = field(default_factory=list)
     zones: dict[str, str] = field(default_factory=dict)
     #: name -> PID of the processes the owner started directly
@@ -127,6 +138,10 @@ class SimInfo:
     @property
     def kubectl(self) -> Path:
         return Path(self.bin_dir) / "kubectl"
+
+    def kubeconfig_of(self, process: str) -> str:
+        """The kubeconfig process ``process`` (``controller-1``, ``daemon/<node>``) uses."""
+        return self.kubeconfigs.get(process) or self.kubeconfig
 
     def host_root(self, node: str) -> Path:
         return self.dir / "hosts" / node

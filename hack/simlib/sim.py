@@ -40,7 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Self
 
@@ -217,7 +217,11 @@ class Sim(SimOps, Component):
         die_with_parent: bool = True,
         use_registry: bool = True,
         log: Any = None,
+        kubeconfigs: Callable[[ControlPlane, list[str]], Mapping[str, Path]] | None = None,
     ) -> None:
+        """``kubeconfigs(control_plane, processes)``, called once the control plane is up,
+        may give processes (``controller-1``, ``daemon/<node>``) kubeconfigs of their own,
+        e.g. through a fault proxy (``hack.testenv.faultproxy``)."""
         self.config = config or SimConfig()
         if state_dir is None:
             state_dir = Path(tempfile.mkdtemp(prefix="bootc-sim-"))
@@ -229,6 +233,7 @@ class Sim(SimOps, Component):
         )
         self.die_with_parent = die_with_parent
         self.use_registry = use_registry
+        self._kubeconfigs = kubeconfigs
         self.keep = False
         self._log = log
         self.control_plane: ControlPlane | None = None
@@ -272,6 +277,7 @@ class Sim(SimOps, Component):
             controllers=KCM_CONTROLLERS,
             scheduler=True,
             controller_manager_args=KCM_ARGS,
+            audit=cfg.audit,
             die_with_parent=self.die_with_parent,
         )
         self.control_plane = cp
@@ -281,6 +287,7 @@ class Sim(SimOps, Component):
         cp.start_kwok(node_label_selector=f"{SIM_NODE_LABEL}=true", config=kwok_yaml)
         self.info.kubeconfig = str(cp.kubeconfig)
         self.info.server = cp.server
+        self.info.audit_log = str(cp.audit_log or "")
         self._record_pids()
         cp.kubectl("create", "namespace", NAMESPACE)
         if (RBAC_DIR / "kustomization.yaml").exists():
@@ -315,6 +322,11 @@ class Sim(SimOps, Component):
             )
             self.info.zones[name] = zone_of(i)
         self.info.nodes = names
+        if self._kubeconfigs is not None:
+            processes = [f"controller-{i}" for i in range(1, cfg.controllers + 1)]
+            processes += [f"daemon/{n}" for n in names]
+            given = self._kubeconfigs(cp, processes)
+            self.info.kubeconfigs = {k: str(v) for k, v in given.items()}
         self.info.save()
 
         self.say(f"starting the node simulator: {cfg.nodes} nodes, {cfg.controllers} controllers")

@@ -263,6 +263,18 @@ class FaultProxy:
 
     # ------------------------------------------------------------ control
 
+    def reseed(self, seed: int, profile: Profile | None = None) -> None:
+        """Start over from ``seed``: its profile, fresh streams, no faults on, no partition,
+        counts and log cleared (one proxy serves many seeds of a soak)."""
+        self.seed = seed
+        self.profile = profile or Profile.from_seed(seed)
+        self.faults_on = False
+        self.counts.clear()
+        self.log.clear()
+        for lst in self.listeners.values():
+            lst.rng = random.Random(f"{seed}/{lst.name}")
+            lst.partition = None
+
     def start_faults(self) -> None:
         self.faults_on = True
 
