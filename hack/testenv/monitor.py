@@ -500,6 +500,7 @@ class SafetyMonitor:
             self.audit.read()
             self.writers.checking = True
             self.writers.term_writers = set()
+            self.writers.handovers = []
             self.audit.start()
         self.begin()
         return self
