@@ -242,3 +242,83 @@ def test_rows_show_the_boot_check_the_note_and_canaries() -> None:
     assert changes(again, later, labels) == [
         "worker-1: Checking on v2 (in slot, boot Pending): Pending: bootComplete: still not"
     ]
+
+
+def web_pod(name: str, node: str, ready: str = "True", **meta: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": "default", "labels": {"app": "web"}, **meta},
+        "spec": {"nodeName": node},
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": ready}]},
+    }
+
+
+def web_pdb(allowed: int, healthy: int = 5) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "web"}}},
+        "status": {
+            "disruptionsAllowed": allowed,
+            "currentHealthy": healthy,
+            "desiredHealthy": 5,
+            "expectedPods": 6,
+        },
+    }
+
+
+def test_a_drain_held_by_a_budget_says_what_it_waits_for() -> None:
+    names = ["worker-2", "worker-6"]
+    draining = bn(desired=D2, idle=("False", "Staged"), slot=True)
+    bns = {"worker-2": bn(desired=D2, idle=("False", "Staged")), "worker-6": draining}
+    nodes = {"worker-2": node(), "worker-6": node(cordoned=True)}
+    pods = [
+        web_pod("web-a", "worker-6"),
+        web_pod("web-b", "worker-2", ready="False"),  # marked NotReady: holds the budget
+        web_pod("web-c", "worker-2"),
+        {**web_pod("web-d", "worker-6"), "metadata": {"name": "other", "namespace": "kube"}},
+    ]
+    view = snapshot(pool(D2, 0, 2, False), bns, nodes, names, pods=pods, pdbs=[web_pdb(0)])
+    assert view.waits == (
+        "worker-6: drain waits for PodDisruptionBudget default/web: 0 disruptions allowed "
+        "(5 of 6 pods healthy, 5 needed); not healthy: default/web-b on worker-2 "
+        "(Running, Ready=False)",
+    )
+    assert f"  {view.waits[0]}" in render(view, elapsed=1, labels={}, max_unavailable=1, reboots=0)
+    # plain output: the line once, when it appears
+    before = snapshot(pool(D2, 0, 2, False), bns, nodes, names)
+    assert changes(before, view, {})[-1] == view.waits[0]
+    assert view.waits[0] not in changes(view, view, {})
+
+    # A budget that allows a disruption, or a node that is not draining, waits for nothing.
+    assert (
+        snapshot(pool(D2, 0, 2, False), bns, nodes, names, pods=pods, pdbs=[web_pdb(1)]).waits == ()
+    )
+    bns_rebooting = {**bns, "worker-6": bn(desired=D2, idle=("False", "Rebooting"), slot=True)}
+    assert (
+        snapshot(
+            pool(D2, 0, 2, False), bns_rebooting, nodes, names, pods=pods, pdbs=[web_pdb(0)]
+        ).waits
+        == ()
+    )
+
+
+def test_why_a_pod_is_not_healthy() -> None:
+    names = ["worker-6"]
+    bns = {"worker-6": bn(desired=D2, idle=("False", "Staged"), slot=True)}
+    nodes = {"worker-6": node(cordoned=True)}
+    unscheduled = web_pod("web-p", "")
+    unscheduled["status"] = {"phase": "Pending"}
+    going = web_pod("web-t", "worker-1", deletionTimestamp="2026-01-01T00:00:00Z")
+    pods = [web_pod("web-a", "worker-6"), unscheduled, going]
+    pods += [web_pod(f"web-n{i}", "worker-3", ready="False") for i in range(3)]
+    (line,) = snapshot(None, bns, nodes, names, pods=pods, pdbs=[web_pdb(0, healthy=1)]).waits
+    assert line.endswith(
+        "not healthy: default/web-n0 on worker-3 (Running, Ready=False), "
+        "default/web-n1 on worker-3 (Running, Ready=False), "
+        "default/web-n2 on worker-3 (Running, Ready=False) and 2 more"
+    ), line
+    (line,) = snapshot(
+        None, bns, nodes, names, pods=[pods[0], unscheduled, going], pdbs=[web_pdb(0)]
+    ).waits
+    assert line.endswith(
+        "default/web-p on - (Pending, unscheduled), default/web-t on worker-1 (terminating)"
+    ), line

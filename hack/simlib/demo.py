@@ -10,9 +10,11 @@ Two scenarios (``--scenario``), on the same cluster:
        ``--stage-ahead``, ``--max-unhealthy``, ``--maintenance-window``,
        ``--max-unavailable``; the demo sets the image); wait until it is ``UpToDate``;
     3. push a second image (``os:v2``) to the registry and point the pool at it;
-    4. watch the rollout (informers on pools, BootcNodes and Nodes): a progress bar
-       and a per-node table redrawn in place on a terminal, one line per change
-       otherwise (``--plain`` forces that);
+    4. watch the rollout (informers on pools, BootcNodes, Nodes, Pods and
+       PodDisruptionBudgets): a progress bar and a per-node table redrawn in place on
+       a terminal, one line per change otherwise (``--plain`` forces that); a drain
+       a PodDisruptionBudget holds is shown with what it waits for (the budget, the
+       Pods it counts as not healthy: ``hack.simlib.view.drain_waits``);
     5. print a summary: duration, reboots, the most nodes unavailable at once
        (cordoned or NotReady, measured at every Node/BootcNode event), the most
        reboot slots held and the most nodes staging at once; then tear everything
@@ -63,7 +65,14 @@ from kubernetes_asyncio.client import ApiClient
 from bootc_operator.api import constants as c
 from bootc_operator.api.intstr import resolve_max_unavailable
 from bootc_operator.informers import EventHandler, Informer
-from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, NODES, create_object, patch_object
+from bootc_operator.kube import (
+    BOOTC_NODE_POOLS,
+    BOOTC_NODES,
+    NODES,
+    PODS,
+    create_object,
+    patch_object,
+)
 from bootc_operator.reconcilers.windows import describe_opening, parse_windows, window_state
 from hack.simlib.cli import clean, interrupt_on_sigterm, start_detached
 from hack.simlib.common import DEFAULT_DIR, SimConfig
@@ -81,6 +90,7 @@ from hack.simlib.view import (
     snapshot,
 )
 from hack.testenv.kube import api_client
+from hack.testenv.monitor import PDBS
 
 DEFAULT_MAX_UNAVAILABLE = 2
 SECOND_IMAGE = "os:v2"
@@ -108,7 +118,8 @@ def say(msg: str = "") -> None:
 
 
 class Watch:
-    """Informers on the pool, its BootcNodes and Nodes, and the measurements."""
+    """Informers on the pool, its BootcNodes and Nodes, and the measurements; on Pods
+    and PodDisruptionBudgets too, to say what a drain held by a budget waits for."""
 
     def __init__(self, api: ApiClient, names: list[str], pool: str) -> None:
         self.names = names
@@ -116,13 +127,15 @@ class Watch:
         self.pools = Informer(api, BOOTC_NODE_POOLS, field_selector=f"metadata.name={pool}")
         self.bootc_nodes = Informer(api, BOOTC_NODES)
         self.nodes = Informer(api, NODES)
+        self.pods = Informer(api, PODS)
+        self.pdbs = Informer(api, PDBS)
         self.changed = asyncio.Event()
         self.measuring = False
         self.target: str | None = None  # the digest being rolled out
         self.max_unavailable = 0
         self.max_slots = 0
         self.max_staging = 0
-        for informer in (self.pools, self.bootc_nodes, self.nodes):
+        for informer in self.informers:
             informer.add_event_handler(
                 EventHandler(
                     on_add=lambda _o: self._event(),
@@ -134,7 +147,15 @@ class Watch:
     def snap(self) -> Snapshot:
         bns = {o["metadata"]["name"]: o for o in self.bootc_nodes.list()}
         nodes = {o["metadata"]["name"]: o for o in self.nodes.list()}
-        return snapshot(self.pools.get(self.pool), bns, nodes, self.names, self.target)
+        return snapshot(
+            self.pools.get(self.pool),
+            bns,
+            nodes,
+            self.names,
+            self.target,
+            pods=self.pods.list(),
+            pdbs=self.pdbs.list(),
+        )
 
     def start_measuring(self, target: str) -> None:
         """Measure afresh (the most nodes unavailable, in slots, staging) for ``target``."""
@@ -143,6 +164,10 @@ class Watch:
         self.max_unavailable = self.snap().unavailable
         self.max_slots = 0
         self.max_staging = 0
+
+    @property
+    def informers(self) -> tuple[Informer, ...]:
+        return (self.pools, self.bootc_nodes, self.nodes, self.pods, self.pdbs)
 
     def _event(self) -> None:
         if self.measuring:
@@ -153,14 +178,14 @@ class Watch:
         self.changed.set()
 
     async def __aenter__(self) -> Watch:
-        for informer in (self.pools, self.bootc_nodes, self.nodes):
+        for informer in self.informers:
             informer.start()
-        for informer in (self.pools, self.bootc_nodes, self.nodes):
+        for informer in self.informers:
             await informer.wait_for_sync()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        for informer in (self.pools, self.bootc_nodes, self.nodes):
+        for informer in self.informers:
             await informer.stop()
 
 

@@ -24,6 +24,13 @@ The CHECK column is the daemon's ``status.bootAssessment.state`` (systemd's
 ``boot-complete.target``: Pending, Complete, Failed, Unknown); the line under a row
 is the BootcNode's Degraded message, else its health-check note. Canaries are the
 nodes labelled ``bootc.dev/canary`` (marked ``*``).
+
+A drain held by a PodDisruptionBudget has no timeout unless the pool sets
+``drainTimeoutSeconds``, so the view says what it waits for (``drain_waits``, from
+the Pods and PodDisruptionBudgets when the caller passes them): the budget, its
+healthy count and the Pods it counts as not healthy, e.g. ``worker-6: drain waits
+for PodDisruptionBudget default/web: 0 disruptions allowed (5 of 6 pods healthy, 5
+needed); not healthy: default/web-x on worker-2 (Running, Ready=False)``.
 """
 
 from __future__ import annotations
@@ -35,6 +42,8 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from bootc_operator.api import constants as c
+from bootc_operator.reconcilers.drainplan import must_leave, pod_key
+from bootc_operator.reconcilers.selectors import matches
 
 BAR_WIDTH = 30
 STATE_COLORS = {
@@ -102,6 +111,7 @@ class Snapshot:
     condition: str  # "UpToDate=False RolloutInProgress: ..."
     degraded: str = ""  # "Degraded=True HealthCheckFailed: ..." ("" unless Degraded)
     degraded_reason: str = ""  # its reason ("" unless Degraded)
+    waits: tuple[str, ...] = ()  # what drains held by a PodDisruptionBudget wait for
 
     @property
     def unavailable(self) -> int:
@@ -185,19 +195,90 @@ def node_row(name: str, node: Mapping[str, Any] | None, bn: Mapping[str, Any] | 
     )
 
 
+def _pod_health(pod: Mapping[str, Any]) -> str:
+    """Why a Pod does not count as healthy ("" when it does): ``Pending, unscheduled``,
+    ``terminating``, ``Running, Ready=False`` (plus the condition's reason, if any)."""
+    meta = pod.get("metadata") or {}
+    status = pod.get("status") or {}
+    if meta.get("deletionTimestamp"):
+        return "terminating"
+    ready = _condition(pod, "Ready")
+    if status.get("phase") == "Running" and ready.get("status") == "True":
+        return ""
+    phase = str(status.get("phase") or "Pending")
+    if not (pod.get("spec") or {}).get("nodeName"):
+        return f"{phase}, unscheduled"
+    why = f"{phase}, Ready={ready.get('status') or 'unknown'}"
+    return f"{why} ({ready['reason']})" if ready.get("reason") else why
+
+
+def _covers(pdb: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
+    pdb_meta, pod_meta = pdb.get("metadata") or {}, pod.get("metadata") or {}
+    return pdb_meta.get("namespace") == pod_meta.get("namespace") and matches(
+        (pdb.get("spec") or {}).get("selector"), pod_meta.get("labels")
+    )
+
+
+def drain_waits(
+    rows: Sequence[NodeRow],
+    pods: Sequence[Mapping[str, Any]],
+    pdbs: Sequence[Mapping[str, Any]],
+) -> tuple[str, ...]:
+    """One line per draining node (in a slot, cordoned, staged: not told to reboot
+    yet) held by a PodDisruptionBudget that allows no disruption now: the budget, its
+    counts and up to 3 of the Pods it covers that are not healthy, with where they are
+    and why (the module docstring has an example)."""
+    on_node: dict[str, list[Mapping[str, Any]]] = {}
+    for pod in pods:
+        on_node.setdefault(str((pod.get("spec") or {}).get("nodeName") or ""), []).append(pod)
+    lines = []
+    for row in rows:
+        if not (row.in_slot and row.cordoned and row.state == c.REASON_STAGED):
+            continue
+        leaving = [p for p in on_node.get(row.name, ()) if must_leave(p)]
+        for pdb in pdbs:
+            status = pdb.get("status") or {}
+            if status.get("disruptionsAllowed", 1) != 0 or not any(
+                _covers(pdb, p) for p in leaving
+            ):
+                continue
+            meta = pdb.get("metadata") or {}
+            text = (
+                f"{row.name}: drain waits for PodDisruptionBudget "
+                f"{meta.get('namespace')}/{meta.get('name')}: 0 disruptions allowed "
+                f"({status.get('currentHealthy', 0)} of {status.get('expectedPods', 0)} pods "
+                f"healthy, {status.get('desiredHealthy', 0)} needed)"
+            )
+            sick = [(pod, why) for pod in pods if _covers(pdb, pod) and (why := _pod_health(pod))]
+            if sick:
+                named = [
+                    f"{pod_key(pod)} on {(pod.get('spec') or {}).get('nodeName') or '-'} ({why})"
+                    for pod, why in sorted(sick, key=lambda pw: pod_key(pw[0]))[:3]
+                ]
+                more = f" and {len(sick) - 3} more" if len(sick) > 3 else ""
+                text += f"; not healthy: {', '.join(named)}{more}"
+            lines.append(text)
+    return tuple(lines)
+
+
 def snapshot(
     pool: Mapping[str, Any] | None,
     bootc_nodes: Mapping[str, Mapping[str, Any]],
     nodes: Mapping[str, Mapping[str, Any]],
     names: Sequence[str],
     target: str | None = None,
+    *,
+    pods: Sequence[Mapping[str, Any]] = (),
+    pdbs: Sequence[Mapping[str, Any]] = (),
 ) -> Snapshot:
     """The view of ``pool`` and its nodes. With ``target`` (a digest), a pool status
     about another target (the controller has not seen the change yet) counts as
-    nothing updated."""
+    nothing updated. ``pods`` and ``pdbs`` (every Pod and PodDisruptionBudget) say
+    what drains held by a budget wait for."""
     status = (pool or {}).get("status") or {}
     cond = _condition(pool, c.COND_UP_TO_DATE)
     rows = tuple(node_row(n, nodes.get(n), bootc_nodes.get(n)) for n in names)
+    waits = drain_waits(rows, pods, pdbs)
     current = str(status.get("targetDigest") or "")
     generation = ((pool or {}).get("metadata") or {}).get("generation")
     if target is not None and (current != target or status.get("observedGeneration") != generation):
@@ -208,6 +289,7 @@ def snapshot(
             total=len(names),
             up_to_date=False,
             condition="(waiting for the controller to pick up the new image)",
+            waits=waits,
         )
     text = ""
     if cond:
@@ -225,6 +307,7 @@ def snapshot(
         if bad
         else "",
         degraded_reason=str(degraded.get("reason") or "") if bad else "",
+        waits=waits,
     )
 
 
@@ -279,6 +362,7 @@ def render(
             lines.append(f"    {row.message[:100]}")
     if any(row.canary for row in snap.rows):
         lines.append("  * canary (bootc.dev/canary): updates first, alone")
+    lines += [f"  {_paint(wait, '33', color)}" for wait in snap.waits]
     lines += [
         "",
         f"  unavailable now {snap.unavailable} (max so far {max_unavailable}); "
@@ -301,7 +385,8 @@ def describe_row(row: NodeRow, labels: Mapping[str, str]) -> str:
 
 def changes(before: Snapshot | None, after: Snapshot, labels: Mapping[str, str]) -> list[str]:
     """One line per node whose row changed (``was -> now``, plus its note when that
-    changed), plus one when the pool's progress or Degraded condition changed."""
+    changed), one when the pool's progress or Degraded condition changed, and each
+    new line of what a drain waits for."""
     out: list[str] = []
     old = {r.name: r for r in before.rows} if before is not None else {}
     for row in after.rows:
@@ -320,6 +405,8 @@ def changes(before: Snapshot | None, after: Snapshot, labels: Mapping[str, str])
     ):
         text = f"pool: {after.updated}/{after.total} updated; {after.condition}"
         out.append(f"{text}; {after.degraded}" if after.degraded else text)
+    seen = before.waits if before is not None else ()
+    out += [wait for wait in after.waits if wait not in seen]
     return out
 
 
