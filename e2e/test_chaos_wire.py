@@ -11,9 +11,10 @@ Each seed is one rollout of every node to a new image:
    forwarding, watches reset mid-stream, cut bodies, cut JSON with 2xx, delays,
    429/500/503 with Retry-After;
 2. once a drawn number of slots were taken, the leading controller's listener is
-   partitioned for a drawn time, in a drawn mode: ``reset`` (it reaches nothing)
-   or ``lease`` (only its Lease requests fail: it can still write everything else,
-   the case where a leader that does not stop at once writes beside the new one);
+   partitioned for a drawn time, in a drawn mode: ``reset`` (it reaches nothing),
+   ``hang`` (its requests go unanswered until the heal) or ``lease`` (only its
+   Lease requests fail: it can still write everything else, the case where a
+   leader that does not stop at once writes beside the new one);
 3. a drawn time after the partition healed, the faults stop; the pool must then
    converge within ``CONVERGE`` seconds.
 
@@ -56,7 +57,7 @@ from hack.simlib import Sim, SimConfig, SimError
 from hack.simlib.common import LEASE_NAME
 from hack.simlib.common import NAMESPACE as SIM_NAMESPACE
 from hack.testenv.controlplane import ControlPlane
-from hack.testenv.faultproxy import ProxyThread
+from hack.testenv.faultproxy import PARTITION_MODES, ProxyThread
 from hack.testenv.kube import api_client
 
 pytestmark = pytest.mark.slow
@@ -163,7 +164,7 @@ class Plan:
         short = rng.random() < 0.25  # shorter than the renew deadline: no handover needed
         return cls(
             partition_after_takes=rng.randint(1, NODES // 3),
-            partition_mode=rng.choice(("reset", "lease")),
+            partition_mode=rng.choice(PARTITION_MODES),
             partition_seconds=round(
                 rng.uniform(1.0, 2.5) if short else rng.uniform(LEASE_DURATION + 2, 14.0), 1
             ),
@@ -227,6 +228,7 @@ async def test_a_rollout_through_faults_on_the_wire(api: ApiClient, wire: Wire, 
             finally:
                 doc.update(outcome(run, proxy, started))
                 print_outcome(doc)
+                print_leadership(sim)
         counts = reboots_since(sim, run.started)
         assert counts == dict.fromkeys(run.nodes, 1), f"reboots per node: {counts}"
     finally:
@@ -249,6 +251,18 @@ def outcome(run: PoolRun, proxy: ProxyThread, started: float) -> dict[str, Any]:
         "violations": list(m.violations),
         "seconds": round(time.monotonic() - started, 1),
     }
+
+
+def print_leadership(sim: Sim, lines: int = 6) -> None:
+    """The controllers' last log lines about the Lease."""
+    for name in ("controller-1", "controller-2"):
+        path = sim.state_dir / "logs" / f"{name}.log"
+        with contextlib.suppress(FileNotFoundError):
+            found = [
+                t for t in path.read_text().splitlines() if "lead" in t or "lease" in t.lower()
+            ]
+            for text in found[-lines:]:
+                print(f"  {name}: {text[:220]}")
 
 
 def print_outcome(doc: dict[str, Any]) -> None:

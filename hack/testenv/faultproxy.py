@@ -36,9 +36,11 @@ draws); ``Profile.from_seed(seed)`` sets the rate and the mix. The kinds
   (possibly in the middle of an event).
 
 ``partition(name, mode)`` cuts one listener off until ``heal(name)``: ``"reset"``
-resets its open connections and every new request; ``"lease"`` resets only its
-requests for Leases (the rest gets through: a leader that cannot renew but can
-still write). Requests refused this way count as ``partitioned``.
+resets its open connections and every new request; ``"hang"`` holds every new
+request unanswered (packets dropped: the caller's timeouts must fire) and resets
+them at the heal; ``"lease"`` resets only its requests for Leases (the rest gets
+through: a leader that cannot renew but can still write). Requests refused this
+way count as ``partitioned``.
 
 ``log`` records every mutating request forwarded (listener, method, path, status)
 for tests of the proxy itself; the chaos tier's record of writes is the
@@ -84,7 +86,7 @@ KINDS = (
     "status-503",
     "reset-watch",
 )
-PARTITION_MODES = ("reset", "lease")
+PARTITION_MODES = ("reset", "lease", "hang")
 MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 #: hop-by-hop headers (RFC 9110 7.6.1) and what the proxy sets itself
 _DROP_REQUEST = frozenset(
@@ -167,6 +169,7 @@ class Listener:
     port: int = 0
     rng: random.Random = field(default_factory=random.Random)
     partition: str | None = None
+    healed: asyncio.Event = field(default_factory=asyncio.Event)
     open: set[asyncio.Transport] = field(default_factory=set)
     runner: web.AppRunner | None = None
 
@@ -253,6 +256,7 @@ class FaultProxy:
 
     async def close(self) -> None:
         for lst in self.listeners.values():
+            lst.healed.set()
             for transport in list(lst.open):
                 transport.abort()
             if lst.runner is not None:
@@ -274,6 +278,7 @@ class FaultProxy:
         for lst in self.listeners.values():
             lst.rng = random.Random(f"{seed}/{lst.name}")
             lst.partition = None
+            lst.healed.set()
 
     def start_faults(self) -> None:
         self.faults_on = True
@@ -287,6 +292,7 @@ class FaultProxy:
             raise ValueError(f"partition mode {mode!r}: expected one of {PARTITION_MODES}")
         lst = self.listeners[name]
         lst.partition = mode
+        lst.healed.clear()
         self.counts[f"partition-{mode}"] += 1
         if mode == "reset":
             for transport in list(lst.open):
@@ -294,6 +300,7 @@ class FaultProxy:
 
     def heal(self, name: str) -> None:
         self.listeners[name].partition = None
+        self.listeners[name].healed.set()
 
     def faults(self) -> dict[str, int]:
         """Faults injected so far by kind (partitions: episodes and refused requests)."""
@@ -345,6 +352,10 @@ class FaultProxy:
         self.requests += 1
         method = request.method
         cls = request_class(method, request.query_string)
+        if lst.partition == "hang":
+            self.counts["partitioned"] += 1
+            await lst.healed.wait()
+            raise self._reset(request)
         if lst.partition == "reset" or (lst.partition == "lease" and "/leases" in request.path):
             self.counts["partitioned"] += 1
             raise self._reset(request)
