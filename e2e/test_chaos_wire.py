@@ -247,6 +247,7 @@ def outcome(run: PoolRun, proxy: ProxyThread, started: float) -> dict[str, Any]:
         "max_writers": m.summary.max_writers,
         "controller_writes": m.writers.writes,
         "handovers": m.writers.report(),
+        "handover_figures": [h.figures() for h in m.writers.handovers if h.old is not None],
         "converged_after": m.summary.converged_after,
         "violations": list(m.violations),
         "seconds": round(time.monotonic() - started, 1),

@@ -95,8 +95,21 @@ def main(argv: list[str] | None = None) -> int:
     for doc in docs:
         faults.update(doc.get("faults", {}))
     failing = [d["seed"] for d in docs if d.get("violations")]
+    figures = [f for d in docs for f in d.get("handover_figures", [])]
+
+    def extreme(key: str, pick: Any) -> str:
+        values = [f[key] for f in figures if key in f]
+        return f"{pick(values):.2f}s" if values else "-"
+
     print(
-        f"\n{len(docs)} seeds in {(time.monotonic() - started) / 60:.1f} minutes; "
+        f"\n{len(figures)} leader handovers: the old leader's last write came at most "
+        f"{extreme('last_write_after_renewal', max)} after its last renewal, at the latest "
+        f"{extreme('last_write_before_expiry', min)} before its Lease expired; the new "
+        f"leader's first write came at least {extreme('new_first_write_after_old_last', min)} "
+        "after the old leader's last"
+    )
+    print(
+        f"{len(docs)} seeds in {(time.monotonic() - started) / 60:.1f} minutes; "
         f"faults injected: {dict(sorted(faults.items()))}; most controllers writing at once: "
         f"{max((d.get('max_writers', 0) for d in docs), default=0)}; "
         f"seeds with violations: {failing or 'none'}"

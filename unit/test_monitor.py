@@ -315,6 +315,12 @@ def test_a_clean_handover_has_one_writer_at_a_time() -> None:
     assert (second.old_last_write, second.new_first_write) == (3.5, 8.5)
     assert "took the Lease 5.00s after c1/1's last renewal" in second.describe()
     assert "-3.50s from its Lease's expiry" in second.describe()
+    assert second.figures() == {
+        "take_after_renewal": 5.0,
+        "last_write_after_renewal": 0.5,
+        "last_write_before_expiry": 3.5,
+        "new_first_write_after_old_last": 5.0,
+    }
 
 
 def test_the_old_leader_writing_after_the_take_is_split_brain() -> None:

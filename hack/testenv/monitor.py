@@ -280,6 +280,21 @@ class Handover:
     old_last_write: float | None = None
     new_first_write: float | None = None
 
+    def figures(self) -> dict[str, float]:
+        """Seconds: ``last_write_after_renewal`` and ``last_write_before_expiry`` (the old
+        leader's last write against its last renewal and its Lease's expiry),
+        ``take_after_renewal``, ``new_first_write_after_old_last`` (what was seen)."""
+        out: dict[str, float] = {}
+        r, w = self.old_renewed, self.old_last_write
+        if r is not None:
+            out["take_after_renewal"] = round(self.taken - r, 3)
+            if w is not None:
+                out["last_write_after_renewal"] = round(w - r, 3)
+                out["last_write_before_expiry"] = round(r + self.lease_duration - w, 3)
+        if w is not None and self.new_first_write is not None:
+            out["new_first_write_after_old_last"] = round(self.new_first_write - w, 3)
+        return out
+
     def describe(self) -> str:
         if self.old is None:
             return f"{self.new} took the Lease with no leader before it"
