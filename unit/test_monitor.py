@@ -472,3 +472,68 @@ def test_not_converging_within_the_bound_is_a_violation() -> None:
     m.pools.apply("ADDED", pool(False))
     m.pools.apply("MODIFIED", pool(False))
     assert len(m.violations) == 1 and "did not converge within 0s" in m.violations[0]
+
+
+# ------------------------------------------------------------ UpToDate once every member is done
+
+
+def pool_at(rv: int, up: bool) -> dict[str, Any]:
+    return {
+        "kind": "BootcNodePool",
+        "metadata": {"name": POOL, "resourceVersion": str(rv)},
+        "status": {"conditions": [{"type": c.COND_UP_TO_DATE, "status": str(up)}]},
+    }
+
+
+def rolled_out(m: SafetyMonitor) -> None:
+    """x took a slot (rv 5), was cordoned (6) and rebooted into the target (7)."""
+    seed(m, [node("x", 1)], [bn("x", 2)])
+    m.pools.apply("ADDED", pool_at(3, False))
+    m.bootc_nodes.apply("MODIFIED", bn("x", 5, slot=STAMP))
+    m.nodes.apply("MODIFIED", node("x", 6, cordoned=True))
+    m.bootc_nodes.apply("MODIFIED", bn("x", 7, slot=STAMP, booted=TARGET, desired=TARGET))
+
+
+def test_up_to_date_while_the_last_node_holds_its_slot_is_a_violation() -> None:
+    m = monitor()
+    rolled_out(m)
+    m.pools.apply("MODIFIED", pool_at(8, True))  # before the release
+    m.nodes.apply("MODIFIED", node("x", 9))  # the uncordon
+    m.bootc_nodes.apply("MODIFIED", bn("x", 10, booted=TARGET, desired=TARGET))  # the release
+    assert m.up_to_date_at == [8]
+    assert len(m.violations) == 1, m.violations
+    assert "revision 8" in m.violations[0] and "slots ['x']" in m.violations[0]
+    assert "cordoned by us ['x']" in m.violations[0]
+
+
+def test_up_to_date_after_the_uncordon_and_the_release_is_fine_whatever_the_watch_order() -> None:
+    m = monitor()
+    rolled_out(m)
+    # the pool watch is ahead of both others: nothing is judged until they pass revision 10
+    m.pools.apply("MODIFIED", pool_at(10, True))
+    assert m.violations == []
+    m.bootc_nodes.apply("MODIFIED", bn("x", 9, booted=TARGET, desired=TARGET))  # released
+    m.nodes.apply("MODIFIED", node("x", 8))  # uncordoned before
+    assert m.violations == []
+    m.judge_up_to_date(force=True)
+    assert m.violations == [] and m.up_to_date_at == [10]
+
+
+def test_up_to_date_with_a_node_we_left_cordoned_is_a_violation_an_admins_cordon_is_not() -> None:
+    m = monitor()
+    rolled_out(m)
+    m.bootc_nodes.apply("MODIFIED", bn("x", 9, booted=TARGET, desired=TARGET))  # released...
+    m.pools.apply("MODIFIED", pool_at(10, True))
+    m.nodes.apply("MODIFIED", node("x", 11))  # ...but uncordoned only afterwards
+    assert m.violations == []  # the BootcNode watch has not passed revision 10 yet
+    m.judge_up_to_date(force=True)  # what stop() does
+    assert len(m.violations) == 1 and "cordoned by us ['x']" in m.violations[0], m.violations
+
+    kept = monitor()
+    seed(kept, [node("y", 1, cordoned=True)], [bn("y", 2)])  # an admin cordoned it before
+    kept.pools.apply("ADDED", pool_at(3, False))
+    kept.bootc_nodes.apply("MODIFIED", bn("y", 5, slot=STAMP, was_cordoned=True))
+    kept.bootc_nodes.apply("MODIFIED", bn("y", 7, booted=TARGET, desired=TARGET))
+    kept.pools.apply("MODIFIED", pool_at(8, True))
+    kept.judge_up_to_date(force=True)
+    assert kept.violations == [] and kept.up_to_date_at == [8]

@@ -16,7 +16,13 @@ records a timeline. ``violations`` lists every breach of:
   turns NotReady while in a reboot slot) while a pod that must be evicted
   (not DaemonSet-owned, not a mirror pod, not terminal) is still bound to it;
 - no PodDisruptionBudget below its desired healthy count after it was first
-  satisfied (``status.currentHealthy < status.desiredHealthy``).
+  satisfied (``status.currentHealthy < status.desiredHealthy``);
+- the pool turns ``UpToDate=True`` only when, at the revision of that status
+  write, no member holds a reboot slot and none is cordoned by us (cordoned, not
+  before the scenario, and its last slot's ``was-cordoned`` was not "true"): what
+  ``kubectl wait --for=condition=UpToDate`` promises. Judged, like a take, once
+  both the Node and the BootcNode watches have passed that revision (or at
+  ``stop()``); ``up_to_date_at`` lists the revisions of those transitions.
 
 A pool's members are the BootcNodes it owns, as the operator judges it
 (``ownership.pool_of``: the controller ownerReference, the ``bootc.dev/pool``
@@ -220,6 +226,11 @@ class Versions(Generic[T]):
         rvs = self._rvs.get(name) or []
         i = bisect.bisect_right(rvs, rv)
         return self._states[name][i - 1] if i else None
+
+    def until(self, name: str, rv: int) -> list[T | None]:
+        """``name``'s states up to and including the one at revision ``rv``."""
+        i = bisect.bisect_right(self._rvs.get(name) or [], rv)
+        return list(self._states.get(name, [])[:i])
 
     def names(self) -> list[str]:
         return sorted(self._rvs)
@@ -436,6 +447,11 @@ class SafetyMonitor:
         self._node_versions: Versions[NodeFacts] = Versions()
         self._member_versions: Versions[MemberFacts] = Versions()
         self._node_rv = 0  # the Node watch has delivered every change up to this revision
+        self._member_rv = 0  # the BootcNode watch, likewise
+        self._pending_up: list[int] = []  # revisions of UpToDate=True transitions to judge
+        self._up: bool | None = None  # the pool's UpToDate, as last seen
+        #: revisions at which the pool turned UpToDate=True (after the start)
+        self.up_to_date_at: list[int] = []
         self._pending_takes: list[tuple[int, str]] = []  # (revision, node) to judge
         self.summary = Summary()
         self.timeline: list[tuple[float, str]] = []
@@ -536,6 +552,7 @@ class SafetyMonitor:
         for inf in self._informers:
             await inf.stop()
         self.judge_takes(force=True)
+        self.judge_up_to_date(force=True)
         self.summary.duration = time.monotonic() - self._start
         return self.summary
 
@@ -618,6 +635,8 @@ class SafetyMonitor:
             was_cordoned=annotations.get(c.WAS_CORDONED_ANNOTATION) == "true",
         )
         self._member_versions.record(meta["name"], rv, facts)
+        self._member_rv = max(self._member_rv, rv)
+        self.judge_up_to_date()
 
     def _member_gone(self, obj: Obj | DeletedFinalStateUnknown) -> None:
         bn = unwrap(obj)
@@ -642,6 +661,45 @@ class SafetyMonitor:
         self._pending_takes = [t for t in self._pending_takes if t not in ready]
         for rv, name in ready:
             self._judge_take(rv, name)
+
+    def judge_up_to_date(self, *, force: bool = False) -> None:
+        """Check every pending ``UpToDate=True`` transition both watches have caught up
+        with (``force``: all of them); see the module docstring."""
+        if not self._pending_up:
+            return
+        if not force and any(inf.relisting for inf in self._informers):
+            return
+        for inf in (self.nodes, self.bootc_nodes):
+            listed = _rv({"metadata": {"resourceVersion": inf.resource_version}}) or 0
+            if inf is self.nodes:
+                self._node_rv = max(self._node_rv, listed)
+            else:
+                self._member_rv = max(self._member_rv, listed)
+        seen = min(self._node_rv, self._member_rv)
+        ready = [rv for rv in self._pending_up if force or rv <= seen]
+        self._pending_up = [rv for rv in self._pending_up if rv not in ready]
+        for rv in ready:
+            self._judge_up_to_date(rv)
+
+    def _judge_up_to_date(self, rv: int) -> None:
+        pre = self._precordoned or set()
+        holders, cordoned = [], []
+        for n in self._member_versions.names():
+            history = self._member_versions.until(n, rv)
+            if not history or history[-1] is None or not history[-1].member:
+                continue
+            if history[-1].in_slot:
+                holders.append(n)
+            node = self._node_versions.at(n, rv)
+            slots = [f for f in history if f is not None and f.in_slot]
+            ours = bool(slots) and not slots[-1].was_cordoned
+            if node is not None and node.unschedulable and n not in pre and ours:
+                cordoned.append(n)
+        if holders or cordoned:
+            self._violation(
+                f"pool {self.pool} turned UpToDate=True (revision {rv}) with members still "
+                f"in reboot slots {holders} / cordoned by us {cordoned}"
+            )
 
     def _judge_take(self, rv: int, name: str) -> None:
         members = {}
@@ -744,7 +802,7 @@ class SafetyMonitor:
                     f"stageAhead {self.stage_ahead}"
                 )
         self.judge_takes()
-        self._check_pool()
+        self._check_pool(starting=starting)
         self._check_convergence()
         what = f"{unwrap(obj).get('kind', '')} {unwrap(obj)['metadata'].get('name')}"
         self.timeline.append(
@@ -757,12 +815,21 @@ class SafetyMonitor:
             self._check_reboot(name, bn)
         self._check_pdbs()
 
-    def _check_pool(self) -> None:
+    def _check_pool(self, *, starting: bool = False) -> None:
         pool = self.pools.get(self.pool)
-        degraded = {}
+        degraded: dict[str, Any] = {}
+        up = False
         for cond in ((pool or {}).get("status") or {}).get("conditions") or ():
             if cond.get("type") == c.COND_DEGRADED:
                 degraded = cond
+            if cond.get("type") == c.COND_UP_TO_DATE:
+                up = cond.get("status") == "True"
+        rv = _rv(pool) if pool is not None else None
+        if up and self._up is False and not starting and rv is not None:
+            self.up_to_date_at.append(rv)
+            self._pending_up.append(rv)
+            self.judge_up_to_date()
+        self._up = up
         halted = (
             degraded.get("status") == "True" and degraded.get("reason") == c.REASON_ROLLOUT_HALTED
         )
