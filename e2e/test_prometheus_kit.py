@@ -38,7 +38,7 @@ import bootc_operator.reconcilers.metrics
 import bootc_operator.runtime.events  # noqa: F401 - registers bootc_operator_events_total
 from bootc_operator.api import constants as c
 from bootc_operator.informers.metrics import informer_metrics
-from bootc_operator.reconcilers.nodestate import NodeState
+from bootc_operator.reconcilers.poolstatus import MemberState
 from bootc_operator.workqueue.metrics import workqueue_metrics
 from hack.installgen import kustomize
 from hack.testenv import ControlPlane
@@ -217,7 +217,7 @@ def _alternatives(matcher: Obj) -> set[str]:
 
 
 def test_expressions_use_only_exported_metrics_labels_and_values(parsed: dict[str, Obj]) -> None:
-    states = {s.value for s in NodeState}
+    states = {s.value for s in MemberState}
     reasons = set(c.DEGRADED_PRECEDENCE)
     problems: list[str] = []
     for where, p in parsed.items():
@@ -373,8 +373,9 @@ ALERT_CASES: list[AlertCase] = [
             f'bootc_operator_pool_degraded{{{CTL}, pool="workers", reason="RolloutHalted"}}': (
                 "1x60"
             ),
+            # every reason that applies is 1: NodeDegraded under RolloutHalted too
             f'bootc_operator_pool_degraded{{{CTL}, pool="workers", reason="NodeDegraded"}}': (
-                "0x60"
+                "1x60"
             ),
         },
         [

@@ -37,7 +37,9 @@ from e2e.controllerenv import (
 from e2e.helpers import condition, image, push, unique_name, wait_for
 from e2e.hostsenv import HostedNodes
 from hack.testenv import ControlPlane
-from hack.testenv.fleet import Fleet
+from hack.testenv.fleet import Fleet, daemon_status
+from hack.testenv.kubelet import set_node_ready
+from hack.testenv.monitor import SafetyMonitor
 from hack.testenv.pools import pool_body
 from hack.testenv.registry import Registry
 
@@ -103,6 +105,97 @@ async def test_kubectl_apply_then_wait_returns_only_once_every_node_runs_the_tar
         await asyncio.to_thread(kubectl_wait, control_plane, group)
         assert await booted_digests(api, names) == [third, third]
         assert sorted(hosted.reboots) == sorted(names * 2)
+    await delete_quietly(api, BOOTC_NODE_POOLS, group)
+
+
+async def at_revision(api: ApiClient, resource: Any, name: str, rv: int) -> dict[str, Any]:
+    """Object ``name`` as it was at etcd revision ``rv`` (LIST, resourceVersionMatch=Exact)."""
+    doc = await request_json(
+        api,
+        "GET",
+        resource.path(),
+        query={
+            "resourceVersion": str(rv),
+            "resourceVersionMatch": "Exact",
+            "fieldSelector": f"metadata.name={name}",
+        },
+    )
+    (item,) = doc["items"]
+    return dict(item)
+
+
+async def test_up_to_date_comes_only_after_the_last_node_left_its_slot_and_was_uncordoned(
+    api: ApiClient, control_plane: ControlPlane, fleet: Fleet
+) -> None:
+    """``kubectl wait --for=condition=UpToDate`` returns only once every member is
+    out of its reboot slot and uncordoned. The test plays the node's daemon and
+    kubelet: the node comes back on the target and Idle while its Node is still
+    NotReady, so the rollout cannot release it yet; the pool must not call it
+    updated then. Judged at the etcd revision of the UpToDate=True write (the
+    cluster as an admin's kubectl saw it), not by timing."""
+    group = unique_name("last")
+    (name,) = await add_nodes(fleet, group, 1, image(1))
+    async with running_controller(api):
+        await create_pool(api, pool_body(group, {"group": group}, image(2), 1, paused=True))
+
+        async def staged() -> bool:
+            bn = await get_object(api, BOOTC_NODES, name)
+            return condition(bn, "Idle").get("reason") == "Staged"
+
+        await wait_for(staged, 30, "the node to stage the target", ignore=(ApiError,))
+        fleet.detach(name)  # from here the test is the node's daemon and kubelet
+        monitor = await SafetyMonitor(api, group, 1).start()
+        try:
+            await patch_object(
+                api, BOOTC_NODE_POOLS, group, {"spec": {"rollout": {"paused": False}}}
+            )
+
+            async def told_to_reboot() -> bool:
+                bn = await get_object(api, BOOTC_NODES, name)
+                annotations = bn["metadata"].get("annotations") or {}
+                return bool(
+                    bn["spec"]["desiredImageState"] == "Booted"
+                    and c.REBOOT_REQUESTED_ANNOTATION in annotations
+                )
+
+            await wait_for(told_to_reboot, 30, "the node drained and told to reboot")
+            # The reboot: the Node goes NotReady and the host comes back on the target,
+            # Idle. A Degraded blip, set and cleared, tells when the status reconciler
+            # has seen that report: its Degraded=False write comes after it.
+            await set_node_ready(api, name, False)
+            for degraded in (("True", "Error", "a transient error"), ("False", "Healthy", "")):
+                bn = await get_object(api, BOOTC_NODES, name)
+                status = daemon_status(bn, image(2), None, image(1), ("True", "Idle"), degraded)
+                await patch_object(api, BOOTC_NODES, name, {"status": status}, subresource="status")
+
+                async def seen(want: str = degraded[0]) -> bool:
+                    return condition(await get_pool(api, group), "Degraded").get("status") == want
+
+                await wait_for(seen, 30, f"the pool to report Degraded={degraded[0]}")
+            pool = await get_pool(api, group)
+            up = condition(pool, "UpToDate")
+            # runs the target, but holds its slot and is cordoned: not updated yet
+            assert up["status"] == "False" and up["message"].startswith("0/1 updated; 1 "), up
+            assert (pool["status"]["updatedCount"], pool["status"]["updatingCount"]) == (0, 1)
+            assert (await get_object(api, NODES, name))["spec"].get("unschedulable")
+
+            # its kubelet reports Ready: the rollout releases it, then the pool is UpToDate
+            await set_node_ready(api, name, True)
+            await asyncio.to_thread(kubectl_wait, control_plane, group, 60)
+            node = await get_object(api, NODES, name)
+            bn = await get_object(api, BOOTC_NODES, name)
+            assert not node["spec"].get("unschedulable")
+            assert c.IN_REBOOT_SLOT_ANNOTATION not in (bn["metadata"].get("annotations") or {})
+        finally:
+            await monitor.stop()
+    assert monitor.violations == [], monitor.violations
+    (rv,) = monitor.up_to_date_at  # the one revision at which UpToDate turned True
+    pool = await at_revision(api, BOOTC_NODE_POOLS, group, rv)
+    assert condition(pool, "UpToDate")["status"] == "True"
+    bn = await at_revision(api, BOOTC_NODES, name, rv)
+    node = await at_revision(api, NODES, name, rv)
+    assert c.IN_REBOOT_SLOT_ANNOTATION not in (bn["metadata"].get("annotations") or {}), bn
+    assert not node["spec"].get("unschedulable"), node
     await delete_quietly(api, BOOTC_NODE_POOLS, group)
 
 

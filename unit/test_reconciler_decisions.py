@@ -13,10 +13,13 @@ from bootc_operator.api import constants as c
 from bootc_operator.reconcilers.nodestate import NodeState, NodeView, classify, view
 from bootc_operator.reconcilers.poolstatus import (
     Counts,
+    MemberState,
     RolloutFacts,
     count_states,
     degraded_condition,
     degraded_nodes_message,
+    member_state,
+    member_states,
     phase,
     progress_message,
     rollout_condition,
@@ -625,6 +628,79 @@ def test_counts_and_message() -> None:
     assert progress_message(Counts(total=10, updated=7, staging=2, rebooting=1)) == (
         "7/10 updated; 2 staging, 1 rebooting"
     )
+
+
+M = MemberState
+
+
+@pytest.mark.parametrize(
+    ("node", "checking", "expected"),
+    [
+        (v("a", S.UP_TO_DATE), False, M.UP_TO_DATE),
+        # an admin's cordon, kept after the release, does not hold the pool back
+        (v("a", S.UP_TO_DATE, unschedulable=True, was_cordoned=False), False, M.UP_TO_DATE),
+        # back on the target, Ready, Idle, its slot (and our cordon) not yet released
+        (v("a", S.UP_TO_DATE, slot=True, want="Booted", unschedulable=True), False, M.RELEASING),
+        # the slot is the fact, whoever touched the cordon meanwhile
+        (v("a", S.UP_TO_DATE, slot=True, want="Booted"), False, M.RELEASING),
+        (
+            v("a", S.UP_TO_DATE, slot=True, was_cordoned=True, unschedulable=True),
+            False,
+            M.RELEASING,
+        ),
+        # back on the target but its Node not Ready again: still rebooting
+        (v("a", S.UP_TO_DATE, slot=True, want="Booted", ready=False), False, M.REBOOTING),
+        (v("a", S.UP_TO_DATE, slot=True, want="Booted"), True, M.HEALTH_CHECK),
+        (v("a", S.STAGED, slot=True), False, M.DRAINING),
+        (v("a", S.STAGED, slot=True, want="Booted"), False, M.REBOOTING),
+        (v("a", S.REBOOTING, slot=True, want="Booted"), False, M.REBOOTING),
+        (v("a", S.STAGED), False, M.STAGED),
+        (v("a", S.STAGING), False, M.STAGING),
+        (v("a", S.PENDING), False, M.PENDING),
+        (v("a", S.DEGRADED, slot=True), False, M.DEGRADED),
+        (replace(v("a", S.PENDING), held_back=True), False, M.ROLLED_BACK),
+    ],
+)
+def test_member_states(node: NodeView, checking: bool, expected: MemberState) -> None:
+    marked = frozenset({node.name}) if checking else frozenset()
+    assert member_state(node, checking=marked) is expected
+    counts = count_states([node, v("z", S.UP_TO_DATE)], checking=marked)
+    # only a member that is done counts as updated; the others are updating (or worse)
+    assert counts.updated == 1 + (expected is M.UP_TO_DATE)
+    done = rollout_condition(RolloutFacts(counts, max_unavailable=1))[0]
+    assert done == (expected is M.UP_TO_DATE)
+
+
+def test_the_last_node_still_in_its_slot_keeps_the_pool_from_up_to_date() -> None:
+    """UpToDate=True only once every member is out of its slot (so uncordoned: the
+    rollout restores the cordon before it removes the slot annotation)."""
+    views = [v("a", S.UP_TO_DATE), v("b", S.UP_TO_DATE, slot=True, want="Booted")]
+    counts = count_states(views)
+    assert (counts.updated, counts.releasing, counts.updating) == (1, 1, 1)
+    assert rollout_condition(RolloutFacts(counts, max_unavailable=1)) == (
+        False,
+        "RolloutInProgress",
+        "1/2 updated; 1 releasing",
+    )
+    released = count_states([views[0], replace(views[1], in_slot=False)])
+    assert rollout_condition(RolloutFacts(released))[:2] == (True, "AllUpdated")
+
+
+def test_member_states_agree_with_the_counts() -> None:
+    views = [
+        v("a", S.UP_TO_DATE),
+        v("b", S.UP_TO_DATE, slot=True),
+        v("c", S.UP_TO_DATE, slot=True, ready=False),
+        v("d", S.UP_TO_DATE, slot=True, want="Booted"),
+        v("e", S.STAGED, slot=True),
+        v("f", S.DEGRADED),
+    ]
+    states = member_states(views, checking=frozenset({"d"}))
+    assert set(states) == set(MemberState) and sum(states.values()) == len(views)
+    counts = count_states(views, checking=frozenset({"d"}))
+    assert states[M.UP_TO_DATE] == counts.updated == 1
+    assert (states[M.RELEASING], states[M.REBOOTING], states[M.HEALTH_CHECK]) == (1, 1, 1)
+    assert counts.updating == 4 and counts.total == 6
 
 
 def test_up_to_date_all_updated_paused_and_in_progress() -> None:

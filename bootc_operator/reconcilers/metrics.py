@@ -1,5 +1,12 @@
 """The controller's Prometheus metrics (pool gauges, drain and update durations, leadership).
 
+The pool gauges tell every fact at once, so an alert on one is never masked by
+another: ``bootc_operator_pool_nodes{state}`` has one series per member state
+(``poolstatus.MemberState``: each member counted in exactly one, ``UpToDate``
+only once it is done, as ``status.updatedCount``), and
+``bootc_operator_pool_degraded{reason}`` one series per Degraded reason, 1 for
+*every* reason that applies (not only the condition's top one), else 0.
+
 Reconcile metrics (``controller_runtime_reconcile_*``) belong to the workers
 that run reconciles: :mod:`bootc_operator.workqueue.worker`.
 """
@@ -7,18 +14,25 @@ that run reconciles: :mod:`bootc_operator.workqueue.worker`.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Collection, Iterable
 from typing import Final
 
 from prometheus_client import Counter, Gauge, Histogram
 
+from bootc_operator.api import constants as c
+
 POOL_NODES: Final = Gauge(
-    "bootc_operator_pool_nodes", "Nodes of a pool by state", ["pool", "state"]
+    "bootc_operator_pool_nodes",
+    "Members of a pool by state (each in one; UpToDate: done, out of its slot, checks passed)",
+    ["pool", "state"],
 )
 POOL_UP_TO_DATE: Final = Gauge(
     "bootc_operator_pool_up_to_date", "1 when every node of the pool runs the target", ["pool"]
 )
 POOL_DEGRADED: Final = Gauge(
-    "bootc_operator_pool_degraded", "1 when the pool is Degraded, by reason", ["pool", "reason"]
+    "bootc_operator_pool_degraded",
+    "1 for every reason the pool is Degraded for (several at once), 0 for the others",
+    ["pool", "reason"],
 )
 POOL_PAUSED: Final = Gauge(
     "bootc_operator_pool_paused", "1 when the pool's rollout is paused", ["pool"]
@@ -64,6 +78,26 @@ ROLLBACKS: Final = Counter(
     ["pool"],
 )
 IS_LEADER: Final = Gauge("bootc_operator_leader", "1 when this controller is the leader")
+
+
+def set_pool_gauges(
+    pool: str,
+    *,
+    members: Iterable[tuple[str, int]],
+    up_to_date: bool,
+    degraded_reasons: Collection[str],
+    slots_in_use: int,
+    max_unavailable: int,
+) -> None:
+    """Set a pool's gauges: ``members`` (member state, how many), the reasons it is
+    Degraded for (all that apply), its reboot slots."""
+    for state, n in members:
+        POOL_NODES.labels(pool, state).set(n)
+    POOL_UP_TO_DATE.labels(pool).set(1 if up_to_date else 0)
+    REBOOT_SLOTS_IN_USE.labels(pool).set(slots_in_use)
+    REBOOT_SLOTS_MAX.labels(pool).set(max_unavailable)
+    for reason in c.DEGRADED_PRECEDENCE:
+        POOL_DEGRADED.labels(pool, reason).set(1 if reason in degraded_reasons else 0)
 
 
 def forget_pool(pool: str) -> None:

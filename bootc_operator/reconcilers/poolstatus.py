@@ -1,13 +1,18 @@
 """Pool status aggregation: counts, progress message, the two pool conditions, the phase.
 
-Pure functions: ``count_states`` tallies ``NodeView``s (plus matched nodes that
-have no BootcNode yet, as pending); ``progress_message`` renders ``7/10
-updated; 2 staging, 1 rebooting``; ``degraded_condition`` picks the
+Pure functions: ``member_state`` puts one member in exactly one ``MemberState``
+(the status counts and ``bootc_operator_pool_nodes{state}`` both use it);
+``count_states`` tallies ``NodeView``s (plus matched nodes that have no
+BootcNode yet, as pending); ``progress_message`` renders ``7/10 updated; 2
+staging, 1 rebooting``; ``degraded_condition`` picks the
 highest-precedence problem (DESIGN §2: NodeDegraded < NodeConflict <
 RolloutHalted < PullSecretError < InvalidSpec < TagResolutionError);
 ``rollout_condition`` says what UpToDate is and why, and never claims more than
 is known: it is True only once membership has processed the pool's current
-generation and every matched node runs a known target; a pool that cannot
+generation and every matched node runs a known target *and is done*: out of its
+reboot slot, so uncordoned (the rollout restores the cordon before it removes the
+slot annotation, so the BootcNode's release is the later write), and past its
+health check; a pool that cannot
 progress says what blocks it (InvalidSpec, TagResolutionError, HealthCheckFailed,
 RolloutHalted, Paused, AwaitingMaintenanceWindow, BlockedByAlerts, AwaitingApproval,
 RolloutBlocked for maxUnavailable 0), not "in progress"; updated nodes still being checked make
@@ -19,10 +24,57 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 
 from bootc_operator.api import constants as c
 from bootc_operator.api.v1alpha1 import DesiredImageState
 from bootc_operator.reconcilers.nodestate import NodeState, NodeView
+
+
+class MemberState(StrEnum):
+    """What a pool member is counted as: each member is in exactly one, in the
+    status counts and as ``bootc_operator_pool_nodes{state}`` alike.
+
+    Only ``UpToDate`` counts as updated: a node that runs the target is not done
+    while it is under its health check or still holds its reboot slot (cordoned
+    by us until the slot is released).
+    """
+
+    UP_TO_DATE = "UpToDate"  # runs the target, out of its slot, passed its checks
+    PENDING = "Pending"  # not yet reporting, or told a new target and not staging yet
+    STAGING = "Staging"
+    STAGED = "Staged"  # staged, waiting for a reboot slot
+    DRAINING = "Draining"  # staged and holding a slot, not yet told to reboot
+    REBOOTING = "Rebooting"  # told to reboot, reporting Rebooting, or back but not Ready
+    HEALTH_CHECK = "HealthCheck"  # runs the target, still under its health check
+    RELEASING = "Releasing"  # runs the target, done, its slot not yet released
+    DEGRADED = "Degraded"
+    ROLLED_BACK = "RolledBack"  # failed the health check on the target, rolled back, held
+
+
+def member_state(v: NodeView, *, checking: frozenset[str] = frozenset()) -> MemberState:
+    """The one ``MemberState`` of member ``v``; ``checking``: members that run the
+    target but have not passed their health gate."""
+    if v.state is NodeState.DEGRADED:
+        return MemberState.DEGRADED
+    if v.state is NodeState.UP_TO_DATE:
+        if v.name in checking:
+            return MemberState.HEALTH_CHECK
+        if v.in_slot:
+            # the slot is released (and the cordon restored) only once it is Ready
+            return MemberState.RELEASING if v.ready else MemberState.REBOOTING
+        return MemberState.UP_TO_DATE
+    if v.held_back and not v.in_slot:
+        return MemberState.ROLLED_BACK
+    if v.state is NodeState.REBOOTING or (
+        v.in_slot and v.desired_image_state == DesiredImageState.BOOTED
+    ):
+        return MemberState.REBOOTING
+    if v.state is NodeState.STAGED:
+        return MemberState.DRAINING if v.in_slot else MemberState.STAGED
+    if v.state is NodeState.STAGING:
+        return MemberState.STAGING
+    return MemberState.PENDING
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,14 +85,47 @@ class Counts:
     staging: int = 0
     staged: int = 0  # staged, waiting for a reboot slot
     draining: int = 0  # staged and holding a slot, not yet told to reboot
-    rebooting: int = 0  # told to reboot (Booted) or reporting Rebooting
+    rebooting: int = 0  # told to reboot (Booted), reporting Rebooting, or back but not Ready
     degraded: int = 0
     rolled_back: int = 0  # failed the health check on the target, rolled back, held
     checking: int = 0  # run the target, still under their health check (not updated yet)
+    releasing: int = 0  # run the target, done, still holding their slot (not updated yet)
 
     @property
     def updating(self) -> int:
-        return self.staging + self.staged + self.draining + self.rebooting + self.checking
+        return (
+            self.staging
+            + self.staged
+            + self.draining
+            + self.rebooting
+            + self.checking
+            + self.releasing
+        )
+
+
+#: the ``Counts`` field each member state is tallied in
+_FIELD: dict[MemberState, str] = {
+    MemberState.UP_TO_DATE: "updated",
+    MemberState.PENDING: "pending",
+    MemberState.STAGING: "staging",
+    MemberState.STAGED: "staged",
+    MemberState.DRAINING: "draining",
+    MemberState.REBOOTING: "rebooting",
+    MemberState.HEALTH_CHECK: "checking",
+    MemberState.RELEASING: "releasing",
+    MemberState.DEGRADED: "degraded",
+    MemberState.ROLLED_BACK: "rolled_back",
+}
+
+
+def member_states(
+    views: Iterable[NodeView], *, checking: frozenset[str] = frozenset()
+) -> dict[MemberState, int]:
+    """How many of ``views`` are in each ``MemberState`` (every state present)."""
+    tally = dict.fromkeys(MemberState, 0)
+    for v in views:
+        tally[member_state(v, checking=checking)] += 1
+    return tally
 
 
 def count_states(
@@ -52,42 +137,9 @@ def count_states(
     """Tally ``views``; ``without_bootc_node`` matched nodes not yet members count as
     pending; ``checking`` members run the target but have not passed their health
     gate: not updated yet."""
-    tally = dict.fromkeys(
-        (
-            "total",
-            "updated",
-            "pending",
-            "staging",
-            "staged",
-            "draining",
-            "rebooting",
-            "degraded",
-            "rolled_back",
-            "checking",
-        ),
-        0,
-    )
-    tally["total"] = tally["pending"] = without_bootc_node
-    for v in views:
-        tally["total"] += 1
-        if v.state is NodeState.DEGRADED:
-            tally["degraded"] += 1
-        elif v.state is NodeState.UP_TO_DATE and v.name in checking:
-            tally["checking"] += 1
-        elif v.state is NodeState.UP_TO_DATE:
-            tally["updated"] += 1
-        elif v.held_back and not v.in_slot:
-            tally["rolled_back"] += 1
-        elif v.state is NodeState.REBOOTING or (
-            v.in_slot and v.desired_image_state == DesiredImageState.BOOTED
-        ):
-            tally["rebooting"] += 1
-        elif v.state is NodeState.STAGED:
-            tally["draining" if v.in_slot else "staged"] += 1
-        elif v.state is NodeState.STAGING:
-            tally["staging"] += 1
-        else:
-            tally["pending"] += 1
+    tally = {_FIELD[s]: n for s, n in member_states(views, checking=checking).items()}
+    tally["total"] = sum(tally.values()) + without_bootc_node
+    tally["pending"] += without_bootc_node
     return Counts(**tally)
 
 
@@ -104,6 +156,7 @@ def progress_message(counts: Counts) -> str:
             (counts.draining, "draining"),
             (counts.rebooting, "rebooting"),
             (counts.checking, "under health check"),
+            (counts.releasing, "releasing"),
             (counts.degraded, "degraded"),
             (counts.rolled_back, "rolled back"),
         )

@@ -43,6 +43,7 @@ from bootc_operator.reconcilers.poolstatus import (
     count_states,
     degraded_condition,
     degraded_nodes_message,
+    member_states,
     phase,
     rollout_condition,
 )
@@ -111,10 +112,9 @@ class StatusReconciler:
         gates: dict[str, GateResult] = {}
         if check.valid and check.targets:
             gates = health_gates(self.health_pods, pool_name, check, views, now, watch=False)
+        checking = frozenset(n for n, g in gates.items() if g.verdict is not Verdict.PASSED)
         counts = count_states(
-            views,
-            without_bootc_node=len(matched - {v.name for v in views}),
-            checking=frozenset(n for n, g in gates.items() if g.verdict is not Verdict.PASSED),
+            views, without_bootc_node=len(matched - {v.name for v in views}), checking=checking
         )
         self._node_events(pool_name, views)
         problems: dict[str, str] = dict(self._extra_problems(pool))
@@ -254,7 +254,14 @@ class StatusReconciler:
             if not window.open and window.next_opening is not None
             else None,
         }
-        self._gauges(pool_name, views, up, deg_reason if deg else None, max_unavailable)
+        m.set_pool_gauges(
+            pool_name,
+            members=member_states(views, checking=checking).items(),
+            up_to_date=up,
+            degraded_reasons={r for r, message in problems.items() if message},
+            slots_in_use=sum(1 for v in views if v.in_slot),
+            max_unavailable=max_unavailable,
+        )
         m.POOL_PAUSED.labels(pool_name).set(1 if check.paused else 0)
         changed = any(old_status.get(k) != new_status.get(k) for k in STATUS_FIELDS)
         if not changed and conditions_equal_ignoring_time(old_status.get("conditions"), conditions):
@@ -327,25 +334,6 @@ class StatusReconciler:
                         ref, "Normal", "NodeRecovered", "Status", f"{name} is healthy again"
                     )
         self._degraded[pool_name] = now
-
-    def _gauges(
-        self,
-        pool_name: str,
-        views: list[Any],
-        up: bool,
-        degraded_reason: str | None,
-        max_unavailable: int,
-    ) -> None:
-        by_state = dict.fromkeys(NodeState, 0)
-        for v in views:
-            by_state[v.state] += 1
-        for state, n in by_state.items():
-            m.POOL_NODES.labels(pool_name, state.value).set(n)
-        m.POOL_UP_TO_DATE.labels(pool_name).set(1 if up else 0)
-        m.REBOOT_SLOTS_IN_USE.labels(pool_name).set(sum(1 for v in views if v.in_slot))
-        m.REBOOT_SLOTS_MAX.labels(pool_name).set(max_unavailable)
-        for reason in c.DEGRADED_PRECEDENCE:
-            m.POOL_DEGRADED.labels(pool_name, reason).set(1 if reason == degraded_reason else 0)
 
     def _condition_events(
         self, pool: Obj, old: list[dict[str, Any]] | None, new: list[dict[str, Any]]
