@@ -63,6 +63,7 @@ from bootc_operator.informers.objects import Obj
 from bootc_operator.informers.transform import Transform, identity
 from bootc_operator.kube.resources import Resource
 from bootc_operator.kube.rest import Api, ApiError, iter_json_lines, list_objects, open_stream
+from bootc_operator.wording import counted
 
 # A watch that ends sooner than this without delivering anything counts as a failure.
 SHORT_WATCH: Final = 1.0
@@ -286,7 +287,9 @@ class Reflector:
                 raise WatchListRefused(str(e)) from e
             raise
         if self._initial is not None:
-            raise WatchFailed(f"streaming list ended after {received} events without its bookmark")
+            raise WatchFailed(
+                f"streaming list ended after {counted(received, 'event')} without its bookmark"
+            )
         if not received and loop.time() - started < SHORT_WATCH:
             raise WatchFailed("watch closed immediately without any event")
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bootc_operator.reconcilers.selectors import InvalidSelector, matches, validate_selector
+from bootc_operator.wording import counted, noun
 
 
 @dataclass(slots=True)
@@ -39,7 +40,8 @@ class Assignment:
             f" and {len(nodes) - limit} more" if len(nodes) > limit else ""
         )
         return (
-            f"{len(nodes)} node(s) matched by this pool belong to pool(s) "
+            f"{counted(len(nodes), 'node')} matched by this pool "
+            f"{noun(len(nodes), 'belongs', 'belong')} to {noun(len(winners), 'pool')} "
             f"{', '.join(winners)}: {shown}"
         )
 

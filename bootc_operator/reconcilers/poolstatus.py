@@ -22,13 +22,14 @@ it HealthCheckPending, naming the pending check;
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
 from bootc_operator.api import constants as c
 from bootc_operator.api.v1alpha1 import DesiredImageState
 from bootc_operator.reconcilers.nodestate import NodeState, NodeView
+from bootc_operator.wording import counted, noun
 
 
 class MemberState(StrEnum):
@@ -292,3 +293,13 @@ def degraded_nodes_message(views: Iterable[NodeView], limit: int = 5) -> str:
     if len(bad) > limit:
         shown.append(f"and {len(bad) - limit} more")
     return "; ".join(shown)
+
+
+def halted_message(unhealthy: Sequence[str], max_unhealthy: int) -> str:
+    """The RolloutHalted message: the unhealthy slot holders, named, and the threshold."""
+    k = len(unhealthy)
+    return (
+        f"{counted(k, 'node')} holding {noun(k, 'a reboot slot', 'reboot slots')} "
+        f"{noun(k, 'is', 'are')} unhealthy ({', '.join(unhealthy)}; maxUnhealthy is "
+        f"{max_unhealthy}); no new reboots until {noun(k, 'it recovers', 'they recover')}"
+    )

@@ -43,6 +43,7 @@ from bootc_operator.reconcilers.poolstatus import (
     count_states,
     degraded_condition,
     degraded_nodes_message,
+    halted_message,
     member_states,
     phase,
     rollout_condition,
@@ -161,10 +162,8 @@ class StatusReconciler:
                 if gate.wait is not None:
                     requeue = gate.wait if requeue is None else min(requeue, gate.wait)
             if plan.halted:
-                problems[c.REASON_ROLLOUT_HALTED] = (
-                    f"{len(plan.unhealthy)} nodes holding reboot slots are unhealthy "
-                    f"({', '.join(plan.unhealthy)}; maxUnhealthy is {plan.max_unhealthy}); "
-                    "no new reboots until they recover"
+                problems[c.REASON_ROLLOUT_HALTED] = halted_message(
+                    plan.unhealthy, plan.max_unhealthy
                 )
             if plan.budget_blocked:
                 shown = [f"{name} {why}" for name, why in plan.outside[:5]]

@@ -42,6 +42,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from bootc_operator.wording import counted
 from hack.simlib.common import DEFAULT_DIR, MARKER_ENV, SIM_FILE, SimConfig, SimInfo
 from hack.simlib.images import ImageError, parse_label
 from hack.simlib.policy import (
@@ -202,8 +203,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     started = time.monotonic()
     info = start_detached(args.dir, config, use_registry=not args.no_registry)
     _err(
-        f"up in {time.monotonic() - started:.1f}s: {len(info.nodes)} nodes, "
-        f"{config.controllers} controllers; API {info.server}"
+        f"up in {time.monotonic() - started:.1f}s: {counted(len(info.nodes), 'node')}, "
+        f"{counted(config.controllers, 'controller')}; API {info.server}"
     )
     _err(f"registry {info.registry or '(catalog)'}; first image {info.first_image}")
     _err(f"kubectl: {info.kubectl}   (or: hack/sim kubectl get bnp,bn)")

@@ -74,6 +74,7 @@ from bootc_operator.kube import (
     patch_object,
 )
 from bootc_operator.reconcilers.windows import describe_opening, parse_windows, window_state
+from bootc_operator.wording import counted
 from hack.simlib.cli import clean, interrupt_on_sigterm, start_detached
 from hack.simlib.common import DEFAULT_DIR, SimConfig
 from hack.simlib.images import digest_ref, failing_boot
@@ -382,7 +383,7 @@ async def demo(args: argparse.Namespace) -> int:
     sim = AttachedSim(info)
     say(
         f"   up in {up_seconds:.1f}s: control plane, registry {info.registry}, "
-        f"{config.controllers} controllers, {len(info.nodes)} daemons"
+        f"{counted(config.controllers, 'controller')}, {counted(len(info.nodes), 'daemon')}"
     )
     for created in await asyncio.to_thread(sim.deploy_workload):
         say(f"   applied {created} (kwok runs its Pods)")
@@ -437,14 +438,13 @@ async def rollout_scenario(
     )
     say(f"   reboots                 {len(step.reboots)} (each node NotReady ~{downtime(step)})")
     say(
-        f"   max unavailable at once {step.max_unavailable} nodes (cordoned or NotReady; "
-        f"maxUnavailable {budget})"
+        f"   max unavailable at once {counted(step.max_unavailable, 'node')} "
+        f"(cordoned or NotReady; maxUnavailable {budget})"
     )
     say(f"   max reboot slots held   {step.max_slots}")
     ahead = rollout.get("stageAhead")
-    plural = "" if step.max_staging == 1 else "s"
     say(
-        f"   max staging at once     {step.max_staging} node{plural} "
+        f"   max staging at once     {counted(step.max_staging, 'node')} "
         f"(stageAhead {'unset: all at once' if ahead is None else ahead})"
     )
     say(f"   cluster start-up        {up_seconds:.1f}s")
@@ -558,7 +558,7 @@ def bad_image_report(run: BadImageRun) -> tuple[list[str], list[str]]:
         f"check, was rolled back (bootc rollback, reboot) and released on v1: "
         f"{halted.duration:.1f}s",
         *(f"  {name}: {rows[name].message}" for name in rolled_back if rows[name].message),
-        f"                        the other {others} nodes: {staged} staged v2, "
+        f"                        the other {counted(others, 'node')}: {staged} staged v2, "
         f"{rebooted} rebooted",
         f"pool                    halted: {halted.last.degraded.removeprefix('Degraded=True ')}",
         f"v3 (good image)         {fixed.last.updated}/{fixed.last.total} nodes updated in "
@@ -576,7 +576,7 @@ def bad_image_report(run: BadImageRun) -> tuple[list[str], list[str]]:
         "reboots per node        "
         + ", ".join(f"{n} {total.get(n, 0)}" for n in run.names)
         + f" ({sum(total.values())} in all, each NotReady ~{downtime(fixed)})",
-        f"max unavailable at once {worst} nodes (cordoned or NotReady; maxUnavailable "
+        f"max unavailable at once {counted(worst, 'node')} (cordoned or NotReady; maxUnavailable "
         f"{run.budget})",
         f"max reboot slots held   {max(halted.max_slots, fixed.max_slots)}",
     ]
@@ -622,7 +622,7 @@ def health_story(spec: Mapping[str, Any]) -> str:
     canary = (spec.get("rollout") or {}).get("canary")
     if canary is not None:
         count = canary.get("nodes", 1)
-        text += f"; canary: {count} node{'' if count == 1 else 's'}"
+        text += f"; canary: {counted(count, 'node')}"
         if canary.get("requireApproval"):
             text += " (requires approval)"
     return text

@@ -69,6 +69,7 @@ from bootc_operator.kube import (
     get_object,
     patch_object,
 )
+from bootc_operator.wording import counted
 from hack.fakebootc import Host, open_host
 from hack.simlib.common import (
     CONTROL_DIR,
@@ -480,7 +481,11 @@ class NodeSim:
             await asyncio.sleep(0.3)
         self.ready = True
         self._dirty = True
-        log.info("ready: %d nodes, %d controllers", len(self.nodes), len(self.controllers))
+        log.info(
+            "ready: %s, %s",
+            counted(len(self.nodes), "node"),
+            counted(len(self.controllers), "controller"),
+        )
 
     # ------------------------------------------------------------ state file
 

@@ -44,6 +44,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Self
 
+from bootc_operator.wording import counted
 from hack.fakebootc import Host, make_host, open_host
 from hack.simlib import images, monitoring, workload
 from hack.simlib.common import (
@@ -329,7 +330,10 @@ class Sim(SimOps, Component):
             self.info.kubeconfigs = {k: str(v) for k, v in given.items()}
         self.info.save()
 
-        self.say(f"starting the node simulator: {cfg.nodes} nodes, {cfg.controllers} controllers")
+        self.say(
+            f"starting the node simulator: {counted(cfg.nodes, 'node')}, "
+            f"{counted(cfg.controllers, 'controller')}"
+        )
         nodesim = self._spawn_nodesim()
         limit = timeout if timeout is not None else 120.0 + 4.0 * cfg.nodes
         deadline = started + limit

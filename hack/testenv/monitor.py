@@ -113,6 +113,7 @@ from bootc_operator.kube.rest import get_object
 from bootc_operator.reconcilers.drainplan import must_leave
 from bootc_operator.reconcilers.ownership import pool_of
 from bootc_operator.reconcilers.windows import Window, parse_windows, window_state
+from bootc_operator.wording import counted
 from hack.testenv.audit import ApiWrite, AuditTail
 
 PDBS = Resource("policy", "v1", "poddisruptionbudgets", namespaced=True, kind="PodDisruptionBudget")
@@ -182,8 +183,8 @@ class Summary:
             f"max staging {self.max_staging}, max on their way {self.max_on_the_way}, "
             f"slots taken {self.slots_taken}, reboots {self.reboots}, "
             f"max controllers writing {self.max_writers}, "
-            f"{self.events} events over {self.duration:.1f}s, "
-            f"{len(self.violations)} violations"
+            f"{counted(self.events, 'event')} over {self.duration:.1f}s, "
+            f"{counted(len(self.violations), 'violation')}"
         )
 
 
@@ -720,9 +721,10 @@ class SafetyMonitor:
             return  # already cordoned by someone else: its update costs no capacity
         if len(holders) + len(outside) > self.max_unavailable:
             self._violation(
-                f"{name} took a reboot slot (revision {rv}) with {len(holders)} slot holders "
-                f"{holders} and {len(outside)} other members unavailable {outside}: more than "
-                f"maxUnavailable {self.max_unavailable}"
+                f"{name} took a reboot slot (revision {rv}) with "
+                f"{counted(len(holders), 'slot holder')} {holders} and "
+                f"{counted(len(outside), 'other member')} unavailable {outside}: "
+                f"more than maxUnavailable {self.max_unavailable}"
             )
 
     def _check_window(self, name: str, bn: dict[str, Any]) -> None:
@@ -787,18 +789,18 @@ class SafetyMonitor:
         s.max_not_ready = max(s.max_not_ready, len(not_ready))
         s.max_unavailable = max(s.max_unavailable, len(unavailable))
         if len(slots) > self.max_unavailable:
-            self._violation(f"{len(slots)} nodes in reboot slots: {sorted(slots)}")
+            self._violation(f"{counted(len(slots), 'node')} in reboot slots: {sorted(slots)}")
         if len(cordoned) > self.max_unavailable:
-            self._violation(f"{len(cordoned)} nodes cordoned by us: {sorted(cordoned)}")
+            self._violation(f"{counted(len(cordoned), 'node')} cordoned by us: {sorted(cordoned)}")
         if len(unavailable) > self.max_unavailable:
-            self._violation(f"{len(unavailable)} nodes unavailable: {unavailable}")
+            self._violation(f"{counted(len(unavailable), 'node')} unavailable: {unavailable}")
         s.max_staging = max(s.max_staging, sum(1 for b in members.values() if staging(b)))
         if self.target is not None:
             way = sorted(n for n, b in members.items() if on_the_way(b, self.target))
             s.max_on_the_way = max(s.max_on_the_way, len(way))
             if self.stage_ahead is not None and len(way) > self.stage_ahead:
                 self._violation(
-                    f"{len(way)} nodes on their way to the target {way}: more than "
+                    f"{counted(len(way), 'node')} on their way to the target {way}: more than "
                     f"stageAhead {self.stage_ahead}"
                 )
         self.judge_takes()
