@@ -188,6 +188,7 @@ async def test_a_rollout_through_faults_on_the_wire(api: ApiClient, wire: Wire, 
     print(f"plan: {plan}")
     started = time.monotonic()
     await fresh_controllers(api, sim)
+    restarts_before = {n: p["restarts"] for n, p in sim.processes().items()}
     image = await push(sim, f"os:wire-{seed}")
     target = digest_of(image)
     doc: dict[str, Any] = {"seed": seed, "plan": plan.__dict__, "violations": ["unfinished"]}
@@ -227,7 +228,13 @@ async def test_a_rollout_through_faults_on_the_wire(api: ApiClient, wire: Wire, 
                 await run.finish(target)
             finally:
                 doc.update(outcome(run, proxy, started))
+                doc["restarts"] = {
+                    n: p["restarts"] - restarts_before.get(n, 0)
+                    for n, p in sim.processes().items()
+                    if p["restarts"] > restarts_before.get(n, 0)
+                }
                 print_outcome(doc)
+                print(f"processes that exited on their own: {doc['restarts'] or 'none'}")
                 print_leadership(sim)
         counts = reboots_since(sim, run.started)
         assert counts == dict.fromkeys(run.nodes, 1), f"reboots per node: {counts}"

@@ -274,6 +274,7 @@ class FaultProxy:
         self.profile = profile or Profile.from_seed(seed)
         self.faults_on = False
         self.counts.clear()
+        self.requests = 0
         self.log.clear()
         for lst in self.listeners.values():
             lst.rng = random.Random(f"{seed}/{lst.name}")
