@@ -6,12 +6,16 @@
 - ``condition(obj, type)``: an object's status condition of that type (``{}`` if none);
 - ``ensure_namespace(api, name)``: create a namespace unless it exists;
 - ``push(registry, ref, image)``: push an image (or one made from a content string) to
-  a kit registry (``hack.testenv.registry``), logging in when it has auth.
+  a kit registry (``hack.testenv.registry``), logging in when it has auth;
+- ``run_ok(*argv)``: run a command, assert it succeeded (its output in the message),
+  return its stdout.
 """
 
 from __future__ import annotations
 
+import subprocess
 import uuid
+from pathlib import Path
 from typing import Any
 
 from kubernetes_asyncio.client import ApiClient
@@ -30,6 +34,7 @@ __all__ = [
     "ensure_namespace",
     "image",
     "push",
+    "run_ok",
     "unique_name",
     "wait_for",
 ]
@@ -77,3 +82,23 @@ async def push(registry: Registry, ref: str, content: Image | str, **make: Any) 
     creds = registry.dockerconfigjson() if registry.auth else None
     async with RegistryClient(registry.options()) as client:
         return await push_image(client, ref, image, dockerconfigjson=creds)
+
+
+def run_ok(
+    *argv: str | Path,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float = 300,
+) -> str:
+    """ARGV's stdout; an assertion error with its exit code and output if it failed."""
+    res = subprocess.run(
+        [str(a) for a in argv],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    assert res.returncode == 0, f"{argv} failed ({res.returncode}):\n{res.stdout}\n{res.stderr}"
+    return res.stdout

@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 import sys
 import sysconfig
 import tomllib
@@ -27,23 +26,11 @@ from pathlib import Path
 
 import pytest
 
+from e2e.helpers import run_ok as run
+
 ROOT = Path(__file__).resolve().parents[1]
 CONTAINERFILE = ROOT / "Containerfile"
 VENV_BIN = Path(sys.executable).parent
-
-
-def run(*argv: str | Path, cwd: Path | None = None, env: dict[str, str] | None = None) -> str:
-    res = subprocess.run(
-        [str(a) for a in argv],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert res.returncode == 0, f"{argv} failed ({res.returncode}):\n{res.stdout}\n{res.stderr}"
-    return res.stdout
 
 
 @pytest.fixture(scope="module")

@@ -3,13 +3,15 @@
 # Installs what it needs first: the virtualenv (hack/setup.sh) and the cached
 # control-plane binaries (hack/build-binaries.sh; minutes on a cold cache), the
 # registry the e2e tier runs (hack/install-registry.sh: Debian's docker-registry) and
-# its Prometheus server (hack/install-prometheus.sh: Debian's prometheus).
+# its Prometheus server (hack/install-prometheus.sh: Debian's prometheus), and the
+# image tools (hack/install-image-tools.sh: podman, runc, mmdebstrap).
 # Extra arguments go to pytest, e.g. `hack/test.sh -k informer`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash hack/setup.sh
 bash hack/install-registry.sh
 bash hack/install-prometheus.sh
+bash hack/install-image-tools.sh
 BIN_DIR="$(bash hack/build-binaries.sh)"
 export BOOTC_OPERATOR_BIN_DIR="$BIN_DIR"
 echo "== ruff" >&2

@@ -21,6 +21,8 @@ import yaml
 from bootc_operator import cli
 from bootc_operator.api import constants as c
 from bootc_operator.api.crdgen import all_crds
+from bootc_operator.api.imageref import InvalidImageRef
+from hack.installgen import SHIPPED_IMAGE, image_override
 
 ROOT = Path(__file__).resolve().parents[1]
 MANIFESTS = ROOT / "manifests"
@@ -284,3 +286,24 @@ def test_admission_policy_matches_the_daemon_service_account() -> None:
     (rule,) = policy["spec"]["matchConstraints"]["resourceRules"]
     assert rule["apiGroups"] == [c.GROUP]
     assert set(rule["resources"]) == {c.NODE_PLURAL, f"{c.NODE_PLURAL}/status"}
+
+
+def test_deploy_image_override_replaces_the_shipped_image() -> None:
+    """``make deploy IMG=...``: a tag, a digest, or a tag with a digest (the digest
+    wins: kustomize writes name@digest); a short name is refused with the fix."""
+    assert image_override("quay.io/me/op:v1") == {
+        "name": IMAGE,
+        "newName": "quay.io/me/op",
+        "newTag": "v1",
+    }
+    assert image_override("localhost:5000/op") == {
+        "name": IMAGE,
+        "newName": "localhost:5000/op",
+        "newTag": "latest",
+    }
+    digest = "sha256:" + "ab" * 32
+    for ref in (f"quay.io/me/op@{digest}", f"quay.io/me/op:v1@{digest}"):
+        assert image_override(ref) == {"name": IMAGE, "newName": "quay.io/me/op", "digest": digest}
+    with pytest.raises(InvalidImageRef, match="fully qualified"):
+        image_override("op:v1")
+    assert SHIPPED_IMAGE == IMAGE
