@@ -26,7 +26,9 @@ engine_setup() {
   fi
   local driver="${BOOTC_OPERATOR_STORAGE_DRIVER:-overlay}"
   local graph; graph="$(cache_root)/containers/storage-$driver"
-  local run="${TMPDIR:-/tmp}/bootc-operator-containers-$(id -u)"
+  # One run directory per storage (a cache elsewhere gets its own settings files).
+  local run
+  run="${TMPDIR:-/tmp}/bootc-operator-containers-$(id -u)-$(printf '%s' "$graph" | sha256sum | cut -c1-8)"
   mkdir -p "$graph" "$run"
   local nofile nproc
   nofile="$(ulimit -Hn)"; nproc="$(ulimit -Hu)"
