@@ -322,3 +322,14 @@ def test_why_a_pod_is_not_healthy() -> None:
     assert line.endswith(
         "default/web-p on - (Pending, unscheduled), default/web-t on worker-1 (terminating)"
     ), line
+
+
+def test_a_budget_that_just_approved_an_eviction_names_it() -> None:
+    names = ["worker-6"]
+    bns = {"worker-6": bn(desired=D2, idle=("False", "Staged"), slot=True)}
+    nodes = {"worker-6": node(cordoned=True)}
+    pdb = web_pdb(0, healthy=6)
+    pdb["status"]["disruptedPods"] = {"web-x": "2026-01-01T00:00:00Z"}
+    pods = [web_pod("web-a", "worker-6")]
+    (line,) = snapshot(None, bns, nodes, names, pods=pods, pdbs=[pdb]).waits
+    assert line.endswith("(6 of 6 pods healthy, 5 needed); evicting: default/web-x"), line

@@ -226,8 +226,9 @@ def drain_waits(
 ) -> tuple[str, ...]:
     """One line per draining node (in a slot, cordoned, staged: not told to reboot
     yet) held by a PodDisruptionBudget that allows no disruption now: the budget, its
-    counts and up to 3 of the Pods it covers that are not healthy, with where they are
-    and why (the module docstring has an example)."""
+    counts, the evictions it has just approved (``status.disruptedPods``: they count
+    against it until the Pods are gone) and up to 3 of the Pods it covers that are not
+    healthy, with where they are and why (the module docstring has an example)."""
     on_node: dict[str, list[Mapping[str, Any]]] = {}
     for pod in pods:
         on_node.setdefault(str((pod.get("spec") or {}).get("nodeName") or ""), []).append(pod)
@@ -250,6 +251,10 @@ def drain_waits(
                 f"healthy, {status.get('desiredHealthy', 0)} needed)"
             )
             sick = [(pod, why) for pod in pods if _covers(pdb, pod) and (why := _pod_health(pod))]
+            evicted = sorted(status.get("disruptedPods") or {})
+            if evicted:  # approved evictions the budget still counts against itself
+                ns = meta.get("namespace")
+                text += f"; evicting: {', '.join(f'{ns}/{name}' for name in evicted[:3])}"
             if sick:
                 named = [
                     f"{pod_key(pod)} on {(pod.get('spec') or {}).get('nodeName') or '-'} ({why})"
