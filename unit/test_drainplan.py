@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bootc_operator.reconcilers.drain import DrainResult, describe
 from bootc_operator.reconcilers.drainplan import blocking_message, drain_state, must_leave
 
 
@@ -52,3 +53,24 @@ def test_blocking_message_names_pods_and_reasons() -> None:
     many = blocking_message("n1", [f"ns/p{i}" for i in range(7)], {})
     assert many.endswith("and 2 more")
     assert blocking_message("n1", [], {}) == "drain of n1 done"
+
+
+def test_a_drain_that_cannot_list_its_pods_is_blocked_and_says_why() -> None:
+    assert not DrainResult(pool="p").blocked
+    res = DrainResult(
+        pool="p", error="could not list the node's pods: 503 ServiceUnavailable: busy"
+    )
+    assert res.blocked
+    assert res.message("n1") == (
+        "drain of n1 waiting: could not list the node's pods: 503 ServiceUnavailable: busy; "
+        "retrying"
+    )
+    evicting = DrainResult(pool="p", remaining=("ns/a",), blocked_by={"ns/a": "PDB"})
+    assert evicting.blocked and evicting.message("n1") == "drain of n1 blocked by ns/a (PDB)"
+    done = DrainResult(pool="p", done=True, error="could not list")
+    assert not done.blocked
+
+
+def test_an_error_is_described_by_its_type_when_it_says_nothing() -> None:
+    assert describe(TimeoutError()) == "TimeoutError"
+    assert describe(ConnectionResetError("reset by peer")) == "ConnectionResetError: reset by peer"

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from hack.testenv.faultproxy import ALLOWED, KINDS, Profile, draw, request_class
+from hack.testenv.faultproxy import ALLOWED, KINDS, Profile, Refusal, draw, request_class
 
 
 def test_a_seed_gives_the_same_profile_and_draws() -> None:
@@ -43,3 +43,15 @@ def test_request_classes() -> None:
     assert request_class("GET", "labelSelector=a") == "read"
     assert request_class("PATCH", "") == "write"
     assert request_class("DELETE", "") == "write"
+
+
+def test_a_refusal_matches_reads_of_its_path_with_its_query_only() -> None:
+    rule = Refusal(503, "/api/v1/pods", (("fieldSelector", "spec.nodeName=n1"),))
+    query = {"fieldSelector": "spec.nodeName=n1", "limit": "500"}
+    assert rule.matches("read", "/api/v1/pods", query)
+    assert not rule.matches("watch", "/api/v1/pods", query)  # its watches get through
+    assert not rule.matches("write", "/api/v1/pods", query)
+    assert not rule.matches("read", "/api/v1/nodes", query)
+    assert not rule.matches("read", "/api/v1/pods", {"fieldSelector": "spec.nodeName=n2"})
+    assert not rule.matches("read", "/api/v1/pods", {})
+    assert Refusal(500, "/api/v1/pods").matches("read", "/api/v1/pods", query)

@@ -23,6 +23,12 @@ context's stream client (``Context.streams``), not the request client: with
 more drains open than the request client has connections (maxUnavailable in
 the hundreds, drains held by PodDisruptionBudgets), the evictions, cordons and
 status writes would otherwise wait behind the watches for good.
+If that LIST fails (any error: a 5xx, a 429, a refused connection, a body cut
+short), it is retried with capped backoff (1 s doubling to 30 s) and nothing else
+happens meanwhile: the node keeps its slot and its cordon, it is not told to
+reboot, and the drain says why it waits (``DrainResult.error``: the pool's
+status names it, as for a blocked eviction, and one ``DrainBlocked`` Warning per
+drain); the first success clears it.
 Pods that must leave (``drainplan``) are evicted; 429 (a PodDisruptionBudget
 says no) and other refusals are remembered with the server's message and
 retried with capped backoff; otherwise the task waits for pod events on its
@@ -60,20 +66,30 @@ class DrainResult:
     remaining: tuple[str, ...] = ()
     blocked_by: dict[str, str] = field(default_factory=dict)
     reported_blocked: bool = False
+    #: why the drain cannot go on (its pods could not be read); "" when it can
+    error: str = ""
+    reported_error: bool = False
     evicted: int = 0
     seconds: float = 0.0  # how long the drain took, once done
 
     @property
     def blocked(self) -> bool:
-        return bool(self.blocked_by) and not self.done
+        return bool(self.blocked_by or self.error) and not self.done
 
     def message(self, node: str) -> str:
+        if self.error:
+            return f"drain of {node} waiting: {self.error}; retrying"
         return blocking_message(node, self.remaining, self.blocked_by)
 
     def summary(self) -> str:
         """How the finished drain went, for the node's RebootRequested Event."""
         pods = "1 pod" if self.evicted == 1 else f"{self.evicted} pods"
         return f"{pods} evicted in {self.seconds:.0f}s"
+
+
+def describe(err: BaseException) -> str:
+    """``ServerDisconnectedError: Server disconnected`` (the type alone when it says nothing)."""
+    return f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
 
 
 def slim_pod(pod: Obj) -> Obj:
@@ -168,25 +184,51 @@ class DrainManager:
 
     async def _drain(self, node: str, res: DrainResult) -> None:
         listed = await self._first_list(node, res)
-        if listed is not None and not drain_state(listed[0]).remaining:
+        if not drain_state(listed[0]).remaining:
             self._finish(node, res)
             return
         await self._watch_and_evict(node, res, listed)
 
-    async def _first_list(self, node: str, res: DrainResult) -> tuple[list[Obj], str] | None:
-        """The node's pods now and the list's resourceVersion; None if they could not
-        be read (the informer then lists for itself, retrying)."""
-        try:
-            async with self._syncing:
-                return await list_objects(
-                    self.ctx.api, PODS, field_selector=f"spec.nodeName={node}", transform=slim_pod
+    async def _first_list(self, node: str, res: DrainResult) -> tuple[list[Obj], str]:
+        """The node's pods now and the list's resourceVersion, retried until read."""
+        backoff = Backoff(initial=1.0, cap=30.0, jitter=0.2)
+        while True:
+            try:
+                async with self._syncing:
+                    listed = await list_objects(
+                        self.ctx.api,
+                        PODS,
+                        field_selector=f"spec.nodeName={node}",
+                        transform=slim_pod,
+                    )
+            except Exception as err:  # any failure to read: retry (a cancel is not one)
+                delay = backoff.next()
+                self._list_failed(node, res, err, delay)
+                await asyncio.sleep(delay)
+                continue
+            if res.error:
+                log.info(
+                    f"listed the pods to drain after {backoff.failures} failed attempts",
+                    extra={"node": node, "pool": res.pool},
                 )
-        except (ApiError, OSError, TimeoutError) as err:
-            log.warning(
-                f"could not list the pods to drain, watching instead: {err}",
-                extra={"node": node, "pool": res.pool},
+                res.error = ""
+                self._on_change(node, res.pool)
+            return listed
+
+    def _list_failed(self, node: str, res: DrainResult, err: Exception, delay: float) -> None:
+        why = str(err) if isinstance(err, ApiError) else describe(err)
+        first = not res.error
+        res.error = f"could not list the node's pods: {why}"
+        log.warning(
+            f"{res.error}; retrying in {delay:.1f}s", extra={"node": node, "pool": res.pool}
+        )
+        if not res.reported_error:
+            res.reported_error = True
+            self.ctx.recorder.emit(
+                self.ctx.node_ref(node), "Warning", "DrainBlocked", "Drain", res.message(node)
             )
-            return None
+        if first:
+            self._on_change(node, res.pool)  # the pool's status says why the drain waits
 
     def _finish(self, node: str, res: DrainResult) -> None:
         res.done, res.remaining, res.blocked_by = True, (), {}
@@ -196,7 +238,7 @@ class DrainManager:
         self._on_change(node, res.pool)
 
     async def _watch_and_evict(
-        self, node: str, res: DrainResult, listed: tuple[list[Obj], str] | None
+        self, node: str, res: DrainResult, listed: tuple[list[Obj], str]
     ) -> None:
         wake = self._wakeups[node]
         pods = Informer(
@@ -210,8 +252,8 @@ class DrainManager:
             )
         )
         try:
-            # From the first list when there is one: straight to the WATCH from its
-            # resourceVersion, no second read of the same pods.
+            # From the first list: straight to the WATCH from its resourceVersion, no
+            # second read of the same pods.
             async with self._syncing:
                 pods.start(listed=listed)
                 await pods.wait_for_sync()

@@ -35,6 +35,12 @@ draws); ``Profile.from_seed(seed)`` sets the rate and the mix. The kinds
 - ``reset-watch``: a watch stream is reset after a drawn number of bytes or seconds
   (possibly in the middle of an event).
 
+``refuse(name, code, path, query)`` aims one fault instead of drawing it: listener
+``name`` answers ``code`` (429, 500 or 503, as above) to every read (not a watch) of
+``path`` whose query has each ``query`` pair, until ``unrefuse(name)``; counted as
+``refused-<code>`` (e.g. a drain's pod LIST for one node, while its watches and
+everything else get through).
+
 ``partition(name, mode)`` cuts one listener off until ``heal(name)``: ``"reset"``
 resets its open connections and every new request; ``"hang"`` holds every new
 request unanswered (packets dropped: the caller's timeouts must fire) and resets
@@ -61,7 +67,7 @@ import threading
 import time
 import urllib.parse
 from collections import Counter
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -147,8 +153,10 @@ def draw(rng: random.Random, profile: Profile, cls: str) -> str | None:
     return kind
 
 
+STATUS_REASONS = {429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable"}
+
+
 def status_body(code: int, retry_after: int) -> bytes:
-    reasons = {429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable"}
     return json.dumps(
         {
             "kind": "Status",
@@ -156,11 +164,23 @@ def status_body(code: int, retry_after: int) -> bytes:
             "metadata": {},
             "status": "Failure",
             "message": f"injected by the fault proxy (retry after {retry_after}s)",
-            "reason": reasons[code],
+            "reason": STATUS_REASONS[code],
             "details": {"retryAfterSeconds": retry_after},
             "code": code,
         }
     ).encode()
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Reads of ``path`` with every ``query`` pair are answered ``code`` (``refuse``)."""
+
+    code: int
+    path: str
+    query: tuple[tuple[str, str], ...] = ()
+
+    def matches(self, cls: str, path: str, query: Mapping[str, str]) -> bool:
+        return cls == "read" and path == self.path and all(query.get(k) == v for k, v in self.query)
 
 
 @dataclass
@@ -170,6 +190,7 @@ class Listener:
     rng: random.Random = field(default_factory=random.Random)
     partition: str | None = None
     healed: asyncio.Event = field(default_factory=asyncio.Event)
+    refusals: list[Refusal] = field(default_factory=list)
     open: set[asyncio.Transport] = field(default_factory=set)
     runner: web.AppRunner | None = None
 
@@ -236,7 +257,9 @@ class FaultProxy:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app[_LISTENER] = name
         app.router.add_route("*", "/{path:.*}", self._handle)
-        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        # close() aborts the callers' connections: the handlers still relaying a watch
+        # are cancelled after a second rather than waited for (aiohttp's default: 60 s)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", port, ssl_context=self._server_ssl())
         await site.start()
@@ -303,6 +326,19 @@ class FaultProxy:
         self.listeners[name].partition = None
         self.listeners[name].healed.set()
 
+    def refuse(
+        self, name: str, code: int, path: str, query: Mapping[str, str] | None = None
+    ) -> None:
+        """Listener ``name`` answers ``code`` to reads of ``path`` with ``query`` (see
+        the module docstring) until ``unrefuse(name)``."""
+        if code not in STATUS_REASONS:
+            raise ValueError(f"refuse with {code}: expected one of {sorted(STATUS_REASONS)}")
+        rule = Refusal(code, path, tuple(sorted((query or {}).items())))
+        self.listeners[name].refusals.append(rule)
+
+    def unrefuse(self, name: str) -> None:
+        self.listeners[name].refusals.clear()
+
     def faults(self) -> dict[str, int]:
         """Faults injected so far by kind (partitions: episodes and refused requests)."""
         return dict(sorted(self.counts.items()))
@@ -314,6 +350,15 @@ class FaultProxy:
         if request.transport is not None:
             request.transport.abort()
         return _Reset()
+
+    def _status(self, code: int) -> web.Response:
+        """The proxy's own answer ``code`` (a ``Status`` body, ``Retry-After``)."""
+        return web.Response(
+            status=code,
+            body=status_body(code, self.profile.retry_after),
+            content_type="application/json",
+            headers={"Retry-After": str(self.profile.retry_after)},
+        )
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         lst = self.listeners[request.app[_LISTENER]]
@@ -360,6 +405,10 @@ class FaultProxy:
         if lst.partition == "reset" or (lst.partition == "lease" and "/leases" in request.path):
             self.counts["partitioned"] += 1
             raise self._reset(request)
+        for rule in lst.refusals:
+            if rule.matches(cls, request.path, request.query):
+                self.counts[f"refused-{rule.code}"] += 1
+                return self._status(rule.code)
         fault = draw(lst.rng, self.profile, cls) if self.faults_on else None
         if fault in ("cut-body", "bad-json", "reset-watch"):
             pass  # counted where it is applied: the answer decides whether it can be
@@ -368,13 +417,7 @@ class FaultProxy:
         if fault == "reset-request":
             raise self._reset(request)
         if fault is not None and fault.startswith("status-"):
-            code = int(fault.removeprefix("status-"))
-            return web.Response(
-                status=code,
-                body=status_body(code, self.profile.retry_after),
-                content_type="application/json",
-                headers={"Retry-After": str(self.profile.retry_after)},
-            )
+            return self._status(int(fault.removeprefix("status-")))
         body = await request.read()
         if fault == "delay":
             await asyncio.sleep(lst.rng.uniform(0.05, self.profile.max_delay))
