@@ -313,19 +313,23 @@ async def test_a_node_cordoned_by_someone_else_goes_first_then_the_rest_wait_for
     async with monitor, running_controller(api, registry=registry.options()):
         await create_pool(api, body)
 
-        async def waiting_on_it() -> bool:
-            up = condition(await get_pool(api, group), "UpToDate")
+        async def waiting_on_it() -> dict[str, Any] | None:
+            pool = await get_pool(api, group)
+            up = condition(pool, "UpToDate")
             staged = [await idle_reason(api, n) for n in names[:-1]]
-            return (
+            ok = (
                 up.get("reason") == c.REASON_ROLLOUT_BLOCKED
                 and f"waiting: {admin_cordoned} cordoned by someone else" in up.get("message", "")
                 and staged == [c.REASON_STAGED] * len(staged)
                 # (it says so as well while the cordoned node is still staging)
                 and await booted(api, admin_cordoned) == v2
                 and not monitor.holders()
+                # the pool's own count: its status is written after the slot's release
+                and (pool.get("status") or {}).get("updatedCount") == 1
             )
+            return pool if ok else None
 
-        await wait_for(
+        pool = await wait_for(
             waiting_on_it,
             90,
             "the cordoned node updated, the others waiting, the pool naming it",
@@ -333,9 +337,7 @@ async def test_a_node_cordoned_by_someone_else_goes_first_then_the_rest_wait_for
         )
         assert [n for _, n in monitor.takes] == [admin_cordoned]
         assert await cordoned(api, admin_cordoned)  # left as the admin wants it
-        pool = await get_pool(api, group)
         assert pool["status"]["phase"] == c.PHASE_BLOCKED
-        assert pool["status"]["updatedCount"] == 1
 
         await patch_object(api, NODES, admin_cordoned, {"spec": {"unschedulable": None}})
         await wait_for(lambda: up_to_date_on(api, group, v2, 3), 120, "the pool on v2")
