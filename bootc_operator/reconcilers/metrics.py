@@ -44,7 +44,9 @@ REBOOT_SLOTS_MAX: Final = Gauge(
     "bootc_operator_reboot_slots_max", "Resolved maxUnavailable of a pool", ["pool"]
 )
 DRAIN_BLOCKED: Final = Gauge(
-    "bootc_operator_drain_blocked", "Drains waiting on pods that cannot be evicted", ["pool"]
+    "bootc_operator_drain_blocked",
+    "Drains waiting: pods that cannot be evicted, or a pod list that cannot be read",
+    ["pool"],
 )
 DRAIN_DURATION: Final = Histogram(
     "bootc_operator_drain_duration_seconds",
