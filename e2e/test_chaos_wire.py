@@ -59,6 +59,7 @@ from hack.simlib.common import NAMESPACE as SIM_NAMESPACE
 from hack.testenv.controlplane import ControlPlane
 from hack.testenv.faultproxy import PARTITION_MODES, ProxyThread
 from hack.testenv.kube import api_client
+from hack.testenv.procs import log_tail
 
 pytestmark = pytest.mark.slow
 
@@ -235,6 +236,10 @@ async def test_a_rollout_through_faults_on_the_wire(api: ApiClient, wire: Wire, 
                 }
                 print_outcome(doc)
                 print(f"processes that exited on their own: {doc['restarts'] or 'none'}")
+                for name in doc["restarts"]:
+                    if name.startswith("daemon/"):
+                        log = sim.state_dir / "logs" / f"daemon-{name.split('/', 1)[1]}.log"
+                        print(f"  {name}'s log:\n{log_tail(log, 25)}")
                 print_leadership(sim)
         counts = reboots_since(sim, run.started)
         assert counts == dict.fromkeys(run.nodes, 1), f"reboots per node: {counts}"
