@@ -529,6 +529,21 @@ GARBAGE: list[tuple[str, str, str]] = [
         "status.booted.incompatible",
     ),
     ("long-garbage", "x" * 10_000, "not JSON"),
+    # issue 27: json.loads' own RecursionError / int-digits ValueError escaped
+    ("deep-nesting", "[" * 100_000 + "]" * 100_000, "nested more than 64 levels deep"),
+    (
+        "nesting-below-recursion-limit",
+        '{"status":' * 500 + "null" + "}" * 500,
+        "nested more than 64 levels deep",
+    ),
+    ("huge-integer", '{"serial": ' + "9" * 5000 + "}", "a number has too many digits"),
+    (
+        "huge-integer-in-entry",
+        canonical(host_doc(entry(f"{REPO}@{D_BOOTED}", D_BOOTED))).replace(
+            "{", '{"x": ' + "1" * 4301 + ", ", 1
+        ),
+        "a number has too many digits",
+    ),
 ]
 
 

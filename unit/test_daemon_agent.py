@@ -10,6 +10,7 @@ The real thing runs end to end in ``e2e/test_daemon.py`` and ``e2e/test_soft_reb
 from __future__ import annotations
 
 import asyncio
+import base64
 import copy
 import logging
 import time
@@ -767,3 +768,68 @@ async def test_an_out_of_band_switch_is_logged_named_and_undone(
     assert api.obj["status"]["staged"]["image"] == A
     assert idle_message(api) == ""
     assert len([r for r in caplog.records if "out of band" in r.getMessage()]) == 1
+
+
+# ------------------------------------------------------------------ issue 27: hostile bootc status
+
+
+class PrintingHost(FakeHost):
+    """``status()`` is the real ``HostCommands.status`` of a "bootc" that prints ``output``."""
+
+    def __init__(self, journal: list[Any], output: Path) -> None:
+        super().__init__(journal, host_doc(A))
+        self.commands = HostCommands(
+            ["sh", "-c", 'cat "$0"', str(output)], command_timeout=30.0, stage_timeout=30.0
+        )
+
+    async def status(self) -> HostStatus:
+        self.journal.append("status")
+        return await self.commands.status()
+
+
+@pytest.mark.parametrize(
+    ("output", "reason"),
+    [
+        ("[" * 100_000 + "]" * 100_000, "nested more than 64 levels deep"),
+        ('{"serial": ' + "7" * 5000 + "}", "a number has too many digits"),
+    ],
+    ids=["deep-nesting", "huge-integer"],
+)
+async def test_hostile_bootc_status_is_reported_degraded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, journal: list[Any], output: str, reason: str
+) -> None:
+    printed = tmp_path / "status.json"
+    printed.write_text(output)
+    host = PrintingHost(journal, printed)
+    agent, api = make_agent(tmp_path, monkeypatch, journal, bootc_node(A), host)
+    assert await agent.reconcile(NODE) == 10.0  # retried after the backoff, no traceback
+    degraded = degraded_cond(api)
+    assert (degraded["status"], degraded["reason"]) == ("True", c.REASON_ERROR)
+    assert degraded["message"].startswith(f"bootc status output is not JSON ({reason})")
+
+
+async def test_a_hostile_pull_secret_is_reported_degraded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, journal: list[Any]
+) -> None:
+    content = b'{"auths": {"quay.io": ' + b"[" * 100_000 + b"]" * 100_000 + b"}}"
+
+    async def get_object(*_: Any, **__: Any) -> Any:
+        journal.append("get secret")
+        return {
+            "type": "kubernetes.io/dockerconfigjson",
+            "data": {".dockerconfigjson": base64.b64encode(content).decode()},
+        }
+
+    monkeypatch.setattr(agent_mod, "get_object", get_object)
+    host = FakeHost(journal, host_doc(A))
+    node = bootc_node(B)  # a node that has to pull: the problem makes it Degraded
+    node["spec"].update(pullSecretRef={"name": "pull", "namespace": "ns"}, pullSecretHash="h")
+    agent, api = make_agent(tmp_path, monkeypatch, journal, node, host)
+    await agent.reconcile(NODE)
+    await asyncio.wait_for(next_trigger(agent), 10)  # the switch task ends
+    degraded = degraded_cond(api)
+    assert (degraded["status"], degraded["reason"]) == ("True", c.REASON_ERROR)
+    assert degraded["message"] == (
+        "pull secret ns/pull: .dockerconfigjson is not valid JSON (nested more than 64 levels "
+        "deep) (no credentials written)"
+    )

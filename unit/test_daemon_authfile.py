@@ -51,6 +51,15 @@ def test_docker_config_decodes_the_secret() -> None:
         (secret({".dockerconfigjson": b64("hunter2 {")}), "is not valid JSON"),
         (secret({".dockerconfigjson": b64(b"\xff\xfe hunter2")}), "is not valid JSON"),
         (secret({".dockerconfigjson": b64('["hunter2"]')}), "is not a JSON object"),
+        # issue 27: RecursionError / int-digits ValueError from json.loads escaped
+        (
+            secret({".dockerconfigjson": b64('{"hunter2": ' + "[" * 100_000)}),
+            "is not valid JSON (nested more than 64 levels deep)",
+        ),
+        (
+            secret({".dockerconfigjson": b64('{"hunter2": ' + "9" * 5000 + "}")}),
+            "is not valid JSON (a number has too many digits)",
+        ),
         (secret({".dockerconfigjson": b64('{"auths": "hunter2"}')}), '"auths" field'),
     ],
 )

@@ -33,7 +33,14 @@ def test_problems_name_the_secret_and_never_its_content() -> None:
     cases = {
         "not found": None,
         'no ".dockerconfigjson" key': secret(None),
-        "not valid base64 JSON": {"data": {".dockerconfigjson": "%%%"}},
+        "not valid base64": {"data": {".dockerconfigjson": "%%%"}},
+        # issue 27: RecursionError / int-digits ValueError from json.loads escaped
+        "is not valid JSON (nested more than 64 levels deep)": secret(
+            b'{"auths": {"r.example.com": {"auth": "dTpw", "x": ' + b"[" * 100_000
+        ),
+        "is not valid JSON (a number has too many digits)": secret(
+            b'{"auths": {"r.example.com": {"auth": "dTpw", "x": ' + b"9" * 5000 + b"}}}"
+        ),
         'no "auths" object': secret(b'{"registries": {}}'),
     }
     for fragment, obj in cases.items():

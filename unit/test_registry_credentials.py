@@ -147,6 +147,9 @@ def test_inputs_accepted() -> None:
     ("data", "fragment"),
     [
         (b"{not json", "not valid JSON"),
+        # issue 27: RecursionError / int-digits ValueError from json.loads escaped
+        (b'{"auths": {"quay.io": ' + b"[" * 100_000, "not valid JSON (nested more than 64"),
+        (b'{"auths": {"quay.io": {"x": ' + b"1" * 5000 + b"}}}", "(a number has too many digits)"),
         (b"[]", "not a JSON object"),
         (b'{"auths": []}', '"auths" in the docker config is not a JSON object'),
         (auths({"quay.io": "c2VjcmV0"}), 'the auths entry for "quay.io" is not a JSON object'),

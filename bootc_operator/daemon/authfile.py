@@ -24,13 +24,14 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
-import json
 import os
 import stat
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
+
+from bootc_operator import safejson
 
 AUTH_FILE: Final = Path("run/ostree/auth.json")
 DOCKER_CONFIG_KEY: Final = ".dockerconfigjson"
@@ -60,9 +61,9 @@ def docker_config(secret: Mapping[str, Any]) -> bytes:
     except (binascii.Error, ValueError):
         raise PullSecretError(f"{DOCKER_CONFIG_KEY} is not valid base64") from None
     try:
-        doc = json.loads(content)
-    except (ValueError, UnicodeDecodeError):
-        raise PullSecretError(f"{DOCKER_CONFIG_KEY} is not valid JSON") from None
+        doc = safejson.loads(content)
+    except safejson.JSONInputError as exc:
+        raise PullSecretError(f"{DOCKER_CONFIG_KEY} is not valid JSON ({exc})") from None
     if not isinstance(doc, dict):
         raise PullSecretError(f"{DOCKER_CONFIG_KEY} is not a JSON object")
     if "auths" in doc and not isinstance(doc["auths"], dict):

@@ -20,7 +20,8 @@ a host bootc does not manage (``booted: null``, which bootc also prints when it
 believes it runs in a container; or ``status`` absent / ``null``).
 
 ``parse_status(text)`` raises ``BootcStatusError`` (one readable line with a short
-excerpt of the output) for empty output, non-JSON, JSON that is not an object, a
+excerpt of the output) for empty output, non-JSON (``safejson``: also nesting too
+deep and numbers too long), JSON that is not an object, a
 document of another kind, or one whose required fields (an entry's ``imageDigest``,
 an image's ``image``) are missing.
 
@@ -40,10 +41,10 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import json
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from bootc_operator import safejson
 from bootc_operator.api.wire import ImageInfo
 
 API_GROUP_PREFIX = "org.containers.bootc/"
@@ -485,12 +486,10 @@ def parse_status(text: str | bytes) -> HostStatus:
     if not stripped:
         raise BootcStatusError("bootc status printed nothing")
     try:
-        doc = json.loads(stripped)
-    except json.JSONDecodeError as exc:
-        what = exc.msg.removesuffix(" at")  # "Invalid control character at"
+        doc = safejson.loads(stripped)
+    except safejson.JSONInputError as exc:
         raise BootcStatusError(
-            f"bootc status output is not JSON ({what} at line {exc.lineno} column "
-            f"{exc.colno}); output starts: {_excerpt(stripped)}"
+            f"bootc status output is not JSON ({exc.reason}); output starts: {_excerpt(stripped)}"
         ) from None
     if not isinstance(doc, dict):
         raise BootcStatusError(

@@ -31,7 +31,6 @@ import base64
 import binascii
 import contextlib
 import hashlib
-import json
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -39,6 +38,7 @@ from typing import Any
 
 from kubernetes_asyncio.client import ApiClient
 
+from bootc_operator import safejson
 from bootc_operator.informers import EventHandler, Informer
 from bootc_operator.kube import SECRETS
 from bootc_operator.registry import InvalidDockerConfig, parse_docker_config
@@ -76,9 +76,12 @@ def evaluate_secret(ref: Ref, secret: Mapping[str, Any] | None) -> SecretState:
         )
     try:
         raw = base64.b64decode(encoded, validate=True)
-        doc = json.loads(raw)
     except (binascii.Error, ValueError):
-        return SecretState(problem=f'{where}: "{DOCKERCONFIGJSON}" is not valid base64 JSON')
+        return SecretState(problem=f'{where}: "{DOCKERCONFIGJSON}" is not valid base64')
+    try:
+        doc = safejson.loads(raw)
+    except safejson.JSONInputError as exc:
+        return SecretState(problem=f'{where}: "{DOCKERCONFIGJSON}" is not valid JSON ({exc})')
     if not isinstance(doc, dict) or not isinstance(doc.get("auths"), dict):
         return SecretState(problem=f'{where}: "{DOCKERCONFIGJSON}" has no "auths" object')
     try:

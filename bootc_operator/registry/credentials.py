@@ -34,11 +34,11 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from bootc_operator import safejson
 from bootc_operator.registry.errors import InvalidDockerConfig
 
 DOCKER_HUB = "docker.io"
@@ -190,9 +190,9 @@ def parse_docker_config(
     doc: Any
     if isinstance(data, bytes | str):
         try:
-            doc = json.loads(data)
-        except (ValueError, UnicodeDecodeError):
-            raise InvalidDockerConfig("the docker config is not valid JSON") from None
+            doc = safejson.loads(data)
+        except safejson.JSONInputError as exc:
+            raise InvalidDockerConfig(f"the docker config is not valid JSON ({exc})") from None
     else:
         doc = data
     if not isinstance(doc, Mapping):
