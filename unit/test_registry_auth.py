@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bootc_operator.registry import Challenge, parse_www_authenticate
-from bootc_operator.registry.auth import pick_challenge
+from bootc_operator.registry.auth import is_loopback, may_send_credentials, pick_challenge
 
 
 @pytest.mark.parametrize(
@@ -82,3 +82,43 @@ def test_pick_prefers_bearer_with_realm() -> None:
     picked = pick_challenge(no_realm)
     assert picked is not None and picked.scheme == "basic"
     assert pick_challenge(parse_www_authenticate("Negotiate abc==")) is None
+
+
+# ---------------------------------------------------------------- issue 27: cleartext realms
+
+
+@pytest.mark.parametrize(
+    ("registry", "realm", "insecure", "allowed"),
+    [
+        # https: always (the usual Docker Hub / quay layout: another host)
+        ("quay.io", "https://quay.io/v2/auth", False, True),
+        ("registry-1.docker.io", "https://auth.docker.io/token", False, True),
+        ("reg.example.com:5000", "https://auth.example.com/t", True, True),
+        # plain http on another machine, registry TLS-verified: never (the review's repro)
+        ("reg.example.com", "http://token-collector.attacker.net/t", False, False),
+        ("reg.example.com", "http://reg.example.com/token", False, False),
+        ("reg.example.com", "HTTP://token-collector.attacker.net/t", False, False),
+        # loopback registry: only a loopback realm
+        ("127.0.0.1:5000", "http://127.0.0.1:5001/token", False, True),
+        ("localhost:5000", "http://localhost/token", False, True),
+        ("[::1]:5000", "http://[::1]:5001/token", False, True),
+        ("127.0.0.2", "http://127.9.9.9/token", False, True),
+        ("registry.localhost", "http://auth.localhost/token", False, True),
+        ("127.0.0.1:5000", "http://token-collector.attacker.net/t", False, False),
+        ("127.0.0.1:5000", "http://10.0.0.1/t", False, False),
+        ("reg.example.com", "http://127.0.0.1/token", False, False),
+        ("localhost.attacker.net", "http://localhost.attacker.net/t", False, False),
+        # the registry listed insecure: the admin accepted cleartext for it
+        ("reg.example.com:5000", "http://auth.example.com/token", True, True),
+        # neither http nor https
+        ("reg.example.com", "ftp://auth.example.com/token", True, False),
+        ("reg.example.com", "auth.example.com/token", True, False),
+    ],
+)
+def test_may_send_credentials(registry: str, realm: str, insecure: bool, allowed: bool) -> None:
+    assert may_send_credentials(registry, realm, insecure=insecure) is allowed
+
+
+def test_is_loopback() -> None:
+    assert all(map(is_loopback, ["localhost", "LOCALHOST.", "a.localhost", "127.1.2.3", "::1"]))
+    assert not any(map(is_loopback, ["", "localhost.example", "10.0.0.1", "::2", "host"]))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import json
 import ssl
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from http import HTTPStatus
@@ -31,6 +32,7 @@ from bootc_operator.registry import (
     MalformedResponse,
     ManifestNotFound,
     NoCredentials,
+    RegistryAuthError,
     RegistryClient,
     RegistryHTTPError,
     RegistryOptions,
@@ -38,6 +40,12 @@ from bootc_operator.registry import (
     RegistryTLSError,
     RegistryUnreachable,
     make_target,
+)
+from bootc_operator.registry.auth import (
+    DEFAULT_TOKEN_LIFETIME,
+    MAX_TOKEN_LIFETIME,
+    TOKEN_EXPIRY_MARGIN,
+    token_lifetime,
 )
 from bootc_operator.registry.errors import InvalidReference, one_line, scrub
 from bootc_operator.registry.manifest import (
@@ -452,6 +460,133 @@ async def test_token_service_wants_credentials() -> None:
     with pytest.raises(NoCredentials) as info:
         await client.resolve(f"{REG}/org/os:v1", dockerconfigjson={"auths": {"other.io": {}}})
     assert str(info.value).startswith(f"no credentials for host {REG}:")
+
+
+class TokenAnswer(BearerRegistry):
+    """A token service whose answer is ``body`` (raw JSON text)."""
+
+    def __init__(self, body: str) -> None:
+        super().__init__()
+        self.body = body
+
+    def __call__(self, sent: Sent) -> Answer:
+        if sent.url.startswith("https://auth.example.com/token"):
+            self.token_requests.append(sent)
+            return Answer(200, {"Content-Type": "application/json"}, self.body.encode())
+        return super().__call__(sent)
+
+
+@pytest.mark.parametrize(
+    ("expires_in", "lifetime"),
+    [
+        ("1e308", MAX_TOKEN_LIFETIME),  # cached for the life of the process
+        ("1" + "0" * 400, MAX_TOKEN_LIFETIME),  # OverflowError: int too large to convert
+        ("Infinity", DEFAULT_TOKEN_LIFETIME),  # cached forever
+        ("NaN", DEFAULT_TOKEN_LIFETIME),
+        ("-Infinity", DEFAULT_TOKEN_LIFETIME),
+        ("300", 300.0),
+    ],
+)
+async def test_a_token_lifetime_is_bounded(expires_in: str, lifetime: float) -> None:
+    server = TokenAnswer(f'{{"token": "{BearerRegistry.TOKEN}", "expires_in": {expires_in}}}')
+    client, _ = client_for(server)
+    before = time.monotonic()
+    await client.resolve(f"{REG}/org/os:v1")
+    [(value, expires)] = client.auth._cache.values()
+    assert value == f"Bearer {BearerRegistry.TOKEN}"
+    assert before + lifetime - TOKEN_EXPIRY_MARGIN <= expires <= time.monotonic() + lifetime
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [
+        (None, DEFAULT_TOKEN_LIFETIME),
+        ("300", DEFAULT_TOKEN_LIFETIME),
+        (True, DEFAULT_TOKEN_LIFETIME),
+        (0, DEFAULT_TOKEN_LIFETIME),
+        (-5, DEFAULT_TOKEN_LIFETIME),
+        (float("inf"), DEFAULT_TOKEN_LIFETIME),
+        (float("nan"), DEFAULT_TOKEN_LIFETIME),
+        (10**400, MAX_TOKEN_LIFETIME),
+        (1e308, MAX_TOKEN_LIFETIME),
+        (120, 120.0),
+        (2.5, 2.5),
+    ],
+)
+def test_token_lifetime(value: object, seconds: float) -> None:
+    assert token_lifetime(value) == seconds
+
+
+@pytest.mark.parametrize(
+    ("body", "fragment"),
+    [
+        ('{"token": ' + "[" * 100_000, "nested more than 64 levels deep"),  # RecursionError
+        ('{"token": "t", "n": ' + "1" * 5000 + "}", "a number has too many digits"),
+        ("<html>", "Expecting value at line 1 column 1"),
+    ],
+    ids=["deep-nesting", "huge-integer", "not-json"],
+)
+async def test_an_unusable_token_answer_is_one_readable_error(body: str, fragment: str) -> None:
+    client, _ = client_for(TokenAnswer(body))
+    with pytest.raises(MalformedResponse) as info:
+        await client.resolve(f"{REG}/org/os:v1")
+    assert str(info.value) == (
+        f"token service auth.example.com of registry {REG} sent an unusable answer for "
+        f"pulling {REG}/org/os:v1: {fragment}"
+    )
+
+
+class PlainRealmRegistry:
+    """A registry whose 401 names a plain-HTTP token service ``realm``."""
+
+    def __init__(self, registry: str, realm: str) -> None:
+        self.registry, self.realm = registry, realm
+        self.token_requests: list[Sent] = []
+
+    def __call__(self, sent: Sent) -> Answer:
+        if sent.url.startswith(self.realm):
+            self.token_requests.append(sent)
+            return Answer(200, {}, json.dumps({"token": BearerRegistry.TOKEN}).encode())
+        if sent.headers.get("Authorization") != f"Bearer {BearerRegistry.TOKEN}":
+            challenge = f'Bearer realm="{self.realm}",service="{self.registry}"'
+            return registry_error(401, "UNAUTHORIZED", "no", **{"WWW-Authenticate": challenge})
+        return manifest_answer(b"", digest=MANIFEST_DIGEST)
+
+
+async def test_credentials_never_go_to_a_plain_http_realm_on_another_host() -> None:
+    server = PlainRealmRegistry(REG, "http://token-collector.attacker.net/t")
+    client, session = client_for(server)
+    with pytest.raises(RegistryAuthError) as info:
+        await client.resolve(f"{REG}/org/os:v1", credentials=CREDS)
+    assert str(info.value) == (
+        f"registry {REG} sends pulling {REG}/org/os:v1 to the plain-HTTP token service "
+        "token-collector.attacker.net; the pull secret's credentials are not sent there in "
+        "cleartext (list the registry as insecure if that is intended)"
+    )
+    assert server.token_requests == []
+    assert all("Authorization" not in s.headers for s in session.sent)
+    # without credentials there is nothing to leak: the anonymous token is fetched
+    client, _ = client_for(server)
+    assert (await client.resolve(f"{REG}/org/os:v1")).digest == MANIFEST_DIGEST
+    assert "Authorization" not in server.token_requests[0].headers
+
+
+@pytest.mark.parametrize(
+    ("registry", "realm", "insecure"),
+    [
+        ("127.0.0.1:5000", "http://127.0.0.1:5001/token", []),
+        (f"{REG}:5000", "http://auth.example.com/token", [f"{REG}:5000"]),
+    ],
+    ids=["loopback", "listed-insecure"],
+)
+async def test_credentials_go_to_a_plain_http_realm_where_allowed(
+    registry: str, realm: str, insecure: list[str]
+) -> None:
+    server = PlainRealmRegistry(registry, realm)
+    client, _ = client_for(server, insecure_registries=insecure)
+    await client.resolve(f"{registry}/org/os:v1", credentials=CREDS)
+    [token_request] = server.token_requests
+    assert token_request.headers["Authorization"] == CREDS.basic_authorization()
 
 
 def basic_registry(sent: Sent) -> Answer:

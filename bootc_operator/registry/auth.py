@@ -16,12 +16,15 @@ means. ``pick_challenge`` prefers Bearer (with a realm) over Basic.
 Answers: ``Authenticator.answer`` turns a challenge into an ``Authorization``
 value: Basic from the target's credentials, or a Bearer token from the
 challenge's realm with ``service`` and ``scope=repository:<repo>:<actions>`` (the
-Basic credentials sent to the token service when there are any; a token without
-``expires_in`` is good for 60 s, the distribution token spec). Answers are cached
-per (registry, repository, actions, credentials) until shortly before they
-expire, so later requests go out pre-authorised. ``Authenticator.failure`` is the
-``NoCredentials`` / ``CredentialsRejected`` for a final 401 or 403, its detail
-scrubbed of every token and password (``secrets``).
+Basic credentials sent to the token service when there are any and
+``may_send_credentials`` allows it: never in cleartext to another machine unless
+the registry is listed insecure; a token without ``expires_in`` is good for 60 s,
+the distribution token spec; none is trusted for more than
+``MAX_TOKEN_LIFETIME``). Answers are cached per (registry, repository, actions,
+credentials) until shortly before they expire, so later requests go out
+pre-authorised. ``Authenticator.failure`` is the ``NoCredentials`` /
+``CredentialsRejected`` for a final 401 or 403, its detail scrubbed of every token
+and password (``secrets``).
 
 The HTTP exchange itself is the client's (``RegistryClient``), handed in as
 ``Transport``.
@@ -29,6 +32,8 @@ The HTTP exchange itself is the client's (``RegistryClient``), handed in as
 
 from __future__ import annotations
 
+import ipaddress
+import math
 import re
 import time
 import urllib.parse
@@ -52,6 +57,9 @@ if TYPE_CHECKING:  # the client imports this module
 
 #: Bearer tokens without ``expires_in`` are good for 60 s (distribution token spec).
 DEFAULT_TOKEN_LIFETIME: Final = 60.0
+#: A token is trusted at most this long whatever its ``expires_in`` says (``Infinity``
+#: and ``1e308`` would otherwise cache it for the life of the process).
+MAX_TOKEN_LIFETIME: Final = 3600.0
 #: Re-authenticate this long before a token expires.
 TOKEN_EXPIRY_MARGIN: Final = 10.0
 TOKEN_BODY_LIMIT: Final = 1024 * 1024
@@ -195,6 +203,57 @@ def pick_challenge(challenges: Iterable[Challenge]) -> Challenge | None:
     return None
 
 
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` (and ``*.localhost``) and loopback addresses (no port)."""
+    host = host.strip("[]").lower().rstrip(".")
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _hostname(netloc: str) -> str:
+    return urllib.parse.urlsplit(f"//{netloc}").hostname or ""
+
+
+def may_send_credentials(registry: str, realm_url: str, *, insecure: bool) -> bool:
+    """Whether a registry's Basic credentials may go to the token service ``realm_url``.
+
+    Over https always (the token service is verified unless listed insecure itself).
+    Over plain http only when the admin listed the registry as insecure (its own
+    requests carry the credentials in cleartext anyway), or when the registry and
+    the realm are both on loopback, so cleartext never leaves the machine. A 401
+    naming ``http://token-collector.example.net/`` otherwise gets nothing.
+    """
+    parts = urllib.parse.urlsplit(realm_url)
+    if parts.scheme == "https":
+        return True
+    if parts.scheme != "http":
+        return False
+    if insecure:
+        return True
+    return is_loopback(_hostname(registry)) and is_loopback(parts.hostname or "")
+
+
+def token_lifetime(expires_in: object) -> float:
+    """Seconds a token is trusted, from a token answer's ``expires_in``.
+
+    Absent, not a number, not positive or not finite (``Infinity``, ``NaN``): the
+    spec's default; more than ``MAX_TOKEN_LIFETIME`` (``1e308``, or an integer too
+    big for a float): that maximum. Compared before converting, so no
+    ``OverflowError``.
+    """
+    if isinstance(expires_in, bool) or not isinstance(expires_in, int | float):
+        return DEFAULT_TOKEN_LIFETIME
+    if isinstance(expires_in, float) and not math.isfinite(expires_in):
+        return DEFAULT_TOKEN_LIFETIME
+    if expires_in <= 0:
+        return DEFAULT_TOKEN_LIFETIME
+    return float(min(expires_in, MAX_TOKEN_LIFETIME))
+
+
 class Transport(Protocol):
     """The client's one HTTP exchange (``RegistryClient._http``)."""
 
@@ -313,6 +372,14 @@ class Authenticator:
         url = realm + sep + urllib.parse.urlencode(query)
         headers = {"Accept": "application/json"}
         if target.credentials is not None:
+            insecure = self._is_insecure(target.registry) or self._is_insecure(target.endpoint)
+            if not may_send_credentials(target.registry, realm, insecure=insecure):
+                raise RegistryAuthError(
+                    f"registry {target.registry} sends {what} to the plain-HTTP token service "
+                    f"{parts.netloc}; the pull secret's credentials are not sent there in "
+                    "cleartext (list the registry as insecure if that is intended)",
+                    registry=target.registry,
+                )
             headers["Authorization"] = target.credentials.basic_authorization()
         token_what = f"a token from {parts.netloc} for {what}"
         reply = await self._http(
@@ -339,8 +406,12 @@ class Authenticator:
             )
         try:
             doc = parse_manifest(reply.body)
-        except ValueError:
-            doc = {}
+        except ValueError as exc:
+            raise MalformedResponse(
+                f"token service {parts.netloc} of registry {target.registry} sent an unusable "
+                f"answer for {what}: {one_line(str(exc), 100)}",
+                registry=target.registry,
+            ) from None
         token = doc.get("token") or doc.get("access_token")
         if not isinstance(token, str) or not token:
             raise MalformedResponse(
@@ -348,10 +419,5 @@ class Authenticator:
                 f"for {what}",
                 registry=target.registry,
             )
-        lifetime = doc.get("expires_in")
-        seconds = (
-            float(lifetime)
-            if isinstance(lifetime, int | float) and lifetime > 0
-            else DEFAULT_TOKEN_LIFETIME
-        )
+        seconds = token_lifetime(doc.get("expires_in"))
         return f"Bearer {token}", time.monotonic() + max(seconds - TOKEN_EXPIRY_MARGIN, 1.0)

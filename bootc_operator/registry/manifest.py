@@ -9,9 +9,10 @@ index / manifest list, and the ``Resolved`` value that ``resolve`` returns.
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from typing import Any, Final
+
+from bootc_operator import safejson
 
 OCI_INDEX: Final = "application/vnd.oci.image.index.v1+json"
 OCI_MANIFEST: Final = "application/vnd.oci.image.manifest.v1+json"
@@ -82,8 +83,9 @@ class PlatformManifest:
 
 
 def parse_manifest(body: bytes) -> dict[str, Any]:
-    """The manifest JSON object; ``ValueError`` when ``body`` is not one."""
-    doc = json.loads(body)
+    """The manifest JSON object; ``ValueError`` when ``body`` is not one (``safejson``:
+    also when nested too deep or holding a number too long, which ``json`` lets escape)."""
+    doc = safejson.loads(body)
     if not isinstance(doc, dict):
         raise ValueError("the manifest is not a JSON object")
     return doc
