@@ -729,12 +729,33 @@ async def test_insecure_registry_falls_back_to_http() -> None:
     client, session = client_for(handler, insecure_registries=[f"{REG}:5000"])
     await client.resolve(f"{REG}:5000/os:v1")
     await client.resolve(f"{REG}:5000/os:v2")
-    assert [s.url.split(":", 1)[0] for s in session.sent] == ["https", "http", "http"]
+    # per attempt: https first every time (issue 27: it used to stick to http)
+    assert [s.url.split(":", 1)[0] for s in session.sent] == ["https", "http", "https", "http"]
     assert session.sent[0].ssl is False  # tried without verification
     # not listed: TLS errors stay errors
     client, _ = client_for(handler)
     with pytest.raises(RegistryTLSError):
         await client.resolve(f"{REG}:5000/os:v1")
+
+
+async def test_one_tls_failure_does_not_downgrade_later_requests() -> None:
+    """An insecure-listed registry that speaks TLS, once interrupted (a reset, a proxy):
+    the next requests, credentials included, go over https again."""
+    failures = [aiohttp.ClientConnectorSSLError(KEY, ssl.SSLError(1, "record layer failure"))]
+
+    def handler(sent: Sent) -> Answer | BaseException:
+        if sent.url.startswith("https://") and failures:
+            return failures.pop()
+        return basic_registry(sent)
+
+    client, session = client_for(handler, insecure_registries=[REG])
+    await client.resolve(f"{REG}/os:v1", credentials=CREDS)
+    first = len(session.sent)
+    await client.resolve(f"{REG}/os:v2", credentials=CREDS)
+    await client.resolve(f"{REG}/os:v3", credentials=CREDS)
+    later = session.sent[first:]
+    assert later and all(s.url.startswith("https://") for s in later)
+    assert all(s.headers.get("Authorization") == CREDS.basic_authorization() for s in later)
 
 
 async def test_insecure_registry_speaking_tls_skips_verification() -> None:

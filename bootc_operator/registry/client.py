@@ -30,8 +30,9 @@ and single-component repositories get ``library/``.
 Transport: HTTPS verified against the system CAs plus ``RegistryOptions.ca_file``;
 registries in ``RegistryOptions.insecure_registries`` (``host`` or ``host:port``)
 are tried over HTTPS without verification and, when TLS fails, over plain HTTP
-(what answered is remembered per client). Every request has a connect timeout
-and a total timeout. Failures raise the classes of ``errors.py``.
+(per request: never remembered, so one TLS failure does not downgrade the rest).
+Every request has a connect timeout and a total timeout. Failures raise the
+classes of ``errors.py``.
 
 Nothing here blocks the event loop: the SSL context (which reads CA files) is
 built in a worker thread once per client; DNS goes through aiohttp's threaded
@@ -256,7 +257,6 @@ class RegistryClient:
         self._ssl: ssl.SSLContext | None = None
         self._ssl_lock = asyncio.Lock()
         self.auth = Authenticator(self._http, self.options.is_insecure)
-        self._schemes: dict[str, str] = {}
         self._indexes: OrderedDict[tuple[str, str], tuple[PlatformManifest, ...]] = OrderedDict()
 
     async def __aenter__(self) -> Self:
@@ -385,12 +385,16 @@ class RegistryClient:
         data: bytes | None,
         max_body: int,
     ) -> Reply:
-        """One request to ``target``'s registry, choosing http/https for insecure ones."""
+        """One request to ``target``'s registry: https, and for an insecure one plain http
+        when TLS fails on this very attempt.
+
+        Never remembered: one TLS failure (a proxy hiccup, a forged reset) must not
+        turn every later request of the process, credentials included, to cleartext.
+        """
         insecure = self.options.is_insecure(target.registry) or self.options.is_insecure(
             target.endpoint
         )
         absolute = path.startswith(("http://", "https://"))
-        scheme = self._schemes.get(target.registry, "https") if insecure else "https"
 
         def url_for(scheme: str) -> str:
             if absolute:
@@ -398,9 +402,9 @@ class RegistryClient:
             return f"{scheme}://{target.endpoint}/v2/{target.repository}/{path}"
 
         try:
-            reply = await self._http(
+            return await self._http(
                 method,
-                url_for(scheme),
+                url_for("https"),
                 registry=target.registry,
                 what=what,
                 headers=headers,
@@ -409,23 +413,19 @@ class RegistryClient:
                 verify=not insecure,
             )
         except RegistryTLSError:
-            if not insecure or absolute or target.registry in self._schemes:
+            if not insecure or absolute:
                 raise
-            # Listed as insecure and TLS failed: a plain-HTTP registry.
-            self._schemes[target.registry] = "http"
-            reply = await self._http(
-                method,
-                url_for("http"),
-                registry=target.registry,
-                what=what,
-                headers=headers,
-                data=data,
-                max_body=max_body,
-                verify=False,
-            )
-        if insecure:
-            self._schemes.setdefault(target.registry, scheme)
-        return reply
+        # Listed as insecure and TLS failed: a plain-HTTP registry, for this attempt.
+        return await self._http(
+            method,
+            url_for("http"),
+            registry=target.registry,
+            what=what,
+            headers=headers,
+            data=data,
+            max_body=max_body,
+            verify=False,
+        )
 
     # ------------------------------------------------------------------ requests
 
