@@ -184,7 +184,9 @@ async def test_private_registry_basic_auth_over_tls(private_registry: Registry) 
     with pytest.raises(CredentialsRejected) as rejected:
         await resolve_digest(ref, dockerconfigjson=wrong, options=options)
     message = str(rejected.value)
-    assert message.startswith(f'credentials rejected: registry {reg.host} refused user "')
+    assert message.startswith(
+        f"credentials rejected: registry {reg.host} refused the credentials for "
+    )
     assert "definitely-wrong-password" not in message
     assert base64.b64encode(b"definitely-wrong-password").decode() not in message
 

@@ -365,6 +365,55 @@ async def test_not_found() -> None:
         await client.resolve(f"{REG}/missing:v1")
 
 
+async def test_a_not_found_message_is_scrubbed() -> None:
+    """A 404 whose text quotes what it was sent: the message reaches pool conditions."""
+    token = "ghp_" + "T" * 36  # a registry that takes a token as the user name
+
+    def handler(sent: Sent) -> Answer:
+        if "Authorization" not in sent.headers:
+            return registry_error(401, "UNAUTHORIZED", "no", **{"WWW-Authenticate": "Basic"})
+        if sent.method == "HEAD":
+            return Answer(405)
+        echo = f"no os:nope for {sent.headers['Authorization']} ({token}/{PASSWORD})"
+        return registry_error(404, "MANIFEST_UNKNOWN", echo)
+
+    client, _ = client_for(handler)
+    with pytest.raises(ManifestNotFound) as info:
+        await client.resolve(f"{REG}/os:nope", credentials=Credentials(token, PASSWORD))
+    assert str(info.value) == (
+        f"{REG}/os:nope not found (manifest unknown: no os:nope for Basic <redacted> "
+        "(<redacted>/<redacted>))"
+    )
+
+
+async def test_a_rejected_token_user_name_is_never_shown() -> None:
+    token = "ghp_" + "U" * 36
+    wrong = Credentials(token, "x-oauth-basic")
+    client, _ = client_for(
+        lambda s: registry_error(
+            401, "UNAUTHORIZED", f"bad user {token}", **{"WWW-Authenticate": "Basic"}
+        )
+    )
+    with pytest.raises(CredentialsRejected) as info:
+        await client.resolve(f"{REG}/os:v1", credentials=wrong)
+    assert str(info.value) == (
+        f"credentials rejected: registry {REG} refused the credentials for pulling "
+        f"{REG}/os:v1 (HTTP 401: Unauthorized)"
+    )
+    target = make_target(f"{REG}/os", credentials=wrong)
+    with pytest.raises(CredentialsRejected) as info:
+        await client.request(target, "GET", "manifests/v1", what="pulling")
+    assert str(info.value).endswith("(HTTP 401: unauthorized: bad user <redacted>)")
+
+
+async def test_a_secret_across_the_detail_cut_is_not_shown_in_part() -> None:
+    client, _ = client_for(lambda s: registry_error(503, "UNAVAILABLE", "x" * 180 + PASSWORD))
+    target = make_target(f"{REG}/os", credentials=CREDS)
+    reply = await client.request(target, "GET", "manifests/v1", what="pulling")
+    message = str(client.unexpected(target, reply, "pulling"))
+    assert PASSWORD[:5] not in message and message.endswith("…")
+
+
 @pytest.mark.parametrize(
     ("answer", "fragment"),
     [
@@ -451,7 +500,7 @@ async def test_token_service_rejects_credentials() -> None:
         await client.resolve(f"{REG}/org/os:v1", credentials=Credentials("alice", "wrong-pw-xyz"))
     message = str(info.value)
     assert message.startswith("credentials rejected:")
-    assert '"alice"' in message and "auth.example.com" in message
+    assert "alice" not in message and "auth.example.com" in message
     assert "wrong-pw-xyz" not in message
 
 
@@ -628,7 +677,7 @@ async def test_basic_auth_rejected_message_has_no_secret() -> None:
     with pytest.raises(CredentialsRejected) as info:
         await client.resolve(f"{REG}/os:v1", credentials=wrong)
     assert str(info.value) == (
-        f'credentials rejected: registry {REG} refused user "alice" for pulling {REG}/os:v1 '
+        f"credentials rejected: registry {REG} refused the credentials for pulling {REG}/os:v1 "
         "(HTTP 401: Unauthorized)"
     )
     # a GET's error body echoing the credentials back is redacted
@@ -638,7 +687,7 @@ async def test_basic_auth_rejected_message_has_no_secret() -> None:
     message = str(info.value)
     assert "not-the-password" not in message
     assert wrong.basic_authorization().split()[1] not in message
-    assert "<redacted>" in message and '"alice"' in message
+    assert "<redacted>" in message and "alice" not in message
 
 
 async def test_forbidden() -> None:

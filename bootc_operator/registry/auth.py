@@ -314,16 +314,17 @@ class Authenticator:
 
     def failure(self, target: Target, what: str, detail: str, *, status: int) -> RegistryAuthError:
         """The error for a final 401/403: no credentials, or credentials rejected."""
-        detail = scrub(one_line(detail), self.secrets(target))
+        detail = one_line(scrub(detail, self.secrets(target)))
         if target.credentials is None:
             return NoCredentials(
                 f"no credentials for host {target.registry}: the registry requires "
                 f"authentication for {what} (HTTP {status}: {detail})",
                 registry=target.registry,
             )
+        # No user name: for some registries it is itself a token (secrets() has it).
         return CredentialsRejected(
-            f"credentials rejected: registry {target.registry} refused user "
-            f'"{target.credentials.username}" for {what} (HTTP {status}: {detail})',
+            f"credentials rejected: registry {target.registry} refused the credentials "
+            f"for {what} (HTTP {status}: {detail})",
             registry=target.registry,
         )
 

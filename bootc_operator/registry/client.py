@@ -487,7 +487,7 @@ class RegistryClient:
 
     def unexpected(self, target: Target, reply: Reply, what: str) -> RegistryError:
         """The exception for a status the caller cannot use."""
-        detail = scrub(_status_detail(reply), self.auth.secrets(target))
+        detail = one_line(scrub(_status_detail(reply), self.auth.secrets(target)))
         if reply.status == 429:
             message = f"registry {target.registry} is rate limiting requests ({what}): {detail}"
         else:
@@ -495,6 +495,18 @@ class RegistryClient:
                 f"registry {target.registry} answered HTTP {reply.status} for {what}: {detail}"
             )
         return RegistryHTTPError(message, registry=target.registry, status=reply.status)
+
+    def _not_found(self, target: Target, shown: str, reply: Reply) -> ManifestNotFound:
+        """The exception for a 404, the registry's own words scrubbed of every secret."""
+        code, message = reply.registry_error()
+        if code == "NAME_UNKNOWN":
+            detail = "repository name not known to registry"
+        else:
+            detail = "manifest unknown"
+        if message and message.lower() not in detail:
+            message = scrub(message, self.auth.secrets(target))
+            detail = f"{detail}: {one_line(message, 120)}"
+        return ManifestNotFound(f"{shown} not found ({detail})", registry=target.registry)
 
     # ------------------------------------------------------------------ resolve
 
@@ -525,7 +537,7 @@ class RegistryClient:
         doc: dict[str, Any] | None = None
         head = await self.request(target, "HEAD", path, what=what, headers=accept)
         if head.status == 404:
-            raise _not_found(target, shown, head)
+            raise self._not_found(target, shown, head)
         if head.status == 200:
             header_digest = head.headers.get("Docker-Content-Digest", "")
             header_type = media_type_of(head.headers.get("Content-Type"))
@@ -534,7 +546,7 @@ class RegistryClient:
         if digest is None or media_type is None:
             get = await self.request(target, "GET", path, what=what, headers=accept)
             if get.status == 404:
-                raise _not_found(target, shown, get)
+                raise self._not_found(target, shown, get)
             if get.status != 200:
                 raise self.unexpected(target, get, what)
             digest, media_type, doc = _check_manifest(
@@ -577,7 +589,7 @@ class RegistryClient:
             target, "GET", f"manifests/{digest}", what=what, headers={"Accept": MANIFEST_ACCEPT}
         )
         if reply.status == 404:
-            raise _not_found(target, f"{target.display}@{digest}", reply)
+            raise self._not_found(target, f"{target.display}@{digest}", reply)
         if reply.status != 200:
             raise self.unexpected(target, reply, what)
         got, media_type, doc = _check_manifest(
@@ -609,21 +621,12 @@ async def _read_limited(resp: aiohttp.ClientResponse, limit: int) -> bytes | Non
 
 
 def _status_detail(reply: Reply) -> str:
+    """The registry's words for a status, whole: callers scrub them, then cut them short
+    (cut first, a secret across the cut would be shown in part)."""
     code, message = reply.registry_error()
     if code and message:
-        return one_line(f"{code.lower()}: {message}")
-    return one_line(message or code or reply.reason or f"HTTP {reply.status}")
-
-
-def _not_found(target: Target, shown: str, reply: Reply) -> ManifestNotFound:
-    code, message = reply.registry_error()
-    if code == "NAME_UNKNOWN":
-        detail = "repository name not known to registry"
-    else:
-        detail = "manifest unknown"
-    if message and message.lower() not in detail:
-        detail = f"{detail}: {one_line(message, 120)}"
-    return ManifestNotFound(f"{shown} not found ({detail})", registry=target.registry)
+        return f"{code.lower()}: {message}"
+    return message or code or reply.reason or f"HTTP {reply.status}"
 
 
 def _check_manifest(

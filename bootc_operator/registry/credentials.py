@@ -67,8 +67,9 @@ class Credentials:
         return hashlib.sha256(f"{self.username}\0{self.password}".encode()).hexdigest()[:16]
 
     def secrets(self) -> tuple[str, ...]:
-        """Strings that must never appear in a message."""
-        return (self.password, self.basic_authorization().split(" ", 1)[1])
+        """Strings that must never appear in a message (the user name too: some
+        registries take a token there, with an empty or fixed password)."""
+        return (self.password, self.username, self.basic_authorization().split(" ", 1)[1])
 
 
 def normalize_registry(host: str) -> str:
