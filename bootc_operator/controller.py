@@ -152,7 +152,7 @@ class Controller:
         self.registry = RegistryClient(registry)
         self.tags = TagReconciler(
             self.ctx,
-            self._resolve_tag,
+            self.registry.digest,
             interval=tag_resolution_interval,
             secret_state=self.secret_state,
             on_target_changed=lambda pool: self.notify(pool, source="tags"),
@@ -208,10 +208,6 @@ class Controller:
             self.queues["membership"].add(pool)
         self.queues["rollout"].add(pool)
         self.queues["status"].add_after(pool, STATUS_COALESCE)
-
-    async def _resolve_tag(self, ref: str, dockerconfigjson: bytes | None) -> str:
-        resolved = await self.registry.resolve(ref, dockerconfigjson=dockerconfigjson)
-        return resolved.digest
 
     def secret_state(self, pool: Obj) -> SecretState | None:
         ref = ref_of(pool)

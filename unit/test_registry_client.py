@@ -20,9 +20,11 @@ from typing import Any, cast
 import aiohttp
 import pytest
 from aiohttp.client_reqrep import ConnectionKey
+from kubernetes_asyncio.client import ApiClient
 from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
+from bootc_operator.controller import Controller
 from bootc_operator.registry import (
     DOCKER_MANIFEST,
     OCI_INDEX,
@@ -335,6 +337,71 @@ async def test_index_entries_fetched_by_digest_once() -> None:
     assert [s.method for s in session.sent] == ["HEAD", "GET", "HEAD"]
     no_index = await client.resolve(f"{REG}/multi:latest", fetch_index=False)
     assert no_index.manifests == ()
+
+
+def index_body(n: int) -> bytes:
+    """A distinct index (its annotation differs) with the two platform entries of INDEX."""
+    doc = json.loads(INDEX)
+    doc["annotations"] = {"n": str(n)}
+    return json.dumps(doc).encode()
+
+
+class IndexRegistry:
+    """Tags ``i0``, ``i1``, ... point at distinct indexes; the HEAD gives the digest."""
+
+    def __init__(self, count: int) -> None:
+        self.bodies = [index_body(n) for n in range(count)]
+        self.by_digest = {compute_digest(b): b for b in self.bodies}
+
+    def __call__(self, sent: Sent) -> Answer:
+        reference = sent.url.rsplit("/", 1)[1]
+        body = self.by_digest.get(reference) or self.bodies[int(reference[1:])]
+        if sent.method == "HEAD":
+            return manifest_answer(b"", OCI_INDEX, digest=compute_digest(body))
+        return manifest_answer(body, OCI_INDEX)
+
+
+async def test_the_controller_resolves_a_multi_arch_tag_with_one_head() -> None:
+    """Tag resolution uses only the digest: the index is neither fetched nor cached."""
+    controller = Controller(cast(ApiClient, None), identity="unit")
+    session = FakeSession(IndexRegistry(1))
+    controller.registry._session = cast(aiohttp.ClientSession, session)
+    controller.registry._own_session = False
+    digest = await controller.tags._resolve(f"{REG}/multi:i0", None)
+    assert digest == compute_digest(index_body(0))
+    assert [s.method for s in session.sent] == ["HEAD"]
+    assert controller.registry.index_cache_bytes == 0
+
+
+async def test_digest_without_a_head_digest_keeps_nothing() -> None:
+    def handler(sent: Sent) -> Answer:
+        return Answer(405) if sent.method == "HEAD" else manifest_answer(INDEX, OCI_INDEX, "")
+
+    client, session = client_for(handler)
+    assert await client.digest(f"{REG}/multi:latest") == INDEX_DIGEST
+    assert [s.method for s in session.sent] == ["HEAD", "GET"]
+    assert client.index_cache_bytes == 0
+
+
+async def test_the_index_cache_is_bounded_by_bytes() -> None:
+    server = IndexRegistry(4)
+    size = len(server.bodies[0])
+    client, session = client_for(server, index_cache_bytes=2 * size + size // 2)
+    for n in range(3):
+        resolved = await client.resolve(f"{REG}/multi:i{n}")
+        assert [m.digest for m in resolved.manifests] == [AMD64, ARM64]
+    assert client.index_cache_bytes == 2 * size  # i0 was dropped for i2
+    sent = len(session.sent)
+    await client.resolve(f"{REG}/multi:i2")  # cached: the HEAD only
+    assert [s.method for s in session.sent[sent:]] == ["HEAD"]
+    sent = len(session.sent)
+    await client.resolve(f"{REG}/multi:i0")  # dropped: fetched again
+    assert [s.method for s in session.sent[sent:]] == ["HEAD", "GET"]
+    assert client.index_cache_bytes == 2 * size
+    # an index bigger than the whole cache is used, not kept
+    client, _ = client_for(server, index_cache_bytes=size - 1)
+    assert len((await client.resolve(f"{REG}/multi:i3")).manifests) == 2
+    assert client.index_cache_bytes == 0
 
 
 async def test_malformed_index_entries() -> None:

@@ -16,7 +16,9 @@ manifest digest.
    header the body's sha256 is the digest).
 3. For an index (multi-arch), its per-platform entries are read too (from the GET
    body, else one ``GET`` by digest, cached per client since digests are
-   immutable), so callers can map the index digest to per-architecture digests.
+   immutable, the cache bounded by bytes), so callers can map the index digest to
+   per-architecture digests. ``digest(ref)`` (the controller's tag resolution,
+   which needs the digest only) skips this step.
 
 A digest reference is checked the same way and must come back with that digest.
 
@@ -95,7 +97,10 @@ from bootc_operator.registry.manifest import (
 
 DEFAULT_USER_AGENT: Final = f"bootc-operator/{__version__}"
 ERROR_BODY_LIMIT: Final = 64 * 1024
-_INDEX_CACHE_SIZE: Final = 128
+#: Index entries cached, counted in the indexes' JSON bytes: a parsed index keeps
+#: about 2.6 times its JSON (a 4 MiB one: 10.5 MiB), so this is about 21 MiB. It was
+#: 128 indexes whatever their size: 1.3 GiB of 4 MiB ones against a 512 MiB limit.
+INDEX_CACHE_BYTES: Final = 8 * 1024 * 1024
 
 DockerConfigInput = bytes | str | Mapping[str, Any] | DockerConfig | None
 
@@ -111,7 +116,8 @@ class RegistryOptions:
     certificate verification, over plain HTTP when they do not speak TLS (a bare
     ``host`` covers every port); ``trust_env``: honour ``HTTPS_PROXY``/``NO_PROXY``
     (off by default: aiohttp then also reads ``~/.netrc``, whose credentials would be
-    sent to registries and clash with the client's own ``Authorization``).
+    sent to registries and clash with the client's own ``Authorization``);
+    ``index_cache_bytes``: the bound of the index-entry cache (``INDEX_CACHE_BYTES``).
     """
 
     timeout: float = 30.0
@@ -120,6 +126,7 @@ class RegistryOptions:
     insecure_registries: Collection[str] = frozenset()
     user_agent: str = DEFAULT_USER_AGENT
     trust_env: bool = False
+    index_cache_bytes: int = INDEX_CACHE_BYTES
 
     def __post_init__(self) -> None:
         normal = frozenset(_normalize_host(h) for h in self.insecure_registries if h.strip())
@@ -257,7 +264,10 @@ class RegistryClient:
         self._ssl: ssl.SSLContext | None = None
         self._ssl_lock = asyncio.Lock()
         self.auth = Authenticator(self._http, self.options.is_insecure)
-        self._indexes: OrderedDict[tuple[str, str], tuple[PlatformManifest, ...]] = OrderedDict()
+        #: (repository, digest) -> (entries, charge); LRU order, bounded by bytes
+        self._indexes: OrderedDict[tuple[str, str], tuple[tuple[PlatformManifest, ...], int]]
+        self._indexes = OrderedDict()
+        self._index_bytes = 0
 
     async def __aenter__(self) -> Self:
         return self
@@ -510,6 +520,13 @@ class RegistryClient:
 
     # ------------------------------------------------------------------ resolve
 
+    async def digest(self, ref: str, dockerconfigjson: DockerConfigInput = None) -> str:
+        """The manifest digest ``ref`` points at, and nothing else (the controller's tag
+        resolution): one HEAD when it gives the digest, never an index's entries, so
+        nothing is fetched or cached beyond the digest."""
+        resolved = await self.resolve(ref, dockerconfigjson=dockerconfigjson, fetch_index=False)
+        return resolved.digest
+
     async def resolve(
         self,
         ref: str,
@@ -535,6 +552,7 @@ class RegistryClient:
         digest: str | None = None
         media_type: str | None = None
         doc: dict[str, Any] | None = None
+        body_size = 0
         head = await self.request(target, "HEAD", path, what=what, headers=accept)
         if head.status == 404:
             raise self._not_found(target, shown, head)
@@ -552,6 +570,9 @@ class RegistryClient:
             digest, media_type, doc = _check_manifest(
                 target, get, what, algorithm=(image.digest or "sha256").split(":", 1)[0]
             )
+            body_size = len(get.body)
+            if not fetch_index:
+                doc = None  # only the digest is wanted: keep nothing of the body
         if image.digest and digest != image.digest:
             raise MalformedResponse(
                 f"registry {target.registry} returned manifest {digest} for {shown}",
@@ -561,7 +582,7 @@ class RegistryClient:
         if fetch_index and media_type in INDEX_MEDIA_TYPES:
             if doc is not None:
                 manifests = _entries(target, doc, what)
-                self._remember_index(target, digest, manifests)
+                self._remember_index(target, digest, manifests, body_size)
             else:
                 manifests = await self._index(target, digest, what)
         return Resolved(
@@ -573,18 +594,32 @@ class RegistryClient:
         )
 
     def _remember_index(
-        self, target: Target, digest: str, manifests: tuple[PlatformManifest, ...]
+        self, target: Target, digest: str, manifests: tuple[PlatformManifest, ...], size: int
     ) -> None:
+        """Cache an index's entries, charged ``size`` (its JSON bytes), least recently
+        used first out once the charges pass ``RegistryOptions.index_cache_bytes``."""
         key = (target.display, digest)
-        self._indexes[key] = manifests
-        self._indexes.move_to_end(key)
-        while len(self._indexes) > _INDEX_CACHE_SIZE:
-            self._indexes.popitem(last=False)
+        old = self._indexes.pop(key, None)
+        if old is not None:
+            self._index_bytes -= old[1]
+        if size > self.options.index_cache_bytes:
+            return  # bigger than the whole cache: not kept
+        self._indexes[key] = (manifests, size)
+        self._index_bytes += size
+        while self._index_bytes > self.options.index_cache_bytes:
+            _, (_, dropped) = self._indexes.popitem(last=False)
+            self._index_bytes -= dropped
+
+    @property
+    def index_cache_bytes(self) -> int:
+        """What the cached indexes are charged (their JSON bytes), for tests and metrics."""
+        return self._index_bytes
 
     async def _index(self, target: Target, digest: str, what: str) -> tuple[PlatformManifest, ...]:
         cached = self._indexes.get((target.display, digest))
         if cached is not None:
-            return cached
+            self._indexes.move_to_end((target.display, digest))
+            return cached[0]
         reply = await self.request(
             target, "GET", f"manifests/{digest}", what=what, headers={"Accept": MANIFEST_ACCEPT}
         )
@@ -602,7 +637,7 @@ class RegistryClient:
                 registry=target.registry,
             )
         manifests = _entries(target, doc, what)
-        self._remember_index(target, digest, manifests)
+        self._remember_index(target, digest, manifests, len(reply.body))
         return manifests
 
 
