@@ -6,7 +6,9 @@ BootcNodes, Nodes) → probe and metrics server → caches synced (``/readyz``
 turns ready) → leader election (if enabled) → as leader only: the Event
 recorder and N workers on each of the five rate-limited queues (membership,
 rollout, status, tags, alerts), all keyed by pool name, plus one worker that starts
-and stops the watches of the pull Secrets pools reference.
+and stops the watches of the pull Secrets pools reference, and one (keyed by
+Node name) that strips the daemon's placement label from Nodes without a
+BootcNode (``placement``).
 A standby keeps warm caches and does no writes. The workers start only once
 ``acquire()`` has returned cleanly. Losing the lease (a renewal that failed
 in any way for the renew deadline, or a renew task that died) stops writing at
@@ -58,6 +60,8 @@ from bootc_operator.reconcilers.drain import DrainManager
 from bootc_operator.reconcilers.healthpods import HealthPods
 from bootc_operator.reconcilers.membership import MembershipReconciler
 from bootc_operator.reconcilers.ownership import POOL_INDEX, index_by_pool, pool_of
+from bootc_operator.reconcilers.placement import PlacementReconciler
+from bootc_operator.reconcilers.placement_plan import wants_look
 from bootc_operator.reconcilers.pullsecrets import SecretState, SecretWatcher, ref_of
 from bootc_operator.reconcilers.rollout import RolloutReconciler
 from bootc_operator.reconcilers.status import StatusReconciler
@@ -126,6 +130,8 @@ class Controller:
         )
         self.queues = {name: RateLimitingQueue[str](name, clock=clock) for name in POOL_QUEUES}
         self.secret_watch_queue = RateLimitingQueue[str]("pullsecrets", clock=clock)
+        # Keyed by Node name: Nodes labelled for the daemon without a BootcNode.
+        self.placement_queue = RateLimitingQueue[str]("placement", clock=clock)
         # A drain runs in its own task, started by rollout; when it finishes (or is
         # blocked) rollout must look again, and status reports it.
         self.drains = DrainManager(
@@ -137,6 +143,7 @@ class Controller:
             self.ctx, on_change=lambda _node, pool: self.member_changed(pool, membership=False)
         )
         self.secrets = SecretWatcher(self.watch_api, on_change=self._secret_changed)
+        self.placement = PlacementReconciler(self.ctx)
         self.membership = MembershipReconciler(
             self.ctx,
             cancel_drain=self.drains.cancel,
@@ -256,6 +263,7 @@ class Controller:
             bn = unwrap(obj)
             self.member_changed(pool_of(bn), membership=True)
             node = self.nodes.get(bn["metadata"]["name"])
+            self._check_placement(node)
             if node is not None:
                 for pool in pools_selecting(self.pools.list(), node["metadata"].get("labels")):
                     self.member_changed(pool, membership=True)
@@ -263,6 +271,10 @@ class Controller:
         self.bootc_nodes.add_event_handler(
             EventHandler(on_add=bn_added, on_update=bn_updated, on_delete=bn_deleted)
         )
+
+        def node_added(obj: Any) -> None:
+            self._check_placement(unwrap(obj))
+            node_pools(obj)
 
         def node_pools(*nodes: Any, membership: bool = True) -> None:
             labels = [unwrap(n)["metadata"].get("labels") for n in nodes]
@@ -275,11 +287,20 @@ class Controller:
 
         def node_updated(old: Any, new: Any) -> None:
             if node_changed(old, new):
+                self._check_placement(new)
                 node_pools(old, new, membership=node_membership_changed(old, new))
 
         self.nodes.add_event_handler(
-            EventHandler(on_add=node_pools, on_update=node_updated, on_delete=node_pools)
+            EventHandler(on_add=node_added, on_update=node_updated, on_delete=node_pools)
         )
+
+    def _check_placement(self, node: Any) -> None:
+        """A Node labelled for the daemon but without a BootcNode: placement strips it."""
+        if node is None:
+            return
+        name = node["metadata"]["name"]
+        if wants_look(node, self.bootc_nodes.get(name) is not None):
+            self.placement_queue.add(name)
 
     # ---------------------------------------------------------------- running
 
@@ -309,6 +330,16 @@ class Controller:
                 )
             tg.create_task(
                 run_workers(
+                    self.placement_queue,
+                    self.placement.reconcile,
+                    1,
+                    controller="placement",
+                    log=log,
+                ),
+                name="placement-workers",
+            )
+            tg.create_task(
+                run_workers(
                     self.secret_watch_queue,
                     self.reconcile_secret_watches,
                     1,
@@ -319,7 +350,7 @@ class Controller:
             )
 
     def _queues(self) -> list[RateLimitingQueue[str]]:
-        return [*self.queues.values(), self.secret_watch_queue]
+        return [*self.queues.values(), self.secret_watch_queue, self.placement_queue]
 
     async def stop_writing(self, work: asyncio.Task[None]) -> None:
         """Leadership is gone: cancel every drain and every reconcile now, no grace.

@@ -14,11 +14,19 @@ no CRDs, no kube-controller-manager.
 - The ValidatingAdmissionPolicy: with a TokenRequest token bound to a Pod on
   node A, the daemon's ServiceAccount may patch BootcNode A's status, not B's;
   a token without a node name may patch none.
+- Placement, with a node's own credentials (client certificate
+  ``system:node:<name>``, group ``system:nodes``; the apiserver runs the Node
+  authorizer and NodeRestriction): the node may set the old label
+  ``bootc.dev/managed`` on itself, which no longer places the daemon, and is
+  refused the DaemonSet's label; it gets no daemon token, no mirror Pod running
+  as the daemon and no pull secret. The controller, with its own
+  ServiceAccount's rights, strips the label from a Node without a BootcNode.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import copy
 import json
 import ssl
@@ -33,12 +41,20 @@ import yaml
 from kubernetes_asyncio.client import ApiClient
 
 from bootc_operator.api import constants as c
-from bootc_operator.kube import BOOTC_NODES, ApiError
+from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, ApiError
 from bootc_operator.kube.resources import Resource
-from bootc_operator.kube.rest import create_object, list_objects, patch_object, request_json
-from e2e.helpers import unique_name
+from bootc_operator.kube.rest import (
+    create_object,
+    get_object,
+    list_objects,
+    patch_object,
+    request_json,
+)
+from e2e.controllerenv import running_controller
+from e2e.helpers import image, unique_name, wait_for
 from hack.installgen import INSTALL_YAML, render
-from hack.testenv import ControlPlane, api_client
+from hack.testenv import ControlPlane, api_client, certs
+from hack.testenv.pools import pool_body
 
 NS = "bootc-operator"
 CONTROLLER = "bootc-operator-controller"
@@ -51,6 +67,7 @@ NAMESPACES = Resource("", "v1", "namespaces", namespaced=False, kind="Namespace"
 NODES_R = Resource("", "v1", "nodes", namespaced=False, kind="Node")
 PODS_R = Resource("", "v1", "pods", namespaced=True, kind="Pod")
 SAS = Resource("", "v1", "serviceaccounts", namespaced=True, kind="ServiceAccount")
+SECRETS_R = Resource("", "v1", "secrets", namespaced=True, kind="Secret")
 
 Obj = dict[str, Any]
 
@@ -586,3 +603,142 @@ def test_admission_policy_is_active(cluster: Cluster) -> None:
     status = json.loads(out).get("status", {})
     # The apiserver type-checks the CEL expressions; no warnings means they are sound.
     assert not status.get("typeChecking", {}).get("expressionWarnings"), status
+
+
+# ------------------------------------------------------------------ a node's own credentials
+
+
+def node_kubeconfig(cluster: Cluster, node: str) -> Path:
+    """A kubeconfig with the credentials a kubelet has: a client certificate for
+    ``system:node:<node>`` in group ``system:nodes``, signed by the cluster's CA."""
+    pair = certs.issue_client(cluster.cp.pki, f"system:node:{node}", ("system:nodes",))
+    doc = yaml.safe_load(cluster.cp.kubeconfig.read_text())
+    doc["users"] = [
+        {
+            "name": "node",
+            "user": {
+                "client-certificate-data": base64.b64encode(pair.cert.read_bytes()).decode(),
+                "client-key-data": base64.b64encode(pair.key.read_bytes()).decode(),
+            },
+        }
+    ]
+    doc["contexts"][0]["context"]["user"] = "node"
+    path = cluster.cp.state_dir / f"node-{node}.kubeconfig"
+    path.write_text(yaml.safe_dump(doc))
+    path.chmod(0o600)
+    return path
+
+
+def _label_patch(key: str) -> Obj:
+    return {"metadata": {"labels": {key: ""}}}
+
+
+def _daemonset_places_on(labels: dict[str, str]) -> bool:
+    selector = workload("DaemonSet")["spec"]["template"]["spec"]["nodeSelector"]
+    return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
+
+
+async def test_a_node_cannot_label_itself_into_getting_the_daemons_token(
+    cluster: Cluster, admin: ApiClient
+) -> None:
+    """Issue 27 §2: a compromised kubelet labels its own Node, hoping for a daemon Pod
+    (and with it the daemon's token, which may read the pull secrets)."""
+    node = unique_name("rogue")
+    secret = unique_name("pull")
+    await create_object(
+        admin, NODES_R, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}}
+    )
+    cluster.cp.kubectl(
+        "-n", NS, "create", "secret", "generic", secret, "--from-literal=.dockerconfigjson={}"
+    )
+    client = await api_client(node_kubeconfig(cluster, node))
+    async with client:
+        # The label the DaemonSet used to select on: a kubelet may set it, and it
+        # now places nothing.
+        labelled = await patch_object(client, NODES_R, node, _label_patch(c.LEGACY_MANAGED_LABEL))
+        assert c.LEGACY_MANAGED_LABEL in labelled["metadata"]["labels"]
+        assert not _daemonset_places_on(labelled["metadata"]["labels"])
+        # The label it selects on now: NodeRestriction refuses it to the kubelet.
+        with pytest.raises(ApiError) as refused:
+            await patch_object(client, NODES_R, node, _label_patch(c.MANAGED_LABEL))
+        assert refused.value.status == 403, refused.value
+        assert "is not allowed to modify labels" in str(refused.value), refused.value
+        assert c.MANAGED_LABEL in str(refused.value), refused.value
+        now = await get_object(admin, NODES_R, node)
+        assert c.MANAGED_LABEL not in now["metadata"]["labels"]
+        assert not _daemonset_places_on(now["metadata"]["labels"])
+        # Nor can the node get the daemon's identity another way: no token for a
+        # ServiceAccount without a Pod of it bound to the node, no mirror Pod that
+        # runs as it, and no pull secret read by its own identity.
+        with pytest.raises(ApiError) as token:
+            await request_json(
+                client,
+                "POST",
+                f"/api/v1/namespaces/{NS}/serviceaccounts/{DAEMON}/token",
+                body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
+            )
+        assert token.value.status == 403, token.value
+        mirror = _pod_from("DaemonSet", NS, unique_name("mirror"), node=node)
+        mirror["metadata"]["annotations"] = {"kubernetes.io/config.mirror": "x"}
+        mirror["metadata"]["ownerReferences"] = [
+            {"apiVersion": "v1", "kind": "Node", "name": node, "uid": now["metadata"]["uid"]}
+        ]
+        with pytest.raises(ApiError) as pod:
+            await create_object(client, PODS_R, mirror, NS)
+        assert pod.value.status == 403, pod.value
+        with pytest.raises(ApiError) as read:
+            await get_object(client, SECRETS_R, secret, NS)
+        assert read.value.status == 403, read.value
+
+
+async def test_the_controller_strips_the_placement_label_from_nodes_without_a_bootcnode(
+    cluster: Cluster, admin: ApiClient
+) -> None:
+    """Whoever else labels a Node for the daemon (an admin, a tool with Node patch
+    rights), the controller (with its own ServiceAccount's rights) takes the label
+    away unless the Node has a BootcNode; a pool's member keeps it."""
+    rogue, member = unique_name("stray"), unique_name("member")
+    group = unique_name("grp")
+    for name, initial in (
+        (rogue, {c.MANAGED_LABEL: "", c.LEGACY_MANAGED_LABEL: ""}),
+        (member, {"group": group, c.LEGACY_MANAGED_LABEL: ""}),
+    ):
+        await create_object(
+            admin,
+            NODES_R,
+            {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": initial}},
+        )
+    token = await request_json(
+        admin,
+        "POST",
+        f"/api/v1/namespaces/{NS}/serviceaccounts/{CONTROLLER}/token",
+        body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
+    )
+    ctl_api = await api_client(cluster.token_kubeconfig(token["status"]["token"], "controller"))
+
+    async def labels(name: str) -> dict[str, str]:
+        node = await get_object(admin, NODES_R, name)
+        return dict(node["metadata"].get("labels") or {})
+
+    async def placed() -> bool:
+        r, m = await labels(rogue), await labels(member)
+        return (
+            c.MANAGED_LABEL not in r
+            and c.LEGACY_MANAGED_LABEL not in r
+            and m.get(c.MANAGED_LABEL) == ""
+            and c.LEGACY_MANAGED_LABEL not in m
+        )
+
+    async with ctl_api, running_controller(ctl_api):
+        await create_object(admin, BOOTC_NODE_POOLS, pool_body(group, {"group": group}, image(1)))
+        await wait_for(placed, 60, "the stray node unlabelled and the member labelled")
+        assert _daemonset_places_on(await labels(member))
+        # Labelled again: stripped again, and the member keeps its label throughout.
+        await patch_object(admin, NODES_R, rogue, _label_patch(c.MANAGED_LABEL))
+
+        async def stripped_again() -> bool:
+            return c.MANAGED_LABEL not in await labels(rogue)
+
+        await wait_for(stripped_again, 60, "the stray node unlabelled again")
+        assert (await labels(member)).get(c.MANAGED_LABEL) == ""
+        await get_object(admin, BOOTC_NODES, member)

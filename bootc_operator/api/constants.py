@@ -14,8 +14,16 @@ POOL_PLURAL: Final = "bootcnodepools"
 NODE_KIND: Final = "BootcNode"
 NODE_PLURAL: Final = "bootcnodes"
 
-# Node label marking a node as managed (the daemon DaemonSet selects on it).
-MANAGED_LABEL: Final = "bootc.dev/managed"
+# Node label marking a node as managed: the daemon DaemonSet selects on it. Under
+# the node-restriction.kubernetes.io domain, which the NodeRestriction admission
+# plugin forbids a kubelet to set on its own Node: a compromised node cannot
+# label itself into receiving a daemon Pod, and with it the daemon's token. The
+# controller sets it on members only and strips it from any Node without a
+# BootcNode (``placement``).
+MANAGED_LABEL: Final = "bootc.dev.node-restriction.kubernetes.io/managed"
+# What MANAGED_LABEL was before: any kubelet may set it, so nothing selects on it
+# any more; the controller removes it where it writes MANAGED_LABEL (upgrades).
+LEGACY_MANAGED_LABEL: Final = "bootc.dev/managed"
 # BootcNode label naming its pool, so `kubectl get bn -l bootc.dev/pool=NAME` works.
 POOL_LABEL: Final = "bootc.dev/pool"
 # BootcNode label: the first 12 hex digits of spec.desiredImage's digest, written with

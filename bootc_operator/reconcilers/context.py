@@ -43,6 +43,7 @@ from bootc_operator.kube import (
 from bootc_operator.kube.rest import request_json
 from bootc_operator.reconcilers.nodestate import NodeView, ViewCache
 from bootc_operator.reconcilers.ownership import POOL_INDEX, pool_of
+from bootc_operator.reconcilers.placement_plan import managed_label_patch
 from bootc_operator.reconcilers.poolspec import PoolSpecCheck, check_pool
 from bootc_operator.runtime.events import EventRecorder, ObjectRef
 
@@ -266,12 +267,13 @@ class Context:
             return True
         return await self.patch_node(name, {"spec": {"unschedulable": value or None}}) is not None
 
-    async def set_managed_label(self, name: str, managed: bool) -> None:
+    async def set_managed_label(self, name: str, managed: bool) -> bool:
+        """Label a member for the daemon (or unlabel it); True when it wrote."""
         node = self.node(name)
         if node is None:
-            return
-        has = c.MANAGED_LABEL in (node["metadata"].get("labels") or {})
-        if has == managed:
-            return
-        value = "" if managed else None
-        await self.patch_node(name, {"metadata": {"labels": {c.MANAGED_LABEL: value}}})
+            return False
+        labels = managed_label_patch(node["metadata"].get("labels") or {}, managed)
+        if not labels:
+            return False
+        await self.patch_node(name, {"metadata": {"labels": labels}})
+        return True

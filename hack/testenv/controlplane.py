@@ -608,6 +608,9 @@ class ControlPlane(Component):
             f"--service-account-signing-key-file={pki.sa_key}",
             f"--api-audiences={SA_ISSUER}",
             "--authorization-mode=Node,RBAC",
+            # As every real cluster: a kubelet may change only its own Node and Pods,
+            # and no node-restriction.kubernetes.io label (the daemon's placement).
+            "--enable-admission-plugins=NodeRestriction",
             f"--service-cluster-ip-range={certs.SERVICE_CLUSTER_IP_RANGE}",
             "--allow-privileged=true",
             # Front-proxy trust like a real cluster (also quiets delegated authn in KCM).
