@@ -279,7 +279,20 @@ async def test_get_digest_mismatch_is_malformed() -> None:
 @pytest.mark.parametrize(
     ("answer", "fragment"),
     [
-        (Answer(200, {"Content-Type": "text/html"}, b"<html>login</html>"), "not a JSON object"),
+        (
+            Answer(200, {"Content-Type": "text/html"}, b"<html>login</html>"),
+            "the manifest is not usable JSON (Expecting value at line 1 column 1)",
+        ),
+        (Answer(200, {"Content-Type": OCI_INDEX}, b"[]"), "the manifest is not a JSON object"),
+        # issue 27: json's RecursionError / int-digits ValueError escaped resolve()
+        (
+            Answer(200, {"Content-Type": OCI_INDEX}, b'{"manifests": ' + b"[" * 100_000),
+            "the manifest is not usable JSON (nested more than 64 levels deep)",
+        ),
+        (
+            Answer(200, {"Content-Type": OCI_INDEX}, b'{"size": ' + b"1" * 5000 + b"}"),
+            "the manifest is not usable JSON (a number has too many digits)",
+        ),
         (
             Answer(
                 200,

@@ -94,6 +94,7 @@ from bootc_operator.registry.manifest import (
     media_type_of,
     parse_manifest,
 )
+from bootc_operator.safejson import JSONInputError
 
 DEFAULT_USER_AGENT: Final = f"bootc-operator/{__version__}"
 ERROR_BODY_LIMIT: Final = 64 * 1024
@@ -693,6 +694,8 @@ def _check_manifest(
             digest = compute_digest(reply.body)
     try:
         doc = parse_manifest(reply.body)
+    except JSONInputError as exc:
+        raise malformed(f"the manifest is not usable JSON ({exc})") from None
     except ValueError:
         raise malformed("the manifest is not a JSON object") from None
     header_type = media_type_of(reply.headers.get("Content-Type"))
