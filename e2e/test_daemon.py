@@ -406,7 +406,9 @@ async def test_out_of_band_switch_is_seen_through_inotify_reported_and_undone(
 
 def dockerconfig(user: str) -> bytes:
     token = base64.b64encode(f"{user}:secret-{user}".encode()).decode()
-    return json.dumps({"auths": {"registry.example.com": {"auth": token}}}).encode()
+    # the form the daemon writes: only "auths", re-serialised compactly with sorted keys
+    doc = {"auths": {"registry.example.com": {"auth": token}}}
+    return json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
 
 
 async def put_secret(api: ApiClient, name: str, content: bytes, *, create: bool) -> None:
@@ -508,6 +510,22 @@ async def test_pull_secret_is_rewritten_after_a_reboot(
     finally:
         with contextlib.suppress(ApiError):
             await delete_object(api, SECRETS, secret, "default")
+
+
+async def test_an_auth_file_the_daemon_did_not_write_survives_its_start(
+    api: ApiClient, daemons: Daemons, node: str, tmp_path: Path
+) -> None:
+    """No pull secret named: the admin's /run/ostree/auth.json is not the daemon's to
+    delete (it removes only content it recorded writing)."""
+    host = new_host(tmp_path)
+    admin = b'{"auths": {"admin.example.com": {"auth": "YWRtaW46cHc="}}}'
+    host.auth_file.parent.mkdir(parents=True, exist_ok=True)
+    host.auth_file.write_bytes(admin)
+    await create_bootc_node(api, node, D1)
+    daemon = daemons.start(node, host)
+    await wait_bn(api, node, is_idle, "the daemon reconciled")
+    await wait_for(lambda: "did not write it" in daemon.log(100_000), WAIT, "kept: logged")
+    assert host.auth_file.read_bytes() == admin
 
 
 # ------------------------------------------------------------------ isolation, shutdown

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 from typing import Any
 
@@ -13,20 +14,54 @@ from bootc_operator.reconcilers.pullsecrets import evaluate_secret, ref_of
 REF = ("bootc-operator", "pull")
 
 
-def secret(value: bytes | None) -> dict[str, Any]:
+def secret(value: bytes | None, uid: str = "u-1", rv: str = "100") -> dict[str, Any]:
     data = {} if value is None else {".dockerconfigjson": base64.b64encode(value).decode()}
-    return {"metadata": {"name": "pull"}, "data": data}
+    return {"metadata": {"name": "pull", "uid": uid, "resourceVersion": rv}, "data": data}
 
 
 GOOD = json.dumps({"auths": {"r.example.com": {"auth": "dTpw"}}}).encode()
 
 
-def test_good_secret_hashes_content() -> None:
+def test_good_secret_hashes_its_version() -> None:
     a = evaluate_secret(REF, secret(GOOD))
     assert a.problem is None and a.hash and len(a.hash) == 32 and a.dockerconfigjson == GOOD
-    b = evaluate_secret(REF, secret(GOOD.replace(b"dTpw", b"dTpx")))
+    # a content change is an update: a new resourceVersion, a new hash
+    b = evaluate_secret(REF, secret(GOOD.replace(b"dTpw", b"dTpx"), rv="101"))
     assert b.hash != a.hash
+    # the same version read again (e.g. by a restarted controller): the same hash
     assert evaluate_secret(REF, secret(GOOD)).hash == a.hash
+    # deleted and re-created with the same content: another Secret, another hash
+    assert evaluate_secret(REF, secret(GOOD, uid="u-2")).hash != a.hash
+
+
+def test_the_hash_reveals_nothing_of_the_content() -> None:
+    """spec.pullSecretHash is readable cluster-wide: no offline guessing of the password."""
+    a = evaluate_secret(REF, secret(GOOD))
+    b = evaluate_secret(REF, secret(GOOD.replace(b"dTpw", b"dTpx")))  # same version
+    assert a.hash == b.hash, "the hash does not depend on the content"
+    for digest in (hashlib.sha256(GOOD).hexdigest(), hashlib.sha512(GOOD).hexdigest()):
+        assert a.hash is not None and a.hash not in digest
+
+
+@pytest.mark.parametrize(
+    ("doc", "fragment"),
+    [
+        (
+            {"auths": {}, "credHelpers": {"r.example.com": "evil"}},
+            'has a top-level "credHelpers" key; only "auths" is accepted (a credential '
+            "helper would run as root on every node)",
+        ),
+        ({"auths": {}, "credsStore": "evil"}, '"credsStore" key'),
+        ({"auths": {"r.example.com": {"auth": "dTpw"}}, "proxies": {}}, '"proxies" key'),
+        ({"auths": {"r.example.com": {"auth": "dTpw", "helper": "x"}}}, 'unknown field "helper"'),
+    ],
+)
+def test_credential_helpers_never_reach_the_nodes(doc: dict[str, Any], fragment: str) -> None:
+    state = evaluate_secret(REF, secret(json.dumps(doc).encode()))
+    assert state.hash is None and state.dockerconfigjson is None
+    assert state.problem is not None and fragment in state.problem
+    assert state.problem.startswith('pull secret bootc-operator/pull: ".dockerconfigjson" ')
+    assert "evil" not in state.problem
 
 
 def test_problems_name_the_secret_and_never_its_content() -> None:

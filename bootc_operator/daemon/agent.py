@@ -629,8 +629,15 @@ class Agent:
         if want is None:
             self._secret_problem = None
             try:
-                if remove_auth_file(self.config.host_root):
+                removed = remove_auth_file(self.config.host_root)
+                if removed == "removed":
                     log.info("pull secret cleared; removed %s", path, extra=self._ctx)
+                elif removed == "foreign":
+                    log.info(
+                        "no pull secret named; leaving %s alone: the daemon did not write it",
+                        path,
+                        extra=self._ctx,
+                    )
             except OSError as exc:
                 self._secret_problem = f"cannot remove {path}: {exc.strerror}"
                 log.warning(self._secret_problem, extra=self._ctx)

@@ -7,13 +7,22 @@ win over whatever the image or the admin put in ``/etc`` and ``/usr/lib`` (those
 are never touched), and vanish at reboot (``/run`` is a tmpfs): the daemon writes the
 file again when it starts.
 
-- ``docker_config(secret)``: the bytes of a Secret's ``.dockerconfigjson`` (type
-  ``kubernetes.io/dockerconfigjson``), checked to be a JSON object; ``PullSecretError``
-  otherwise, with a message that never contains the secret's content.
+- ``docker_config(secret)``: what to write for a Secret's ``.dockerconfigjson`` (type
+  ``kubernetes.io/dockerconfigjson``): only its ``auths``, re-serialised by
+  ``registry.hostauth.host_auth_json`` (a ``credHelpers`` or ``credsStore`` key would
+  make bootc run a program as root); ``PullSecretError`` otherwise, with a message
+  that never contains the secret's content.
 - ``write_auth_file(host_root, content)``: atomically (a temporary file in the same
   directory, fsynced, renamed over the target), mode 0600; a no-op returning False
   when the file already holds exactly these bytes with that mode.
-- ``remove_auth_file(host_root)``: when the BootcNode no longer names a secret.
+- ``remove_auth_file(host_root)``: when the BootcNode no longer names a secret, and
+  only when the file is **ours**: its sha256 is one the daemon recorded in
+  ``run/ostree/.bootc-operator-auth.sha256`` (``OWNER_RECORD``) when it wrote it. A
+  file the admin (or anyone else) put there is left alone ("foreign"). The record
+  sits in the same tmpfs, so it vanishes with the file at reboot; it survives daemon
+  restarts. It is written before the file (holding the digests of the previous and
+  the new content, then only the new one), so a daemon killed in between never
+  leaves a file of ours unrecorded.
 
 Small synchronous file operations on a local tmpfs; callers on the event loop may
 call them directly.
@@ -24,16 +33,19 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import hashlib
 import os
 import stat
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from bootc_operator import safejson
+from bootc_operator.registry.hostauth import HostAuthError, host_auth_json
 
 AUTH_FILE: Final = Path("run/ostree/auth.json")
+OWNER_RECORD: Final = Path("run/ostree/.bootc-operator-auth.sha256")
 DOCKER_CONFIG_KEY: Final = ".dockerconfigjson"
 MODE: Final = 0o600
 
@@ -68,7 +80,42 @@ def docker_config(secret: Mapping[str, Any]) -> bytes:
         raise PullSecretError(f"{DOCKER_CONFIG_KEY} is not a JSON object")
     if "auths" in doc and not isinstance(doc["auths"], dict):
         raise PullSecretError(f'{DOCKER_CONFIG_KEY} has an "auths" field that is not an object')
-    return content
+    try:
+        return host_auth_json(doc)
+    except HostAuthError as exc:
+        raise PullSecretError(f"{DOCKER_CONFIG_KEY} {exc}") from None
+
+
+def _digest(content: bytes) -> str:
+    return hashlib.sha256(content).hexdigest()
+
+
+def _recorded(host_root: Path) -> set[str]:
+    try:
+        return set((host_root / OWNER_RECORD).read_text("ascii").split())
+    except (OSError, UnicodeDecodeError):
+        return set()
+
+
+def _replace(path: Path, content: bytes) -> None:
+    """Atomically make ``path`` hold ``content`` (mode 0600): temp file, fsync, rename."""
+    path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), MODE)
+            f.write(content)
+            f.flush()
+            os.fsync(f.fileno())
+        Path(tmp).replace(path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            Path(tmp).unlink()
+        raise
+
+
+def _record(host_root: Path, digests: set[str]) -> None:
+    _replace(host_root / OWNER_RECORD, "".join(f"{d}\n" for d in sorted(digests)).encode())
 
 
 def _unchanged(path: Path, content: bytes) -> bool:
@@ -87,28 +134,32 @@ def write_auth_file(host_root: Path, content: bytes) -> bool:
     Returns False when it already did. Raises ``OSError`` when it cannot.
     """
     path = auth_path(host_root)
-    if _unchanged(path, content):
+    new = _digest(content)
+    recorded = _recorded(host_root)
+    if _unchanged(path, content) and new in recorded:
         return False
-    path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            os.fchmod(f.fileno(), MODE)
-            f.write(content)
-            f.flush()
-            os.fsync(f.fileno())
-        Path(tmp).replace(path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            Path(tmp).unlink()
-        raise
+    # recorded first: a file of ours is never on disk without its digest in the record
+    _record(host_root, recorded | {new})
+    _replace(path, content)
+    _record(host_root, {new})
     return True
 
 
-def remove_auth_file(host_root: Path) -> bool:
-    """Remove the file; True when there was one."""
+def remove_auth_file(host_root: Path) -> Literal["removed", "absent", "foreign"]:
+    """Remove the file if the daemon wrote it: "removed"; "absent" when there is none;
+    "foreign" when its content is not what the daemon wrote (it stays)."""
+    path = auth_path(host_root)
+    record = host_root / OWNER_RECORD
     try:
-        auth_path(host_root).unlink()
+        content = path.read_bytes()
     except FileNotFoundError:
-        return False
-    return True
+        with contextlib.suppress(FileNotFoundError):
+            record.unlink()
+        return "absent"
+    if _digest(content) not in _recorded(host_root):
+        with contextlib.suppress(FileNotFoundError):
+            record.unlink()
+        return "foreign"
+    path.unlink(missing_ok=True)
+    record.unlink(missing_ok=True)
+    return "removed"

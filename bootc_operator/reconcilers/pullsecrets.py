@@ -6,16 +6,26 @@ selector), so RBAC can stay as narrow as "get/list/watch Secrets in the
 operator's namespace" (see manifests/rbac). Informers of refs no pool uses any
 more are stopped.
 
-``evaluate_secret`` (pure) turns a Secret into a content hash, or a problem
+``evaluate_secret`` (pure) turns a Secret into a version hash, or a problem
 message naming the Secret and what is wrong with it. The whole
 ``.dockerconfigjson`` is validated with the registry client's own parser
 (``parse_docker_config``: every ``auths`` entry, each ``auth`` base64 of
 ``user:password``), whatever the pool's ref, so a secret the tag resolver
-would refuse is never handed to the nodes either. Membership copies
+would refuse is never handed to the nodes either; and with the nodes' gate
+(``registry.hostauth``): nothing but ``auths`` — no ``credHelpers``/``credsStore``,
+which would run a program as root on every node. Membership copies
 ``pullSecretRef`` and the hash to every BootcNode only while the Secret is
 usable, so nodes keep their last good credentials when it goes missing or
-turns malformed. Hashes cover the decoded ``.dockerconfigjson`` bytes; secret
-content is never logged nor quoted in a message.
+turns malformed. Secret content is never logged nor quoted in a message.
+
+The hash (``spec.pullSecretHash``, which anyone who may read BootcNodes sees) covers
+the Secret's ``metadata.uid`` and ``resourceVersion``, never its content: a hash of
+the content would let a weak password be guessed offline (a ``kubectl create secret
+docker-registry`` Secret has a fixed layout). Every change of the content changes
+the resourceVersion, so the hash still tells the daemons when to re-read; the pair
+is stable across controller restarts (no rewrites on every node), and a keyed hash
+would need a key to create, keep and protect. A change of metadata alone (a label)
+also moves it: the daemons re-read and find the same bytes (no file rewrite).
 
 ``SecretWatcher`` owns the per-Secret informers: ``sync(refs)`` (run by the
 controller's pull-secret reconcile, never by an event handler) starts and
@@ -42,6 +52,7 @@ from bootc_operator import safejson
 from bootc_operator.informers import EventHandler, Informer
 from bootc_operator.kube import SECRETS
 from bootc_operator.registry import InvalidDockerConfig, parse_docker_config
+from bootc_operator.registry.hostauth import HostAuthError, host_auth_json
 
 log = logging.getLogger("pullsecrets")
 
@@ -86,9 +97,19 @@ def evaluate_secret(ref: Ref, secret: Mapping[str, Any] | None) -> SecretState:
         return SecretState(problem=f'{where}: "{DOCKERCONFIGJSON}" has no "auths" object')
     try:
         parse_docker_config(doc)
+        host_auth_json(doc)
     except InvalidDockerConfig as err:  # says what is wrong, never the credentials
         return SecretState(problem=f'{where}: in "{DOCKERCONFIGJSON}", {err}')
-    return SecretState(hash=hashlib.sha256(raw).hexdigest()[:32], dockerconfigjson=raw)
+    except HostAuthError as err:
+        return SecretState(problem=f'{where}: "{DOCKERCONFIGJSON}" {err}')
+    return SecretState(hash=version_hash(secret), dockerconfigjson=raw)
+
+
+def version_hash(secret: Mapping[str, Any]) -> str:
+    """``spec.pullSecretHash``: of the Secret's uid and resourceVersion, not its content."""
+    meta = secret.get("metadata") or {}
+    version = f"{meta.get('uid') or ''}/{meta.get('resourceVersion') or ''}"
+    return hashlib.sha256(version.encode()).hexdigest()[:32]
 
 
 class SecretWatcher:
