@@ -183,7 +183,7 @@ async def test_stage_reboot_and_come_back_on_the_new_image(
         )
         request = await wait_for(lambda: host.reboot_request, WAIT, "a reboot request on the host")
         assert request is not None and request["kind"] == "reboot"
-    assert host.switch_calls() == [["switch", D2]]
+    assert host.switch_calls() == [["switch", "--", D2]]
 
     # the simulated reboot: the node goes down (daemon and all), boots the staged image
     assert await daemon.stop() == 0
@@ -214,7 +214,7 @@ async def test_desired_change_while_staged_restages(
         "D3 re-staged",
     )
     assert slot_image(obj, "booted") == D1
-    assert host.switch_calls() == [["switch", D2], ["switch", D3]]
+    assert host.switch_calls() == [["switch", "--", D2], ["switch", "--", D3]]
 
 
 async def test_newer_desired_image_cancels_the_running_switch(
@@ -235,7 +235,7 @@ async def test_newer_desired_image_cancels_the_running_switch(
         WAIT,
         "the D3 switch replacing D2's",
     )
-    assert host.switch_calls() == [["switch", D2], ["switch", D3]]
+    assert host.switch_calls() == [["switch", "--", D2], ["switch", "--", D3]]
     assert host.state().staged is None, "the cancelled D2 switch staged nothing"
     obj = await wait_bn(
         api, node, lambda o: settled(o) and idle_reason(o) == c.REASON_STAGING, "Staging D3"
@@ -396,7 +396,7 @@ async def test_out_of_band_switch_is_seen_through_inotify_reported_and_undone(
             "the booted D1 staged again in place of D2",
         )
     assert slot_image(obj, "booted") == D1
-    assert host.switch_calls() == [["switch", D2], ["switch", D1]]
+    assert host.switch_calls() == [["switch", "--", D2], ["switch", "--", D1]]
     assert not is_degraded(obj)
     assert f"{D2} was staged out of band" in daemon.log(100_000)
 
@@ -549,7 +549,7 @@ async def test_another_nodes_bootcnode_changes_nothing(
             api, node, lambda o: settled(o) and idle_reason(o) == c.REASON_STAGED, "own D2 staged"
         )
         assert slot_image(obj, "staged") == D2
-        assert host.switch_calls() == [["switch", D2]]
+        assert host.switch_calls() == [["switch", "--", D2]]
         assert host.reboot_request is None
         assert (await bn(api, other)).get("status") is None, "another node's status was written"
     finally:
@@ -710,7 +710,7 @@ async def test_a_download_only_deployment_is_applied_before_the_reboot(
         api, node, lambda o: settled(o) and idle_reason(o) == c.REASON_STAGED, "D2 Staged"
     )
     assert "download-only" in condition(obj, c.COND_IDLE)["message"]
-    assert host.switch_calls() == [["switch", tag]], "the daemon did not re-stage anything"
+    assert host.switch_calls() == [["switch", "--", tag]], "the daemon did not re-stage anything"
 
     await reboot_node(api, node)
     request = await wait_for(lambda: host.reboot_request, WAIT, "a reboot request on the host")
@@ -750,7 +750,7 @@ async def test_a_stale_staged_image_is_replaced_when_the_target_returns_to_the_b
         "Idle with the stale D2 no longer staged",
     )
     assert slot_image(obj, "booted") == D1
-    assert host.switch_calls() == [["switch", D2], ["switch", D1]]
+    assert host.switch_calls() == [["switch", "--", D2], ["switch", "--", D1]]
 
     # an unrelated reboot (a power cut, an admin) boots D1, not the stale D2
     assert await daemon.stop() == 0

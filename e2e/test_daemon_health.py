@@ -337,5 +337,5 @@ async def test_a_third_image_while_a_rollback_is_queued_is_switched_to(
     )
     assert idle_message(obj) == f"{D3} is staged"
     assert host.status()["status"]["rollbackQueued"] is False, "staging cancelled the rollback"
-    assert host.switch_calls()[-1] == ["switch", D3]
+    assert host.switch_calls()[-1] == ["switch", "--", D3]
     assert host.bootc_calls("rollback") == [["rollback"]]

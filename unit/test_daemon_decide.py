@@ -1215,3 +1215,28 @@ def test_out_of_band_messages_name_the_image() -> None:
     assert staging(C, replacing=B).message == (
         f"{B} was staged out of band (not by the bootc-operator daemon): staging {C} to replace it"
     )
+
+
+HOSTILE_IMAGES = [
+    f"--apply@{digest('b')}",
+    f"--transport=dir@{digest('b')}",
+    f"-{REPO}@{digest('b')}",
+    f"{REPO}\x1b[2J@{digest('b')}",
+    f"{REPO}@{digest('b')}\n",
+    f"{REPO}:latest",
+]
+
+
+@pytest.mark.parametrize("image", HOSTILE_IMAGES, ids=repr)
+def test_an_image_that_fails_the_crd_pattern_is_never_switched_to(image: str) -> None:
+    """A BootcNode written past the CRD (an older CRD, by hand): Degraded, no bootc."""
+    for view in (ON_A, A_STAGED_B, B_QUEUED_A):
+        for work in (Work(), Work(switching=B), Work(last=failed("switch", image, 1, 999, "x"))):
+            for desired in (Desired(image), Desired(image, BOOTED, DRAINED)):
+                d = decide(desired, view, work, now=NOW, retry=RETRY, pull_problems=[SECRET])
+                assert d.start_switch is None and not d.reboot and not d.rollback
+                assert not d.apply_staged and not d.soft_reboot
+                assert d.cancel_switch == (work.switching is not None)
+                assert d.degraded.status and d.degraded.reason == c.REASON_INVALID_IMAGE
+                assert d.degraded.message.startswith("spec.desiredImage ")
+                assert d.degraded.message.endswith("; not switching to it")

@@ -103,12 +103,34 @@ async def test_switch_stages_through_a_transient_unit(host: Host) -> None:
     assert staged is not None and staged.image == D2
     units = [c["argv"] for c in host.calls("systemd-run")]
     assert units == [
-        ["--wait", "--collect", "--pipe", "--quiet", "--unit", SWITCH_UNIT, "bootc", "switch", D2]
+        [
+            "--wait",
+            "--collect",
+            "--pipe",
+            "--quiet",
+            "--unit",
+            SWITCH_UNIT,
+            "bootc",
+            "switch",
+            "--",
+            D2,
+        ]
     ]
     assert ["stop", SWITCH_UNIT] in [c["argv"] for c in host.calls("systemctl")], (
         "a leftover unit is stopped first"
     )
     assert host.active_units() == []
+
+
+async def test_an_image_that_looks_like_an_option_stays_an_image(host: Host) -> None:
+    """``--`` ends bootc's options: "--apply@sha256:…" is a (bad) image, never --apply."""
+    hostile = "--apply@sha256:" + "2" * 64
+    with contextlib.suppress(HostCommandError):  # real bootc refuses it; the fake may not
+        await commands().switch(hostile)
+    assert host.switch_calls() == [["switch", "--", hostile]]
+    staged = host.state().staged
+    assert staged is None or staged.image == hostile, "read as the target"
+    assert host.reboot_request is None, "not read as --apply"
 
 
 async def test_stopping_an_absent_switch_unit_is_one_command(host: Host) -> None:

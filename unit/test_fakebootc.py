@@ -176,7 +176,7 @@ def test_switch_stages_and_signals(host: Host) -> None:
     assert host.reboot_required == f"bootc: Reboot required for image: {D2}"
     assert host.paths.ostree_bootc.stat().st_mtime_ns > 0
     assert host.reboot_request is None
-    assert host.switch_calls() == [["switch", f"{REPO}@{D2}"]]
+    assert host.switch_calls() == [["switch", "--", f"{REPO}@{D2}"]]
     doc = status(host)
     assert doc["spec"]["image"]["image"] == f"{REPO}@{D2}"
 
@@ -1599,3 +1599,11 @@ def test_cli_end_to_end(tmp_path: Path) -> None:
     assert missing.returncode == 1
     assert missing.stderr.startswith("fake-host: error: ")
     assert "\n" not in missing.stderr.strip()
+
+
+def test_switch_takes_the_image_after_a_double_dash_like_bootcs_clap_parser(host: Host) -> None:
+    """``bootc switch -- IMAGE`` (how the daemon calls it): the image, never an option."""
+    done = host.bootc("switch", "--", f"{REPO}@{D2}")
+    assert done.returncode == 0, done.stderr
+    assert slots(host) == (D1, D2, None)
+    assert host.reboot_request is None

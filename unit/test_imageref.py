@@ -7,15 +7,17 @@ import re
 import pytest
 
 from bootc_operator.api.imageref import (
+    DIGEST_REF_PATTERN,
+    POOL_REF_PATTERN,
     ImageRef,
     InvalidImageRef,
+    desired_image_problem,
     digest_of,
     display_ref,
     parse_image_ref,
     repository_of,
     short_digest,
 )
-from bootc_operator.api.v1alpha1 import DIGEST_REF_PATTERN
 
 D = "sha256:" + "0123456789abcdef" * 4
 
@@ -96,3 +98,59 @@ def test_helpers() -> None:
     assert repository_of(f"quay.io/org/os:1@{D}") == "quay.io/org/os"
     with pytest.raises(InvalidImageRef):
         ref.with_digest("sha256:nothex")
+
+
+@pytest.mark.parametrize(
+    ("image", "why"),
+    [
+        (f"--apply@{D}", 'begins with "-" (bootc would read it as an option)'),
+        (f"--transport=dir@{D}", 'begins with "-"'),
+        (f"-quay.io/os@{D}", 'begins with "-"'),
+        (f"quay.io/os\x00@{D}", "control character"),
+        (f"quay.io/os\x1b[31m@{D}", "control character"),
+        (f"quay.io/os@{D}\n", "control character"),
+        (f"quay.io/os @{D}", "whitespace"),
+        ("quay.io/os:latest", "is not a digest reference"),
+        (f"quay.io/OS@{D}", "is not a digest reference"),
+        (f"quay.io/os@sha256:{'A' * 64}", "is not a digest reference"),
+        (f"dir:/tmp/x@{D}", "is not a digest reference"),
+        (f"oci:/tmp/x@{D}", "is not a digest reference"),
+        ("", "is not a digest reference"),
+    ],
+)
+def test_desired_image_problem_names_hostile_images(image: str, why: str) -> None:
+    problem = desired_image_problem(image)
+    assert problem is not None and why in problem
+    assert problem.startswith("spec.desiredImage ") and "\x1b" not in problem
+    assert "\n" not in problem and "\x00" not in problem
+
+
+@pytest.mark.parametrize(
+    "image",
+    [
+        f"quay.io/example/os@{D}",
+        f"registry.example.com:5000/team/os:42@{D}",
+        f"localhost/os@{D}",
+        f"[::1]:5000/os@{D}",
+        f"quay.io/example/os@sha512:{'b' * 128}",
+    ],
+)
+def test_desired_image_problem_accepts_digest_refs(image: str) -> None:
+    assert desired_image_problem(image) is None
+    assert re.fullmatch(DIGEST_REF_PATTERN, image)
+
+
+@pytest.mark.parametrize(
+    "ref",
+    ["quay.io/example/os:latest", f"localhost:5000/os@{D}", "[::1]:5000/os:1", "myos:latest"],
+)
+def test_the_pool_pattern_keeps_ordinary_refs(ref: str) -> None:
+    """Short names still pass the CRD: the controller explains them in the pool's status."""
+    assert re.fullmatch(POOL_REF_PATTERN, ref)
+
+
+@pytest.mark.parametrize(
+    "ref", ["--apply", "-quay.io/os:1", "quay.io/os:1\x07", "quay.io/os :1", "quay.io/os:1\n"]
+)
+def test_the_pool_pattern_refuses_options_and_control_characters(ref: str) -> None:
+    assert not re.fullmatch(POOL_REF_PATTERN, ref)

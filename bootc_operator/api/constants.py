@@ -145,3 +145,5 @@ REASON_REBOOTING: Final = "Rebooting"
 REASON_ERROR: Final = "Error"
 # desiredImageState Booted on a node without the slot + reboot-requested annotations.
 REASON_REBOOT_NOT_ALLOWED: Final = "RebootNotAllowed"
+# spec.desiredImage fails the CRD's pattern (checked again on the node): not switching.
+REASON_INVALID_IMAGE: Final = "InvalidImage"

@@ -12,6 +12,7 @@ a message saying how to write the reference.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 
@@ -25,6 +26,24 @@ _DIGEST_RE = re.compile(r"^(?P<alg>[a-z0-9]+(?:[.+_-][a-z0-9]+)*):(?P<hex>[a-zA-
 _KNOWN_DIGESTS = {"sha256": 64, "sha512": 128}
 
 MAX_NAME_LENGTH = 255
+
+# Patterns for the CRDs (RE2 and Python alike: no \\w, no lookaround). A reference
+# never begins with "-" (it would reach ``bootc switch`` as an option) and holds no
+# whitespace or control character.
+_RE2_COMPONENT = "[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_RE2_NAME = (
+    r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:[.][a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*"
+    r"|\[[0-9a-fA-F:.]+\])(?::[0-9]+)?" + f"(?:/{_RE2_COMPONENT})+"
+)
+#: BootcNode.spec.desiredImage: ``host[:port]/path[:tag]@sha256:<64 hex>`` (or sha512).
+DIGEST_REF_PATTERN = (
+    f"^{_RE2_NAME}(?::[A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}})?"
+    "@sha(?:256:[a-f0-9]{64}|512:[a-f0-9]{128})$"
+)
+#: A pool's spec.image.ref: the characters of a reference, not beginning with "-"; the
+#: controller's ``parse_image_ref`` says precisely what else is wrong (a short name, an
+#: unknown digest algorithm) in the pool's status.
+POOL_REF_PATTERN = r"^[A-Za-z0-9\[][A-Za-z0-9._:/@+=\[\]-]*$"
 
 
 class InvalidImageRef(ValueError):
@@ -159,3 +178,18 @@ def display_ref(ref: str) -> str:
 def repository_of(ref: str) -> str:
     """``registry/repository`` of any reference (tag and digest dropped)."""
     return parse_image_ref(ref).name
+
+
+def desired_image_problem(image: str) -> str | None:
+    """Why the daemon must not hand ``image`` (``BootcNode.spec.desiredImage``) to bootc,
+    or None. The CRD's own rule, checked again on the node: a BootcNode written past an
+    older CRD, or by hand, never reaches ``bootc switch`` as an option."""
+    if re.fullmatch(DIGEST_REF_PATTERN, image):
+        return None
+    if image.startswith("-"):
+        why = 'begins with "-" (bootc would read it as an option)'
+    elif any(ch.isspace() or not ch.isprintable() for ch in image):
+        why = "contains whitespace or a control character"
+    else:
+        why = "is not a digest reference like registry.example.com/os@sha256:<64 hex digits>"
+    return f"spec.desiredImage {json.dumps(image[:120])} {why}; not switching to it"

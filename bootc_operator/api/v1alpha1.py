@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from pydantic.alias_generators import to_camel
 
 from bootc_operator.api import constants as c
+from bootc_operator.api.imageref import DIGEST_REF_PATTERN, POOL_REF_PATTERN
 from bootc_operator.api.wire import (
     BootAssessmentState,
     DesiredImageState,
@@ -156,6 +157,16 @@ class ImageSpec(WireModel):
         max_length=1024,
         description='a tag ("quay.io/example/myos:latest") or digest '
         '("quay.io/example/myos@sha256:...") reference; short names are not accepted.',
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": f"self.matches(r'{POOL_REF_PATTERN}')",
+                    "message": "image.ref must be an image reference like "
+                    "quay.io/example/myos:latest: it begins with a letter or digit and "
+                    "holds no whitespace or control characters",
+                }
+            ]
+        },
     )
 
 
@@ -508,9 +519,6 @@ class BootcNodePool(WireModel):
 # --------------------------------------------------------------------- node
 
 
-DIGEST_REF_PATTERN = r"^[^@ ]+@sha(256:[a-f0-9]{64}|512:[a-f0-9]{128})$"
-
-
 class BootcNodeSpec(WireModel):
     """The desired state of a node, written by the controller."""
 
@@ -521,9 +529,10 @@ class BootcNodeSpec(WireModel):
         json_schema_extra={
             "x-kubernetes-validations": [
                 {
-                    "rule": f"self.matches('{DIGEST_REF_PATTERN}')",
+                    "rule": f"self.matches(r'{DIGEST_REF_PATTERN}')",
                     "message": "desiredImage must be a digest reference like "
-                    "registry.example.com/os@sha256:<64 hex digits>",
+                    "registry.example.com/os@sha256:<64 hex digits> (no leading '-', "
+                    "no whitespace or control characters)",
                 }
             ]
         },

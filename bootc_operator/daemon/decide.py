@@ -12,6 +12,11 @@ status and runs the commands.
 
 Rules, in order (the first that applies wins):
 
+0. ``spec.desiredImage`` fails the BootcNode CRD's pattern
+   (``imageref.desired_image_problem``: e.g. it begins with "-", or holds a control
+   character) → ``Idle=True``, ``Degraded=True/InvalidImage`` saying why, a running
+   switch cancelled; never a switch (defence in depth behind the CRD, and the shell
+   ends bootc's options with ``--`` anyway).
 1. A switch of the desired image is running → ``Idle=False/Staging``. The host
    status is not re-read meanwhile: bootc holds the sysroot lock while it stages.
 2. ``bootc status`` failed (timeout, garbage, non-zero exit) → ``Degraded=True`` with
@@ -129,6 +134,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from bootc_operator.api import constants as c
+from bootc_operator.api.imageref import desired_image_problem
 from bootc_operator.api.wire import DesiredImageState, RebootKind, RebootPolicy
 from bootc_operator.daemon.bootc_status import HostStatus, image_matches
 
@@ -539,6 +545,14 @@ def decide(
     pull_problems: Sequence[str] = (),
 ) -> Decision:
     """The next step for this node; see the module docstring for the rules."""
+    bad_image = desired_image_problem(desired.image) if desired is not None else None
+    if bad_image is not None:  # 0. never handed to bootc (it could read as an option)
+        return Decision(
+            IDLE,
+            Cond(True, c.REASON_INVALID_IMAGE, bad_image),
+            cancel_switch=work.switching is not None,
+            forget_attempt=work.last is not None,
+        )
     extra = tuple(p for p in pull_problems if p)
     last = work.last
     if desired is not None and last is not None and last.image != desired.image:

@@ -12,7 +12,7 @@ text meant for the ``Degraded`` condition.
   for the sysroot lock while another bootc command runs, hence the timeout.
 - ``switch(image)``: stop a leftover switch unit first, then
   ``systemd-run --wait --collect --pipe --quiet --unit bootc-operator-switch.service
-  bootc switch IMAGE``. The switch runs as a transient unit so that it is
+  bootc switch -- IMAGE``. The switch runs as a transient unit so that it is
   systemd's child, not the daemon's (a daemon restart never leaves a half-killed
   bootc behind) and can be stopped by name. ``--pipe`` hands bootc's stderr to us
   (without it the error text would only be in the journal), ``--quiet`` drops
@@ -262,6 +262,7 @@ class HostCommands:
             self.unit,
             "bootc",
             "switch",
+            "--",  # the image is never an option, whatever it begins with
             image,
         ]
         try:

@@ -234,8 +234,8 @@ class Host:
     def switch(
         self, image: str, *, apply: bool = False, timeout: float = 60.0
     ) -> subprocess.CompletedProcess[str]:
-        """``bootc switch [--apply] IMAGE``."""
-        return self.bootc("switch", *(["--apply"] if apply else []), image, timeout=timeout)
+        """``bootc switch [--apply] -- IMAGE`` (as the daemon calls it)."""
+        return self.bootc("switch", *(["--apply"] if apply else []), "--", image, timeout=timeout)
 
     def rollback(self, *, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
         return self.bootc("rollback", timeout=timeout)
