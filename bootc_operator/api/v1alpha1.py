@@ -545,7 +545,9 @@ class BootcNodeSpec(WireModel):
         default=None, description="credentials for the image, copied from the pool."
     )
     pull_secret_hash: str | None = Field(
-        default=None, description="hash of the pull secret's content; a change means re-fetch."
+        default=None,
+        description="hash of the pull secret's uid and resourceVersion (never of its "
+        "content); a change means re-fetch.",
     )
     reboot_policy: RebootPolicy | None = Field(
         default=None,
