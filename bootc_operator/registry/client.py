@@ -49,7 +49,7 @@ import os
 import ssl
 import urllib.parse
 from collections import OrderedDict
-from collections.abc import Collection, Mapping
+from collections.abc import Awaitable, Collection, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Final, Self
@@ -412,10 +412,10 @@ class RegistryClient:
                 return path
             return f"{scheme}://{target.endpoint}/v2/{target.repository}/{path}"
 
-        try:
-            return await self._http(
+        def attempt(scheme: str) -> Awaitable[Reply]:
+            return self._http(
                 method,
-                url_for("https"),
+                url_for(scheme),
                 registry=target.registry,
                 what=what,
                 headers=headers,
@@ -423,20 +423,14 @@ class RegistryClient:
                 max_body=max_body,
                 verify=not insecure,
             )
+
+        try:
+            return await attempt("https")
         except RegistryTLSError:
             if not insecure or absolute:
                 raise
         # Listed as insecure and TLS failed: a plain-HTTP registry, for this attempt.
-        return await self._http(
-            method,
-            url_for("http"),
-            registry=target.registry,
-            what=what,
-            headers=headers,
-            data=data,
-            max_body=max_body,
-            verify=False,
-        )
+        return await attempt("http")
 
     # ------------------------------------------------------------------ requests
 
