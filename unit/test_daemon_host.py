@@ -400,3 +400,48 @@ async def test_no_watch_target_is_not_fatal(tmp_path: Path) -> None:
     watch = HostWatch(tmp_path, lambda: None)
     assert watch.start() is None
     watch.stop()
+
+
+async def test_nsenter_without_env_option_gets_pid1_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """util-linux < 2.40 (Debian bookworm's nsenter, in the image) rejects ``--env``: the
+    option is dropped once, and the commands get PID 1's environment themselves."""
+    old = tmp_path / "nsenter"
+    old.write_text(
+        "#!/bin/sh\n"
+        'for a in "$@"; do case "$a" in\n'
+        "  --env) echo \"nsenter: unrecognized option '--env'\" >&2; exit 1;;\n"
+        "  --) shift; break;; *) shift;; esac; done\n"
+        'exec "$@"\n'
+    )
+    old.chmod(0o755)
+    environ = tmp_path / "environ"
+    environ.write_bytes(b"PATH=/usr/bin:/bin\0HOST_ONLY=from pid 1\0")
+    monkeypatch.setattr(hostcmd, "PID1_ENVIRON", str(environ))
+    cmds = HostCommands(
+        [str(old), "--target", "1", "--env", "--"], command_timeout=5, stage_timeout=5
+    )
+    first = await cmds.run("env", ["sh", "-c", 'echo "$HOST_ONLY"'], 5)
+    assert (first.returncode, first.stdout) == (0, b"from pid 1\n")
+    assert cmds.prefix == (str(old), "--target", "1", "--")
+    second = await cmds.run("env", ["sh", "-c", 'echo "$HOST_ONLY"'], 5)
+    assert second.stdout == b"from pid 1\n"
+
+
+async def test_nsenter_env_fallback_needs_pid1_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    old = tmp_path / "nsenter"
+    old.write_text("#!/bin/sh\necho \"nsenter: unrecognized option '--env'\" >&2\nexit 1\n")
+    old.chmod(0o755)
+    monkeypatch.setattr(hostcmd, "PID1_ENVIRON", str(tmp_path / "missing"))
+    cmds = HostCommands([str(old), "--env", "--"], command_timeout=5, stage_timeout=5)
+    with pytest.raises(HostCommandError, match=r"nsenter has no --env and .* cannot be read"):
+        await cmds.run("env", ["true"], 5)
+
+
+def test_parse_environ() -> None:
+    assert hostcmd.parse_environ(b"A=1\0B=x=y\0\0junk\0") == {"A": "1", "B": "x=y"}
+    assert hostcmd.without_env_option(["nsenter", "--env", "--"]) == ("nsenter", "--")
+    assert hostcmd.without_env_option(["sh", "-c"]) is None

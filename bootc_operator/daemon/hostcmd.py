@@ -2,7 +2,10 @@
 
 Every command runs as ``<host-exec prefix> <command...>`` (DESIGN §4: by default
 ``nsenter --target 1 --mount --pid --cgroup --setuid 0 --setgid 0 --env --``; tests
-use a simulated host's shims) in its own process group, with a timeout: on timeout
+use a simulated host's shims; an nsenter older than util-linux 2.40, Debian
+bookworm's and so the image's, has no ``--env``: on its "unrecognized option" the
+option is dropped and the command gets PID 1's environment from ``/proc/1/environ``
+instead, which is what ``--env`` does) in its own process group, with a timeout: on timeout
 or cancellation the whole group gets SIGKILL and is reaped, so nothing is left
 behind and the event loop never blocks. Each run is timed and failures counted
 (``metrics``). Failures raise ``HostCommandError`` whose message is one readable
@@ -58,6 +61,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import IO, Final
 
 from bootc_operator.daemon import metrics as m
@@ -96,6 +100,40 @@ ERROR_TEXT_LIMIT: Final = 4000
 OUTPUT_LIMIT: Final = 16 * 1024 * 1024
 
 log = logging.getLogger("daemon.host")
+ENV_OPTION: Final = "--env"
+PID1_ENVIRON: Final = "/proc/1/environ"
+
+
+def without_env_option(prefix: Sequence[str]) -> tuple[str, ...] | None:
+    """PREFIX without nsenter's ``--env`` (None when it has none to drop)."""
+    if ENV_OPTION not in prefix:
+        return None
+    return tuple(a for a in prefix if a != ENV_OPTION)
+
+
+def env_unsupported(stderr: str) -> bool:
+    """util-linux's nsenter before 2.40: "nsenter: unrecognized option '--env'"."""
+    return f"unrecognized option '{ENV_OPTION}'" in stderr
+
+
+def pid1_environment() -> dict[str, str]:
+    """What ``nsenter --env`` would give a command: PID 1's environment."""
+    try:
+        return parse_environ(Path(PID1_ENVIRON).read_bytes())
+    except OSError as exc:
+        raise HostCommandError(
+            f"nsenter has no {ENV_OPTION} and {PID1_ENVIRON} cannot be read: {exc.strerror}"
+        ) from None
+
+
+def parse_environ(data: bytes) -> dict[str, str]:
+    """``/proc/PID/environ`` (NUL-separated ``NAME=value``) as a dict."""
+    env: dict[str, str] = {}
+    for item in data.split(b"\0"):
+        name, sep, value = item.partition(b"=")
+        if sep and name:
+            env[name.decode("utf-8", "replace")] = value.decode("utf-8", "replace")
+    return env
 
 
 class HostCommandError(Exception):
@@ -164,6 +202,8 @@ class HostCommands:
         unit: str = SWITCH_UNIT,
     ) -> None:
         self.prefix = tuple(prefix)
+        #: the commands' environment: None (the daemon's) unless nsenter had no --env
+        self.env: dict[str, str] | None = None
         self.command_timeout = command_timeout
         self.stage_timeout = stage_timeout
         self.unit = unit
@@ -173,6 +213,19 @@ class HostCommands:
     async def run(self, command: str, args: Sequence[str], timeout: float) -> Result:  # noqa: ASYNC109
         """Run ``prefix + args``; raises ``CommandTimeout`` / ``HostCommandError`` if it
         cannot be started. A non-zero exit is returned, not raised (callers judge)."""
+        result = await self._run(command, args, timeout)
+        fallback = without_env_option(self.prefix)
+        if result.returncode != 0 and fallback is not None and env_unsupported(result.stderr):
+            self.env = pid1_environment()
+            self.prefix = fallback
+            log.info(
+                "nsenter has no --env (util-linux < 2.40): commands get PID 1's environment",
+                extra={"host_exec": " ".join(fallback)},
+            )
+            result = await self._run(command, args, timeout)
+        return result
+
+    async def _run(self, command: str, args: Sequence[str], timeout: float) -> Result:  # noqa: ASYNC109
         args = tuple(args)
         argv = (*self.prefix, *args)
         what = " ".join(args[:2]) if args[:1] == ("bootc",) else " ".join(args)
@@ -188,6 +241,7 @@ class HostCommands:
                     stdout=out,
                     stderr=err,
                     start_new_session=True,
+                    env=self.env,
                 )
             except OSError as exc:
                 m.COMMAND_FAILURES.labels(command).inc()
