@@ -234,6 +234,7 @@ class Controller:
         def pool_event(obj: Any) -> None:
             self.secret_watch_queue.add(SECRET_WATCHES)
             self.enqueue(unwrap(obj)["metadata"]["name"])
+            self._check_all_placements()
 
         def pool_update(old: Any, new: Any) -> None:
             name = new["metadata"]["name"]
@@ -241,6 +242,7 @@ class Controller:
                 self.secret_watch_queue.add(SECRET_WATCHES)
             if pool_changed(_without_status(old), _without_status(new)):
                 self.enqueue(name)  # spec, deletion, finalizers or labels
+                self._check_all_placements()  # a selector may have let go of a Node
             elif pool_changed(old, new):
                 # status.targetDigest moved: written by tag resolution, which already
                 # knows; the others act on it (membership writes the new desiredImage).
@@ -293,6 +295,10 @@ class Controller:
         self.nodes.add_event_handler(
             EventHandler(on_add=node_added, on_update=node_updated, on_delete=node_pools)
         )
+
+    def _check_all_placements(self) -> None:
+        for node in self.nodes.list():
+            self._check_placement(node)
 
     def _check_placement(self, node: Any) -> None:
         """A Node labelled for the daemon but without a BootcNode: placement strips it."""

@@ -45,13 +45,14 @@ from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, ApiError
 from bootc_operator.kube.resources import Resource
 from bootc_operator.kube.rest import (
     create_object,
+    delete_object,
     get_object,
     list_objects,
     patch_object,
     request_json,
 )
 from e2e.controllerenv import running_controller
-from e2e.helpers import image, unique_name, wait_for
+from e2e.helpers import condition, image, unique_name, wait_for
 from hack.installgen import INSTALL_YAML, render
 from hack.testenv import ControlPlane, api_client, certs
 from hack.testenv.pools import pool_body
@@ -742,3 +743,37 @@ async def test_the_controller_strips_the_placement_label_from_nodes_without_a_bo
         await wait_for(stripped_again, 60, "the stray node unlabelled again")
         assert (await labels(member)).get(c.MANAGED_LABEL) == ""
         await get_object(admin, BOOTC_NODES, member)
+
+        # A labelled Node that a pool selects keeps the label while that pool has
+        # no BootcNode for it yet (here: its tag cannot be resolved), and loses it
+        # when no pool selects it any more.
+        waiting, hold = unique_name("waiting"), unique_name("hold")
+        await create_object(
+            admin, BOOTC_NODE_POOLS, pool_body(hold, {"hold": hold}, "127.0.0.1:1/os:latest")
+        )
+
+        async def unresolved() -> bool:
+            pool = await get_object(admin, BOOTC_NODE_POOLS, hold)
+            return condition(pool, "Degraded").get("reason") == c.REASON_TAG_RESOLUTION_ERROR
+
+        await wait_for(unresolved, 60, "the pool reporting its tag unresolvable")
+        await create_object(
+            admin,
+            NODES_R,
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": waiting, "labels": {"hold": hold, c.MANAGED_LABEL: ""}},
+            },
+        )
+        # Nodes are handled in the order their events came: the stray node,
+        # labelled after the waiting one was, is looked at after it.
+        await patch_object(admin, NODES_R, rogue, _label_patch(c.MANAGED_LABEL))
+        await wait_for(stripped_again, 60, "the stray node unlabelled a third time")
+        assert (await labels(waiting)).get(c.MANAGED_LABEL) == ""
+        await delete_object(admin, BOOTC_NODE_POOLS, hold)
+
+        async def waiting_stripped() -> bool:
+            return c.MANAGED_LABEL not in await labels(waiting)
+
+        await wait_for(waiting_stripped, 60, "the node no pool selects any more unlabelled")

@@ -36,6 +36,9 @@ def test_wants_look() -> None:
     labelled = {"metadata": {"name": "n", "labels": {M: ""}}}
     assert wants_look(labelled, has_bootc_node=False)
     assert not wants_look(labelled, has_bootc_node=True)
+    # A pool selects it: membership is about to create its BootcNode, or is
+    # handing it from one pool to another.
+    assert not wants_look(labelled, has_bootc_node=False, selected=True)
     assert wants_look({"metadata": {"labels": {LEGACY: ""}}}, has_bootc_node=False)
     assert not wants_look(node(other="1"), has_bootc_node=False)
     assert not wants_look({"metadata": {}}, has_bootc_node=False)

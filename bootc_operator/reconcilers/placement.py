@@ -6,7 +6,8 @@ own Node. Membership sets it on a member after creating the member's BootcNode
 and removes it before deleting that BootcNode. Anyone else may still set it
 (an admin, a tool with Node patch rights); ``reconcile(node_name)`` strips it,
 and the ``LEGACY_MANAGED_LABEL`` from before, from every Node that has no
-BootcNode, so a daemon Pod and its token reach members only.
+BootcNode and that no pool selects, so a daemon Pod and its token reach
+members only.
 
 ``placement_plan`` holds the pure decisions; this is their thin shell. It
 holds the lock of every pool that selects or owns the Node while it decides
@@ -48,9 +49,13 @@ class PlacementReconciler:
             for pool in sorted(pools):
                 await stack.enter_async_context(ctx.pool_lock(pool))
             node = ctx.node(node_name)
-            if wants_look(
-                node, ctx.bootc_node(node_name) is not None
-            ) and await ctx.set_managed_label(node_name, False):
+            selected = node is not None and bool(
+                pools_selecting(ctx.all_pools(), node["metadata"].get("labels"))
+            )
+            has_bootc_node = ctx.bootc_node(node_name) is not None
+            if wants_look(node, has_bootc_node, selected=selected) and await ctx.set_managed_label(
+                node_name, False
+            ):
                 log.warning(
                     "removed the managed label from a node that has no BootcNode",
                     extra={"node": node_name},

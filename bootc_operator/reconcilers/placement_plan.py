@@ -1,8 +1,8 @@
 """Placement decisions (pure): which managed labels a Node should carry.
 
-A Node carries ``MANAGED_LABEL`` (the DaemonSet's selector) exactly while it
-has a BootcNode; ``LEGACY_MANAGED_LABEL`` (what a kubelet could set itself)
-never. See ``placement`` for the reconciler that applies them.
+A Node carries ``MANAGED_LABEL`` (the DaemonSet's selector) only while it has
+a BootcNode or a pool selects it; ``LEGACY_MANAGED_LABEL`` (what a kubelet could
+set itself) never. See ``placement`` for the reconciler that applies them.
 """
 
 from __future__ import annotations
@@ -30,9 +30,15 @@ def managed_label_patch(labels: Mapping[str, str], managed: bool) -> dict[str, A
     return patch
 
 
-def wants_look(node: Obj | None, has_bootc_node: bool) -> bool:
-    """A Node that carries a managed label but has no BootcNode: placement must look."""
-    if node is None or has_bootc_node:
+def wants_look(node: Obj | None, has_bootc_node: bool, *, selected: bool = False) -> bool:
+    """A Node that carries a managed label but has no BootcNode: strip it.
+
+    Not while a pool selects the Node (``selected``): its membership pass is
+    about to create the BootcNode, or a BootcNode was just deleted by one pool
+    handing the Node over to another, which keeps the label so the daemon is
+    not restarted in between.
+    """
+    if node is None or has_bootc_node or selected:
         return False
     labels = (node.get("metadata") or {}).get("labels") or {}
     return c.MANAGED_LABEL in labels or c.LEGACY_MANAGED_LABEL in labels
