@@ -524,8 +524,9 @@ async def test_an_auth_file_the_daemon_did_not_write_survives_its_start(
     await create_bootc_node(api, node, D1)
     daemon = daemons.start(node, host)
     await wait_bn(api, node, is_idle, "the daemon reconciled")
-    await wait_for(lambda: "did not write it" in daemon.log(100_000), WAIT, "kept: logged")
+    assert host.auth_file.exists(), "the admin's auth.json was deleted"
     assert host.auth_file.read_bytes() == admin
+    await wait_for(lambda: "did not write it" in daemon.log(100_000), WAIT, "kept: logged")
 
 
 # ------------------------------------------------------------------ isolation, shutdown

@@ -808,10 +808,26 @@ async def test_hostile_bootc_status_is_reported_degraded(
     assert degraded["message"].startswith(f"bootc status output is not JSON ({reason})")
 
 
+HOSTILE_SECRETS = {
+    "nesting": (
+        b'{"auths": {"quay.io": ' + b"[" * 100_000 + b"]" * 100_000 + b"}}",
+        "pull secret ns/pull: .dockerconfigjson is not valid JSON (nested more than 64 levels "
+        "deep) (no credentials written)",
+    ),
+    "credHelpers": (
+        b'{"auths": {}, "credHelpers": {"quay.io": "evil"}}',
+        'pull secret ns/pull: .dockerconfigjson has a top-level "credHelpers" key; only '
+        '"auths" is accepted (a credential helper would run as root on every node) '
+        "(no credentials written)",
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", HOSTILE_SECRETS)
 async def test_a_hostile_pull_secret_is_reported_degraded(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, journal: list[Any]
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, journal: list[Any], kind: str
 ) -> None:
-    content = b'{"auths": {"quay.io": ' + b"[" * 100_000 + b"]" * 100_000 + b"}}"
+    content, message = HOSTILE_SECRETS[kind]
 
     async def get_object(*_: Any, **__: Any) -> Any:
         journal.append("get secret")
@@ -828,8 +844,5 @@ async def test_a_hostile_pull_secret_is_reported_degraded(
     await agent.reconcile(NODE)
     await asyncio.wait_for(next_trigger(agent), 10)  # the switch task ends
     degraded = degraded_cond(api)
-    assert (degraded["status"], degraded["reason"]) == ("True", c.REASON_ERROR)
-    assert degraded["message"] == (
-        "pull secret ns/pull: .dockerconfigjson is not valid JSON (nested more than 64 levels "
-        "deep) (no credentials written)"
-    )
+    assert (degraded["status"], degraded["reason"]) == ("True", c.REASON_PULL_SECRET_ERROR)
+    assert degraded["message"] == message

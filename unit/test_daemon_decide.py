@@ -455,7 +455,7 @@ ROWS: list[Row] = [
         ON_A,
         Work(),
         (SECRET,),
-        Decision(staging(B), deg(SECRET), start_switch=B),
+        Decision(staging(B), Cond(True, c.REASON_PULL_SECRET_ERROR, SECRET), start_switch=B),
     ),
     (
         "pull secret problem and stage error: both reported",
@@ -471,7 +471,7 @@ ROWS: list[Row] = [
         ON_A,
         Work(switching=B),
         (SECRET,),
-        Decision(staging(B), deg(SECRET)),
+        Decision(staging(B), Cond(True, c.REASON_PULL_SECRET_ERROR, SECRET)),
     ),
     (
         "pull secret problem on an up-to-date node: noted in Idle, not Degraded",
@@ -498,7 +498,7 @@ ROWS: list[Row] = [
         A_STAGED_B,
         Work(),
         (SECRET,),
-        Decision(restaging(A, B), deg(SECRET), start_switch=A),
+        Decision(restaging(A, B), Cond(True, c.REASON_PULL_SECRET_ERROR, SECRET), start_switch=A),
     ),
     # --- no reboot without a drained reboot slot (issue 13, item 0)
     (

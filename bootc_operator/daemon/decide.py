@@ -121,10 +121,11 @@ any other staged image that is not desired.
 
 In every rule a running switch of any *other* image is cancelled (one switch at a
 time; a newer desired image wins). ``pull_problems`` (an unusable pull secret) make
-``Degraded`` True only where the node has to pull (rules 1, 4b's re-stage, 7) or is
-Degraded anyway (2, 3); a node that runs or has staged its desired image, or rolls
-back to it (4a, 6: ``bootc rollback`` pulls nothing), needs no credentials, so there
-the problem is only noted in the ``Idle`` message.
+``Degraded`` True (reason ``PullSecretError`` when nothing else is wrong) only where
+the node has to pull (rules 1, 4b's re-stage, 7) or is Degraded anyway (2, 3); a node
+that runs or has staged its desired image, or rolls back to it (4a, 6: ``bootc
+rollback`` pulls nothing), needs no credentials, so there the problem is only noted in
+the ``Idle`` message.
 """
 
 from __future__ import annotations
@@ -378,6 +379,15 @@ def degraded(*problems: str | None) -> Cond:
     return Cond(True, c.REASON_ERROR, "; ".join(found)) if found else HEALTHY
 
 
+def degraded_by(problem: str | None, pull_problems: Sequence[str]) -> Cond:
+    """``degraded`` for ``problem`` plus the pull-secret problems; the reason is
+    ``PullSecretError`` when the pull secret is all that is wrong (e.g. a secret with a
+    ``credHelpers`` key, refused on the node), so it is told apart from bootc's errors."""
+    if problem is None and any(pull_problems):
+        return Cond(True, c.REASON_PULL_SECRET_ERROR, "; ".join(p for p in pull_problems if p))
+    return degraded(problem, *pull_problems)
+
+
 def reboot_not_allowed(image: str, missing: Sequence[str]) -> Cond:
     """``Degraded=True/RebootNotAllowed``: Booted asked on a node without a drained slot."""
     return Cond(
@@ -467,20 +477,20 @@ def _stage(
         if now < retry_at:
             return Decision(
                 with_note(IDLE, notes),
-                degraded(problem, *extra),
+                degraded_by(problem, extra),
                 cancel_switch=other_switch,
                 requeue_after=retry_at - now,
             )
         return Decision(
             with_note(idle, notes),
-            degraded(problem, *extra),
+            degraded_by(problem, extra),
             cancel_switch=other_switch,
             start_switch=start_switch,
             rollback=rollback,
         )
     return Decision(
         with_note(idle, notes),
-        degraded(*extra),
+        degraded_by(None, extra),
         cancel_switch=other_switch,
         start_switch=start_switch,
         rollback=rollback,
@@ -565,14 +575,14 @@ def decide(
     # 1. staging the desired image
     if desired is not None and work.switching == desired.image:
         problem = attempt_problem(last, None) if last and last.action == "switch" else None
-        return Decision(staging(desired.image), degraded(problem, *extra), forget_attempt=forget)
+        return Decision(staging(desired.image), degraded_by(problem, extra), forget_attempt=forget)
 
     # 2. no usable host status
     if host.error is not None or host.status is None:
         error = host.error or "bootc status has not been read yet"
         return Decision(
             None,
-            degraded(error, *extra),
+            degraded_by(error, extra),
             cancel_switch=other_switch,
             requeue_after=retry.delay(max(1, host.failures)),
         )
@@ -582,7 +592,7 @@ def decide(
     if reason is not None:
         return Decision(
             IDLE,
-            degraded(reason, *extra),
+            degraded_by(reason, extra),
             cancel_switch=work.switching is not None,
             forget_attempt=work.last is not None,
         )
