@@ -50,6 +50,8 @@ from bootc_operator.api.wire import ImageInfo
 API_GROUP_PREFIX = "org.containers.bootc/"
 KIND = "BootcHost"
 EXCERPT_CHARS = 80
+#: The longest "where: why" of an unusable document (see ``_Invalid.describe``).
+DESCRIBE_CHARS = 200
 
 # Read by hand into frozen dataclasses rather than with pydantic: the daemon runs on
 # every node, and pydantic (with its compiled core and the models' schemas) was
@@ -71,8 +73,11 @@ class _Invalid(Exception):
         self.message = message
 
     def describe(self) -> str:
+        """``where: why``, cut to ``DESCRIBE_CHARS``: a quoted value (an ``apiVersion`` of
+        90,000 characters) must not make the condition message too long to write."""
         where = ".".join(str(part) for part in self.path) or "document"
-        return f"{where}: {self.message}"
+        text = f"{where}: {self.message}"
+        return text if len(text) <= DESCRIBE_CHARS else text[: DESCRIBE_CHARS - 3] + "..."
 
 
 def _object(value: Any, path: Loc) -> dict[str, Any]:
