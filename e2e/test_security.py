@@ -727,7 +727,7 @@ async def test_the_controller_strips_the_placement_label_from_nodes_without_a_bo
             c.MANAGED_LABEL not in r
             and c.LEGACY_MANAGED_LABEL not in r
             and m.get(c.MANAGED_LABEL) == ""
-            and c.LEGACY_MANAGED_LABEL not in m
+            and m.get(c.LEGACY_MANAGED_LABEL) == ""
         )
 
     async with ctl_api, running_controller(ctl_api):

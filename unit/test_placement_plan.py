@@ -17,15 +17,14 @@ def test_the_managed_label_cannot_be_set_by_a_kubelet() -> None:
 
 
 def test_managed_label_patch() -> None:
-    assert managed_label_patch({}, True) == {M: ""}
-    assert managed_label_patch({M: ""}, True) == {}
-    assert managed_label_patch({M: "x"}, True) == {M: ""}
-    assert managed_label_patch({M: ""}, False) == {M: None}
-    assert managed_label_patch({}, False) == {}
-    # The legacy label goes either way.
-    assert managed_label_patch({LEGACY: ""}, True) == {M: "", LEGACY: None}
-    assert managed_label_patch({M: "", LEGACY: ""}, True) == {LEGACY: None}
+    assert managed_label_patch({}, True) == {M: "", LEGACY: ""}
+    assert managed_label_patch({M: "", LEGACY: ""}, True) == {}
+    assert managed_label_patch({M: "x", LEGACY: ""}, True) == {M: ""}
+    assert managed_label_patch({M: ""}, True) == {LEGACY: ""}  # an upgrade from before
+    assert managed_label_patch({LEGACY: ""}, True) == {M: ""}  # taken over from Go
     assert managed_label_patch({M: "", LEGACY: ""}, False) == {M: None, LEGACY: None}
+    assert managed_label_patch({LEGACY: ""}, False) == {LEGACY: None}
+    assert managed_label_patch({}, False) == {}
     assert managed_label_patch({"other": "1"}, False) == {}
 
 

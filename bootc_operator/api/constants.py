@@ -21,8 +21,9 @@ NODE_PLURAL: Final = "bootcnodes"
 # controller sets it on members only and strips it from any Node without a
 # BootcNode (``placement``).
 MANAGED_LABEL: Final = "bootc.dev.node-restriction.kubernetes.io/managed"
-# What MANAGED_LABEL was before: any kubelet may set it, so nothing selects on it
-# any more; the controller removes it where it writes MANAGED_LABEL (upgrades).
+# The Go operator's member label (part of the API): members still carry it, for
+# admins and tools that select on it, but any kubelet may set it on its own Node,
+# so nothing places the daemon by it; it is stripped from non-members.
 LEGACY_MANAGED_LABEL: Final = "bootc.dev/managed"
 # BootcNode label naming its pool, so `kubectl get bn -l bootc.dev/pool=NAME` works.
 POOL_LABEL: Final = "bootc.dev/pool"

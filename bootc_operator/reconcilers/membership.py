@@ -10,9 +10,10 @@
   (``membership_plan.assign_nodes``: selector match, conflicts resolved) ensure
   a BootcNode (name = Node name, controller ownerReference to the pool,
   ``desiredImage = repo@target``, ``desiredImageState: Staged``, pull secret
-  copied with its version hash while the Secret is usable) and the Node label
-  ``bootc.dev/managed`` (and the ``bootc.dev/pool`` label on a BootcNode that has
-  only the ownerReference, as the Go operator writes them); a changed target is
+  copied with its version hash while the Secret is usable) and the Node labels
+  ``MANAGED_LABEL`` and ``bootc.dev/managed`` (and the ``bootc.dev/pool`` label
+  on a BootcNode that has only the ownerReference, as the Go operator writes
+  them); a changed target is
   written as desiredImage **and**
   ``desiredImageState: Staged`` in one request;
 - every BootcNode of the pool whose Node left (label change, deletion,

@@ -5,8 +5,9 @@ label that the NodeRestriction admission plugin forbids a kubelet to set on its
 own Node. Membership sets it on a member after creating the member's BootcNode
 and removes it before deleting that BootcNode. Anyone else may still set it
 (an admin, a tool with Node patch rights); ``reconcile(node_name)`` strips it,
-and the ``LEGACY_MANAGED_LABEL`` from before, from every Node that has no
-BootcNode and that no pool selects, so a daemon Pod and its token reach
+and the Go operator's ``LEGACY_MANAGED_LABEL`` (which members carry too, but
+which places nothing), from every Node that has no BootcNode and that no pool
+selects, so a daemon Pod and its token reach
 members only.
 
 ``placement_plan`` holds the pure decisions; this is their thin shell. It

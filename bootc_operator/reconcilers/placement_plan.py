@@ -1,8 +1,11 @@
 """Placement decisions (pure): which managed labels a Node should carry.
 
 A Node carries ``MANAGED_LABEL`` (the DaemonSet's selector) only while it has
-a BootcNode or a pool selects it; ``LEGACY_MANAGED_LABEL`` (what a kubelet could
-set itself) never. See ``placement`` for the reconciler that applies them.
+a BootcNode or a pool selects it. ``LEGACY_MANAGED_LABEL`` (the Go operator's
+``bootc.dev/managed``, part of the API) goes with it: members carry it for the
+admins and tools that select on it, but since a kubelet may set it on its own
+Node it places nothing, and it is stripped with the other. See ``placement``
+for the reconciler that applies them.
 """
 
 from __future__ import annotations
@@ -18,15 +21,14 @@ Obj = Mapping[str, Any]
 def managed_label_patch(labels: Mapping[str, str], managed: bool) -> dict[str, Any]:
     """The Node label changes (merge patch, None deletes) making it ``managed`` or not.
 
-    Empty when nothing changes. The legacy label goes either way: it marks nothing.
+    Empty when nothing changes. Both labels move together.
     """
     patch: dict[str, Any] = {}
-    if managed and labels.get(c.MANAGED_LABEL) != "":
-        patch[c.MANAGED_LABEL] = ""
-    if not managed and c.MANAGED_LABEL in labels:
-        patch[c.MANAGED_LABEL] = None
-    if c.LEGACY_MANAGED_LABEL in labels:
-        patch[c.LEGACY_MANAGED_LABEL] = None
+    for label in (c.MANAGED_LABEL, c.LEGACY_MANAGED_LABEL):
+        if managed and labels.get(label) != "":
+            patch[label] = ""
+        if not managed and label in labels:
+            patch[label] = None
     return patch
 
 

@@ -7,7 +7,7 @@ the node simulator each second, with the project's alerting rules loaded
 
 What the kit's ServiceMonitors would find on a real install, Prometheus scrapes
 here: every controller, and the daemons of the *managed* Nodes only (label
-``bootc.dev/managed``, set while a pool selects the Node): the install's DaemonSet
+``MANAGED_LABEL``, set while a pool selects the Node): the install's DaemonSet
 runs its Pods there alone, while the node simulator runs a daemon on every Node.
 (A daemon outside every pool never reads ``bootc status``, so its
 ``..._last_status_refresh_timestamp_seconds`` stays 0, which a real cluster never
@@ -99,7 +99,7 @@ def new_prometheus(state_dir: Path, *, die_with_parent: bool = True) -> Promethe
 
 
 def managed_nodes(cp: ControlPlane) -> set[str]:
-    """Names of the Nodes labelled ``bootc.dev/managed`` (one GET, as the admin)."""
+    """Names of the Nodes labelled for the daemon (``MANAGED_LABEL``; one GET, as the admin)."""
     ctx = ssl.create_default_context(cafile=str(cp.pki.ca.cert))
     admin = cp.pki.client("admin")
     ctx.load_cert_chain(str(admin.cert), str(admin.key))
