@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build and cache the control-plane binaries the e2e tier, hack/controlplane and
 # hack/sim need, from the published Go modules (Go module proxy only):
-#   kube-apiserver, kube-controller-manager, kube-scheduler, kubectl  (k8s.io/kubernetes)
+#   kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kubelet (k8s.io/kubernetes;
+#   kubelet: the real-node tier)
 #   etcd                                                             (go.etcd.io/etcd/server/v3)
 #   kwok                                                             (sigs.k8s.io/kwok)
 # Output: $BOOTC_OPERATOR_CACHE/bin/<versions>/  (default ~/.cache/bootc-operator).
@@ -19,7 +20,7 @@ KWOK_VERSION="${KWOK_VERSION:-v0.7.0}"
 
 CACHE="$(cache_root)"
 OUT="$CACHE/bin/k8s-$K8S_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION"
-K8S_BINS=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
+K8S_BINS=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet)
 
 log() { printf 'build-binaries: %s\n' "$*" >&2; }
 
@@ -61,6 +62,7 @@ import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kubelet"
 	_ "k8s.io/kubernetes/cmd/kubectl"
 )
 GO

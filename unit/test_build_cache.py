@@ -23,6 +23,7 @@ BINARIES = (
     "kube-controller-manager",
     "kube-scheduler",
     "kubectl",
+    "kubelet",
     "etcd",
     "kwok",
 )
