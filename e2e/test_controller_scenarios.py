@@ -333,17 +333,21 @@ async def test_a_node_cordoned_by_someone_else_uses_the_budget_and_is_named(
         await wait_for(lambda: up_to_date_on(api, group, 1, 3), 90, "pool on image 1")
         await set_image(api, group, 2)
 
-        async def blocked() -> bool:
-            up = condition(await get_pool(api, group), "UpToDate")
-            return up.get("reason") == "RolloutBlocked" and (
-                f"waiting: {z} cordoned by someone else" in up.get("message", "")
+        async def blocked() -> dict[str, Any] | None:
+            pool = await get_pool(api, group)
+            up = condition(pool, "UpToDate")
+            # the message comes while z still stages; z's update counted comes later
+            ok = (
+                up.get("reason") == "RolloutBlocked"
+                and f"waiting: {z} cordoned by someone else" in up.get("message", "")
+                and (pool.get("status") or {}).get("updatedCount") == 1
             )
+            return pool if ok else None
 
-        await wait_for(blocked, 90, "the rollout waiting, naming the cordoned node")
+        pool = await wait_for(blocked, 90, "z updated, the rest waiting, naming the cordoned z")
         booted = {n: (await bn(api, n))["status"]["booted"]["imageDigest"] for n in (a, b, z)}
         assert booted == {a: digest(1), b: digest(1), z: digest(2)}  # z went first
         assert [name for name, _ in fleet.reboots] == [z]
-        pool = await get_pool(api, group)
         assert pool["status"]["phase"] == "Blocked"
         await patch_object(api, NODES, z, {"spec": {"unschedulable": None}})
         await wait_for(lambda: up_to_date_on(api, group, 2, 3), 120, "pool on image 2")
