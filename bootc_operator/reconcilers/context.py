@@ -258,12 +258,20 @@ class Context:
 
     # ---------------------------------------------------------------- node helpers
 
-    async def set_unschedulable(self, name: str, value: bool) -> bool:
-        """Cordon/uncordon; True when the Node exists."""
+    async def set_unschedulable(self, name: str, value: bool, *, trust_cache: bool = False) -> bool:
+        """Cordon/uncordon; True when the Node exists.
+
+        The write is sent whatever the cache says (it is idempotent): the Node
+        cache can lag the BootcNode cache (two watches; a new leader's cache may
+        predate the old leader's cordon), and a release that skipped its
+        uncordon on a stale "already uncordoned" would leave the node cordoned
+        with its slot gone. ``trust_cache`` skips a write the cache calls
+        useless: only for re-checks that a forced write already preceded.
+        """
         node = self.node(name)
         if node is None:
             return False
-        if bool(node.get("spec", {}).get("unschedulable")) == value:
+        if trust_cache and bool(node.get("spec", {}).get("unschedulable")) == value:
             return True
         return await self.patch_node(name, {"spec": {"unschedulable": value or None}}) is not None
 

@@ -373,7 +373,8 @@ class RolloutReconciler:
         bn = ctx.bootc_node(name)
         if bn is None:
             return None
-        await ctx.set_unschedulable(name, True)  # someone may have uncordoned it
+        # someone may have uncordoned it (the take's cordon was a forced write)
+        await ctx.set_unschedulable(name, True, trust_cache=True)
         res = self.drains.ensure(name, pool_name)
         if res.done:
             await ctx.patch_bootc_node(
