@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import stat
 import time
 import uuid
@@ -284,8 +285,9 @@ async def test_private_registry_image_with_a_pull_secret(
             await run.finish(digest)
             for node in nodes:
                 auth = sim.host(node).auth_file
-                # rewritten after the reboot emptied /run, owner-only
-                assert auth.read_bytes() == config_json, node
+                # rewritten after the reboot emptied /run, owner-only; the daemon
+                # writes only the auths, re-serialised
+                assert json.loads(auth.read_bytes()) == json.loads(config_json), node
                 assert stat.S_IMODE(auth.stat().st_mode) == 0o600, node
                 state = sim.host(node).state()
                 assert state.booted is not None and state.booted.digest == digest, node
