@@ -7,8 +7,7 @@ and removes it before deleting that BootcNode. Anyone else may still set it
 (an admin, a tool with Node patch rights); ``reconcile(node_name)`` strips it,
 and the Go operator's ``LEGACY_MANAGED_LABEL`` (which members carry too, but
 which places nothing), from every Node that has no BootcNode and that no pool
-selects, so a daemon Pod and its token reach
-members only.
+selects, so a daemon Pod and its token reach members only.
 
 ``placement_plan`` holds the pure decisions; this is their thin shell. It
 holds the lock of every pool that selects or owns the Node while it decides
