@@ -53,15 +53,15 @@ from bootc_operator.informers import (
     unwrap,
 )
 from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, NODES, load_api_client
+from bootc_operator.policy.ownership import POOL_INDEX, index_by_pool, pool_of
+from bootc_operator.policy.placement_plan import wants_look
 from bootc_operator.reconcilers import metrics as m
 from bootc_operator.reconcilers.alertgate import AlertReconciler
 from bootc_operator.reconcilers.context import Context, Obj
 from bootc_operator.reconcilers.drain import DrainManager
 from bootc_operator.reconcilers.healthpods import HealthPods
 from bootc_operator.reconcilers.membership import MembershipReconciler
-from bootc_operator.reconcilers.ownership import POOL_INDEX, index_by_pool, pool_of
 from bootc_operator.reconcilers.placement import PlacementReconciler
-from bootc_operator.reconcilers.placement_plan import wants_look
 from bootc_operator.reconcilers.pullsecrets import SecretState, SecretWatcher, ref_of
 from bootc_operator.reconcilers.rollout import RolloutReconciler
 from bootc_operator.reconcilers.status import StatusReconciler

@@ -52,7 +52,7 @@ from bootc_operator.api.v1alpha1 import (
     RolloutSpec,
     SecretReference,
 )
-from bootc_operator.reconcilers.ownership import owner_reference
+from bootc_operator.policy.ownership import owner_reference
 from e2e.helpers import unique_name, wait_for
 from hack.testenv import ControlPlane
 from hack.testenv.controlplane import DEFAULT_CRD_DIR

@@ -38,7 +38,7 @@ import bootc_operator.reconcilers.metrics
 import bootc_operator.runtime.events  # noqa: F401 - registers bootc_operator_events_total
 from bootc_operator.api import constants as c
 from bootc_operator.informers.metrics import informer_metrics
-from bootc_operator.reconcilers.poolstatus import MemberState
+from bootc_operator.policy.poolstatus import MemberState
 from bootc_operator.workqueue.metrics import workqueue_metrics
 from hack.installgen import kustomize
 from hack.testenv import ControlPlane

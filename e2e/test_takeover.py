@@ -53,7 +53,7 @@ from bootc_operator.kube.rest import (
     patch_object,
     request_json,
 )
-from bootc_operator.reconcilers.ownership import owner_reference
+from bootc_operator.policy.ownership import owner_reference
 from e2e.controllerenv import (
     LEASE,
     NAMESPACE,

@@ -17,14 +17,14 @@ from bootc_operator.alerts.gate import (
     retry_delay,
 )
 from bootc_operator.api import constants as c
-from bootc_operator.reconcilers.alertgate import AlertReconciler
-from bootc_operator.reconcilers.poolstatus import (
+from bootc_operator.policy.poolstatus import (
     RolloutFacts,
     count_states,
     phase,
     rollout_condition,
 )
-from bootc_operator.reconcilers.slots import plan_rollout
+from bootc_operator.policy.slots import plan_rollout
+from bootc_operator.reconcilers.alertgate import AlertReconciler
 from unit.test_health_gate import NOW, S, node
 
 

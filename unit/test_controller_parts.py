@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from bootc_operator.reconcilers.poolspec import check_pool
+from bootc_operator.policy.poolspec import check_pool
 from bootc_operator.reconcilers.triggers import node_changed, pool_changed, pools_selecting
 from bootc_operator.runtime.httpserver import parse_bind_address
 from bootc_operator.runtime.leaderelection import Decision, LeaseRecord, decide

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from bootc_operator.policy.drainplan import blocking_message, drain_state, must_leave
 from bootc_operator.reconcilers.drain import DrainResult, describe
-from bootc_operator.reconcilers.drainplan import blocking_message, drain_state, must_leave
 
 
 def pod(

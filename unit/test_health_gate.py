@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from bootc_operator.api import constants as c
-from bootc_operator.reconcilers.health import (
+from bootc_operator.policy.health import (
     CHECK_BOOT_COMPLETE,
     CHECK_MIN_READY,
     CHECK_PODS,
@@ -25,18 +25,18 @@ from bootc_operator.reconcilers.health import (
     evaluate,
     gate_results,
 )
-from bootc_operator.reconcilers.healthpods import pod_health, slim_pod
-from bootc_operator.reconcilers.nodestate import NodeState, NodeView, rollback_ref, view
-from bootc_operator.reconcilers.ownership import held_back_from, retarget_patch
-from bootc_operator.reconcilers.poolspec import check_pool
-from bootc_operator.reconcilers.poolstatus import (
+from bootc_operator.policy.nodestate import NodeState, NodeView, rollback_ref, view
+from bootc_operator.policy.ownership import held_back_from, retarget_patch
+from bootc_operator.policy.poolspec import check_pool
+from bootc_operator.policy.poolstatus import (
     RolloutFacts,
     count_states,
     phase,
     progress_message,
     rollout_condition,
 )
-from bootc_operator.reconcilers.slots import gate_news, plan_pool, plan_rollout, plan_staging
+from bootc_operator.policy.slots import gate_news, plan_pool, plan_rollout, plan_staging
+from bootc_operator.reconcilers.healthpods import pod_health, slim_pod
 
 NOW = dt.datetime(2026, 11, 24, 12, 0, tzinfo=dt.UTC)
 OLD = "sha256:" + "a" * 64

@@ -8,9 +8,9 @@ from dataclasses import replace
 from prometheus_client import REGISTRY
 
 from bootc_operator.api import constants as c
+from bootc_operator.policy.nodestate import NodeState, NodeView
+from bootc_operator.policy.poolstatus import MemberState, member_states
 from bootc_operator.reconcilers import metrics as m
-from bootc_operator.reconcilers.nodestate import NodeState, NodeView
-from bootc_operator.reconcilers.poolstatus import MemberState, member_states
 
 S = NodeState
 

@@ -9,9 +9,9 @@ import pytest
 
 from bootc_operator.informers import Informer
 from bootc_operator.kube import BOOTC_NODES, NODES
+from bootc_operator.policy.nodestate import NodeState
 from bootc_operator.reconcilers.context import Context
 from bootc_operator.reconcilers.fanout import each
-from bootc_operator.reconcilers.nodestate import NodeState
 from bootc_operator.reconcilers.triggers import membership_changed, node_membership_changed
 
 T = frozenset({"sha256:b"})

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from bootc_operator.reconcilers.membership_plan import assign_nodes
-from bootc_operator.reconcilers.poolstatus import halted_message
+from bootc_operator.policy.membership_plan import assign_nodes
+from bootc_operator.policy.poolstatus import halted_message
 from bootc_operator.wording import counted, noun
 
 

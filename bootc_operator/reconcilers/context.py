@@ -41,10 +41,10 @@ from bootc_operator.kube import (
     patch_object,
 )
 from bootc_operator.kube.rest import request_json
-from bootc_operator.reconcilers.nodestate import NodeView, ViewCache
-from bootc_operator.reconcilers.ownership import POOL_INDEX, pool_of
-from bootc_operator.reconcilers.placement_plan import managed_label_patch
-from bootc_operator.reconcilers.poolspec import PoolSpecCheck, check_pool
+from bootc_operator.policy.nodestate import NodeView, ViewCache
+from bootc_operator.policy.ownership import POOL_INDEX, pool_of
+from bootc_operator.policy.placement_plan import managed_label_patch
+from bootc_operator.policy.poolspec import PoolSpecCheck, check_pool
 from bootc_operator.runtime.events import EventRecorder, ObjectRef
 
 Obj = dict[str, Any]

@@ -49,8 +49,8 @@ from typing import Final
 
 from bootc_operator.informers import Backoff, EventHandler, Informer
 from bootc_operator.kube import PODS, ApiError, list_objects
+from bootc_operator.policy.drainplan import MIRROR_ANNOTATION, blocking_message, drain_state
 from bootc_operator.reconcilers.context import Context, Obj
-from bootc_operator.reconcilers.drainplan import MIRROR_ANNOTATION, blocking_message, drain_state
 from bootc_operator.reconcilers.metrics import DRAIN_DURATION
 
 log = logging.getLogger("drain")

@@ -34,11 +34,11 @@ from bootc_operator.api.conditions import get_condition
 from bootc_operator.api.timefmt import parse_time
 from bootc_operator.informers import EventHandler, Informer
 from bootc_operator.kube import PODS
+from bootc_operator.policy.health import GateResult, PodHealth, arrived, gate_results
+from bootc_operator.policy.nodestate import NodeView
+from bootc_operator.policy.poolspec import PoolSpecCheck
+from bootc_operator.policy.selectors import matches
 from bootc_operator.reconcilers.context import Context, Obj
-from bootc_operator.reconcilers.health import GateResult, PodHealth, arrived, gate_results
-from bootc_operator.reconcilers.nodestate import NodeView
-from bootc_operator.reconcilers.poolspec import PoolSpecCheck
-from bootc_operator.reconcilers.selectors import matches
 
 
 def slim_pod(pod: Obj) -> Obj:

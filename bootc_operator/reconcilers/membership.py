@@ -39,10 +39,8 @@ from typing import Any
 
 from bootc_operator.api import constants as c
 from bootc_operator.kube import ApiError
-from bootc_operator.reconcilers.context import Context, Obj, pool_ref
-from bootc_operator.reconcilers.fanout import each
-from bootc_operator.reconcilers.membership_plan import assign_nodes
-from bootc_operator.reconcilers.ownership import (
+from bootc_operator.policy.membership_plan import assign_nodes
+from bootc_operator.policy.ownership import (
     desired_digest_label,
     held_back_from,
     member_body,
@@ -50,13 +48,15 @@ from bootc_operator.reconcilers.ownership import (
     reboot_policy,
     retarget_patch,
 )
-from bootc_operator.reconcilers.pullsecrets import SecretState
-from bootc_operator.reconcilers.slots import (
+from bootc_operator.policy.slots import (
     STAGED,
     gives_slot_back_on_retarget,
     must_uncordon,
     release_annotations,
 )
+from bootc_operator.reconcilers.context import Context, Obj, pool_ref
+from bootc_operator.reconcilers.fanout import each
+from bootc_operator.reconcilers.pullsecrets import SecretState
 
 log = logging.getLogger("membership")
 

@@ -20,9 +20,9 @@ from __future__ import annotations
 import contextlib
 import logging
 
+from bootc_operator.policy.ownership import pool_of
+from bootc_operator.policy.placement_plan import wants_look
 from bootc_operator.reconcilers.context import Context
-from bootc_operator.reconcilers.ownership import pool_of
-from bootc_operator.reconcilers.placement_plan import wants_look
 from bootc_operator.reconcilers.triggers import pools_selecting
 
 log = logging.getLogger("placement")

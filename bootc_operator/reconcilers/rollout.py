@@ -48,25 +48,14 @@ import logging
 from bootc_operator.api import constants as c
 from bootc_operator.api.timefmt import now_rfc3339, parse_time
 from bootc_operator.api.v1alpha1 import RebootKind
-from bootc_operator.reconcilers.context import Context, Obj, pool_ref
-from bootc_operator.reconcilers.drain import DrainManager
-from bootc_operator.reconcilers.fanout import each
-from bootc_operator.reconcilers.health import (
+from bootc_operator.policy.health import (
     GateResult,
     Verdict,
 )
-from bootc_operator.reconcilers.healthpods import HealthPods, health_gates
-from bootc_operator.reconcilers.metrics import (
-    HEALTH_CHECK_DURATION,
-    HEALTH_CHECK_FAILURES,
-    NODE_REBOOTS,
-    NODE_UPDATE_DURATION,
-    ROLLBACKS,
-)
-from bootc_operator.reconcilers.nodestate import NodeState, NodeView
-from bootc_operator.reconcilers.ownership import retarget_patch
-from bootc_operator.reconcilers.poolspec import PoolSpecCheck
-from bootc_operator.reconcilers.slots import (
+from bootc_operator.policy.nodestate import NodeState, NodeView
+from bootc_operator.policy.ownership import retarget_patch
+from bootc_operator.policy.poolspec import PoolSpecCheck
+from bootc_operator.policy.slots import (
     BOOTED,
     STAGED,
     Adoption,
@@ -78,6 +67,17 @@ from bootc_operator.reconcilers.slots import (
     plan_pool,
     release_patch,
     take_patch,
+)
+from bootc_operator.reconcilers.context import Context, Obj, pool_ref
+from bootc_operator.reconcilers.drain import DrainManager
+from bootc_operator.reconcilers.fanout import each
+from bootc_operator.reconcilers.healthpods import HealthPods, health_gates
+from bootc_operator.reconcilers.metrics import (
+    HEALTH_CHECK_DURATION,
+    HEALTH_CHECK_FAILURES,
+    NODE_REBOOTS,
+    NODE_UPDATE_DURATION,
+    ROLLBACKS,
 )
 
 log = logging.getLogger("rollout")

@@ -30,15 +30,10 @@ from bootc_operator.api.conditions import (
 from bootc_operator.api.imageref import display_ref, short_digest
 from bootc_operator.api.timefmt import now_rfc3339
 from bootc_operator.kube import ApiError
-from bootc_operator.reconcilers import metrics as m
-from bootc_operator.reconcilers.context import Context, Obj, pool_ref
-from bootc_operator.reconcilers.drain import DrainManager
-from bootc_operator.reconcilers.health import GateResult, Verdict
-from bootc_operator.reconcilers.healthpods import HealthPods, health_gates
-from bootc_operator.reconcilers.membership import MembershipProgress
-from bootc_operator.reconcilers.membership_plan import assign_nodes, claims
-from bootc_operator.reconcilers.nodestate import NodeState
-from bootc_operator.reconcilers.poolstatus import (
+from bootc_operator.policy.health import GateResult, Verdict
+from bootc_operator.policy.membership_plan import assign_nodes, claims
+from bootc_operator.policy.nodestate import NodeState
+from bootc_operator.policy.poolstatus import (
     RolloutFacts,
     count_states,
     degraded_condition,
@@ -48,10 +43,15 @@ from bootc_operator.reconcilers.poolstatus import (
     phase,
     rollout_condition,
 )
+from bootc_operator.policy.selectors import is_empty
+from bootc_operator.policy.slots import GateNews, gate_news, next_reboot_deadline, plan_pool
+from bootc_operator.policy.windows import ALWAYS_OPEN, describe_opening
+from bootc_operator.reconcilers import metrics as m
+from bootc_operator.reconcilers.context import Context, Obj, pool_ref
+from bootc_operator.reconcilers.drain import DrainManager
+from bootc_operator.reconcilers.healthpods import HealthPods, health_gates
+from bootc_operator.reconcilers.membership import MembershipProgress
 from bootc_operator.reconcilers.pullsecrets import SecretState
-from bootc_operator.reconcilers.selectors import is_empty
-from bootc_operator.reconcilers.slots import GateNews, gate_news, next_reboot_deadline, plan_pool
-from bootc_operator.reconcilers.windows import ALWAYS_OPEN, describe_opening
 
 log = logging.getLogger("status")
 

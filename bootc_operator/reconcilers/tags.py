@@ -35,8 +35,8 @@ from typing import Any
 from bootc_operator.api import constants as c
 from bootc_operator.api.timefmt import now_rfc3339, parse_time
 from bootc_operator.kube import ApiError
+from bootc_operator.policy.poolspec import check_pool
 from bootc_operator.reconcilers.context import Context, Obj, pool_ref
-from bootc_operator.reconcilers.poolspec import check_pool
 from bootc_operator.reconcilers.pullsecrets import SecretState
 
 log = logging.getLogger("tags")

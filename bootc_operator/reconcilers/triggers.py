@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from bootc_operator.api.conditions import node_ready_status
-from bootc_operator.reconcilers.selectors import InvalidSelector, matches, validate_selector
+from bootc_operator.policy.selectors import InvalidSelector, matches, validate_selector
 
 Obj = Mapping[str, Any]
 

@@ -51,7 +51,7 @@ from bootc_operator.kube import (
     patch_object,
     request_json,
 )
-from bootc_operator.reconcilers.ownership import member_body
+from bootc_operator.policy.ownership import member_body
 from hack.perf import components as comp
 from hack.perf.analysis import peak_staging, percentiles, rollout_figures, wave_chain
 from hack.perf.nodes import bounded, kubelet_node

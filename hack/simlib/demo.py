@@ -73,7 +73,7 @@ from bootc_operator.kube import (
     create_object,
     patch_object,
 )
-from bootc_operator.reconcilers.windows import describe_opening, parse_windows, window_state
+from bootc_operator.policy.windows import describe_opening, parse_windows, window_state
 from bootc_operator.wording import counted
 from hack.simlib.cli import clean, interrupt_on_sigterm, start_detached
 from hack.simlib.common import DEFAULT_DIR, SimConfig

@@ -35,7 +35,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import yaml
 
 from bootc_operator.api import constants as c
-from bootc_operator.reconcilers.windows import parse_duration, parse_windows
+from bootc_operator.policy.windows import parse_duration, parse_windows
 from hack.simlib.common import WORKER_LABEL
 
 DEFAULT_POOL = "workers"

@@ -42,8 +42,8 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from bootc_operator.api import constants as c
-from bootc_operator.reconcilers.drainplan import must_leave, pod_key
-from bootc_operator.reconcilers.selectors import matches
+from bootc_operator.policy.drainplan import must_leave, pod_key
+from bootc_operator.policy.selectors import matches
 
 BAR_WIDTH = 30
 STATE_COLORS = {

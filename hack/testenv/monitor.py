@@ -49,7 +49,7 @@ when given, so a scenario checks what its pool asks for:
   the controller's cache can tell) counts too: enable it where nothing outside
   the test changes nodes during takes.
 - ``windows`` (the pool's ``maintenanceWindows``, as written in the spec): no new
-  slot outside a window, judged by ``bootc_operator.reconcilers.windows`` at the
+  slot outside a window, judged by ``bootc_operator.policy.windows`` at the
   time the slot annotation records and at the time the monitor saw it (allowing
   ``WINDOW_GRACE`` for the watch's delay past a closing).
 - ``stage_ahead`` with ``target`` (a digest): never more than ``stage_ahead``
@@ -110,9 +110,9 @@ from bootc_operator.api.timefmt import parse_time
 from bootc_operator.informers import DeletedFinalStateUnknown, EventHandler, Informer, Obj, unwrap
 from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, NODES, PODS, Resource
 from bootc_operator.kube.rest import get_object
-from bootc_operator.reconcilers.drainplan import must_leave
-from bootc_operator.reconcilers.ownership import pool_of
-from bootc_operator.reconcilers.windows import Window, parse_windows, window_state
+from bootc_operator.policy.drainplan import must_leave
+from bootc_operator.policy.ownership import pool_of
+from bootc_operator.policy.windows import Window, parse_windows, window_state
 from bootc_operator.wording import counted
 from hack.testenv.audit import ApiWrite, AuditTail
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bootc_operator.reconcilers.membership_plan import assign_nodes, claims
+from bootc_operator.policy.membership_plan import assign_nodes, claims
 
 
 def pool(

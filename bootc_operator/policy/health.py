@@ -43,7 +43,7 @@ from enum import StrEnum
 from typing import Any
 
 from bootc_operator.api.v1alpha1 import DEFAULT_HEALTH_TIMEOUT_SECONDS, BootAssessmentState
-from bootc_operator.reconcilers.nodestate import NodeState, NodeView
+from bootc_operator.policy.nodestate import NodeState, NodeView
 
 CHECK_READY = "Ready"
 CHECK_BOOT_COMPLETE = "bootComplete"

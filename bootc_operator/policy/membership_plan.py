@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from bootc_operator.reconcilers.selectors import InvalidSelector, matches, validate_selector
+from bootc_operator.policy.selectors import InvalidSelector, matches, validate_selector
 from bootc_operator.wording import counted, noun
 
 

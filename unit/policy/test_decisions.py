@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from bootc_operator.api import constants as c
-from bootc_operator.reconcilers.nodestate import NodeState, NodeView, classify, view
-from bootc_operator.reconcilers.poolstatus import (
+from bootc_operator.policy.nodestate import NodeState, NodeView, classify, view
+from bootc_operator.policy.poolstatus import (
     Counts,
     MemberState,
     RolloutFacts,
@@ -24,13 +24,13 @@ from bootc_operator.reconcilers.poolstatus import (
     progress_message,
     rollout_condition,
 )
-from bootc_operator.reconcilers.selectors import (
+from bootc_operator.policy.selectors import (
     InvalidSelector,
     is_empty,
     matches,
     validate_selector,
 )
-from bootc_operator.reconcilers.slots import (
+from bootc_operator.policy.slots import (
     adoption,
     adoption_patch,
     gives_slot_back_on_retarget,

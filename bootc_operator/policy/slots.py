@@ -53,10 +53,10 @@ from typing import Any
 
 from bootc_operator.api import constants as c
 from bootc_operator.api.v1alpha1 import DesiredImageState
-from bootc_operator.reconcilers.health import GateResult, Verdict, choose_canaries
-from bootc_operator.reconcilers.nodestate import NodeState, NodeView
-from bootc_operator.reconcilers.poolspec import PoolSpecCheck
-from bootc_operator.reconcilers.windows import WindowState, window_state
+from bootc_operator.policy.health import GateResult, Verdict, choose_canaries
+from bootc_operator.policy.nodestate import NodeState, NodeView
+from bootc_operator.policy.poolspec import PoolSpecCheck
+from bootc_operator.policy.windows import WindowState, window_state
 
 BOOTED = DesiredImageState.BOOTED.value
 STAGED = DesiredImageState.STAGED.value

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bootc_operator.api import constants as c
-from bootc_operator.reconcilers.placement_plan import managed_label_patch, wants_look
+from bootc_operator.policy.placement_plan import managed_label_patch, wants_look
 
 M, LEGACY = c.MANAGED_LABEL, c.LEGACY_MANAGED_LABEL
 

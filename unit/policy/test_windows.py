@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from bootc_operator.reconcilers.windows import (
+from bootc_operator.policy.windows import (
     DAYS,
     describe_opening,
     local_instant,

@@ -23,9 +23,9 @@ from bootc_operator.api.intstr import (
     resolve_max_unavailable,
 )
 from bootc_operator.api.v1alpha1 import DEFAULT_HEALTH_TIMEOUT_SECONDS
-from bootc_operator.reconcilers.health import HealthPolicy
-from bootc_operator.reconcilers.selectors import InvalidSelector, validate_selector
-from bootc_operator.reconcilers.windows import Window, parse_windows
+from bootc_operator.policy.health import HealthPolicy
+from bootc_operator.policy.selectors import InvalidSelector, validate_selector
+from bootc_operator.policy.windows import Window, parse_windows
 
 DEFAULT_MAX_UNHEALTHY = 2
 
