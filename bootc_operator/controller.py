@@ -114,11 +114,14 @@ class Controller:
         self.workers = workers
         self.factory = SharedInformerFactory(self.watch_api)
         self.pools = self.factory.informer(BOOTC_NODE_POOLS)
-        # One BootcNode per node, repeating the same keys, digests, reasons and messages.
+        # One BootcNode per node, repeating the same keys, digests, reasons and messages;
+        # the sealed pull secret's ciphertext is never read back (its keyID is).
         self.bootc_nodes = self.factory.informer(
             BOOTC_NODES,
             indexers={POOL_INDEX: index_by_pool},
-            transform=chain(strip_bulk, intern_strings),
+            transform=chain(
+                strip_bulk, drop_paths(("spec", "sealedPullSecret", "data")), intern_strings
+            ),
         )
         # Node objects are large (image lists) and numerous: keep only what we read.
         self.nodes = self.factory.informer(

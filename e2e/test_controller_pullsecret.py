@@ -1,4 +1,9 @@
-"""Pull-secret propagation by the controller (no registry involved)."""
+"""Pull-secret propagation by the controller (no registry involved).
+
+The simulated fleet has no daemons: the test publishes each node's sealing key in
+its BootcNode status (as a daemon does) and opens the sealed blobs with the private
+keys it holds, as each daemon would.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ from kubernetes_asyncio.client import ApiClient
 
 from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, SECRETS, ApiError
 from bootc_operator.kube.rest import create_object, delete_object, get_object, patch_object
+from bootc_operator.sealing import NodeKey, Sealed, SealedForAnotherKey, UnsealFailed
 from e2e.controllerenv import (
     create_pool,
     delete_quietly,
@@ -72,16 +78,67 @@ async def test_pull_secret_reaches_every_node_and_survives_breakage(
         deg = condition(await get_pool(api, group), "Degraded")
         return deg.get("reason") == "PullSecretError" and fragment in deg.get("message", "")
 
+    keys = {n: NodeKey.generate() for n in nodes}
+
+    async def publish(node: str, key: NodeKey) -> None:
+        await patch_object(
+            api, BOOTC_NODES, node, {"status": {"sealingKey": key.public}}, subresource="status"
+        )
+
+    async def opened(node: str) -> bytes | None:
+        """What ``node``'s daemon reads from its sealed blob (None: not sealed to it yet)."""
+        spec = (await get_object(api, BOOTC_NODES, node))["spec"]
+        if not spec.get("sealedPullSecret"):
+            return None
+        sealed = Sealed.from_wire(spec["sealedPullSecret"])
+        if sealed.key_id != keys[node].key_id:
+            return None
+        return keys[node].unseal(sealed, node=node, secret_hash=spec["pullSecretHash"])
+
+    async def every_node_opens(password: str) -> bool:
+        want = base64.b64decode(dockerconfig(password))
+        return all([await opened(n) == want for n in nodes])
+
     async with running_controller(api):
         await create_pool(api, pool)
         first = await wait_for(one_hash, 30, "every node has the pull secret ref and hash")
-        # rotate: every node gets the new hash
+        # no daemon key published yet: nothing sealed
+        specs = [(await get_object(api, BOOTC_NODES, n))["spec"] for n in nodes]
+        assert not any("sealedPullSecret" in spec for spec in specs), specs
+        for n in nodes:
+            await publish(n, keys[n])
+        await wait_for(lambda: every_node_opens("one"), 30, "each node's secret sealed to it")
+        # a node opens only its own blob: not another node's, even relabelled
+        mine, theirs = nodes
+        blob = Sealed.from_wire(
+            (await get_object(api, BOOTC_NODES, theirs))["spec"]["sealedPullSecret"]
+        )
+        try:
+            keys[mine].unseal(blob, node=mine, secret_hash=str(first))
+        except SealedForAnotherKey:
+            pass
+        else:
+            raise AssertionError(f"{mine} opened the blob sealed for {theirs}")
+        forged = Sealed(keys[mine].key_id, blob.data)
+        for node in (mine, theirs):
+            try:
+                keys[mine].unseal(forged, node=node, secret_hash=str(first))
+            except UnsealFailed:
+                pass
+            else:
+                raise AssertionError(f"{mine}'s key opened {theirs}'s blob as {node}")
+        # rotate: every node gets the new hash and the new content, sealed to its key
         await patch_object(
             api, SECRETS, secret, {"data": {".dockerconfigjson": dockerconfig("two")}}, NS
         )
         second = await wait_for(
             lambda: _changed(one_hash(), first), 30, "the rotated secret's hash on every node"
         )
+        await wait_for(lambda: every_node_opens("two"), 30, "the rotated secret sealed")
+        # a daemon restarts with a new key: its secret is sealed to that one
+        keys[mine] = NodeKey.generate()
+        await publish(mine, keys[mine])
+        await wait_for(lambda: every_node_opens("two"), 30, "re-sealed to the new key")
         # malformed: reported, nodes keep the last good hash
         # (the API server checks the JSON itself, so "malformed" means no "auths")
         wrong = base64.b64encode(b'{"registries": {}}').decode()
@@ -98,7 +155,11 @@ async def test_pull_secret_reaches_every_node_and_survives_breakage(
         async def cleared() -> bool:
             got = await hashes()
             healthy = condition(await get_pool(api, group), "Degraded").get("reason") == "Healthy"
-            return got == {("null", None)} and healthy
+            sealed = [
+                (await get_object(api, BOOTC_NODES, n))["spec"].get("sealedPullSecret")
+                for n in nodes
+            ]
+            return got == {("null", None)} and healthy and sealed == [None] * len(nodes)
 
         await wait_for(cleared, 30, "pull secret fields cleared, pool healthy")
     await delete_quietly(api, BOOTC_NODE_POOLS, group)

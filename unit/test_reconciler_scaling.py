@@ -40,6 +40,11 @@ def test_status_and_annotation_updates_do_not_concern_membership() -> None:
     assert membership_changed(old, bn("2", labels={"x": "y"}))
     assert membership_changed(old, bn("2", ownerReferences=[{"name": "p"}]))
     assert membership_changed(old, bn("2", deletionTimestamp="t"))
+    # a daemon's new sealing key: the pull secret is sealed to it again
+    keyed = bn("2")
+    keyed["status"]["sealingKey"] = "A" * 43 + "="
+    assert membership_changed(old, keyed)
+    assert not membership_changed(keyed, {**keyed, "metadata": {**keyed["metadata"]}})
 
 
 def test_only_label_and_deletion_node_updates_concern_membership() -> None:

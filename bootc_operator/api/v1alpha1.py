@@ -519,6 +519,26 @@ class BootcNodePool(WireModel):
 # --------------------------------------------------------------------- node
 
 
+class SealedPullSecret(WireModel):
+    """The pool's pull secret encrypted to one node's ``status.sealingKey`` (HPKE, RFC
+    9180: X25519, HKDF-SHA256, ChaCha20-Poly1305; see ``bootc_operator.sealing``)."""
+
+    key_id: str = Field(
+        alias="keyID",
+        min_length=1,
+        max_length=64,
+        description="the id of the node key it is sealed to (hex of the first 16 bytes of "
+        "the SHA-256 of status.sealingKey).",
+    )
+    data: str = Field(
+        min_length=1,
+        # a Secret holds at most 1 MiB: base64 of that plus HPKE's 48 bytes
+        max_length=1_400_000,
+        description="base64 of the HPKE encapsulated key and ciphertext; opens only with "
+        "the node's private key, for this node's name and pullSecretHash.",
+    )
+
+
 class BootcNodeSpec(WireModel):
     """The desired state of a node, written by the controller."""
 
@@ -548,6 +568,12 @@ class BootcNodeSpec(WireModel):
         default=None,
         description="hash of the pull secret's uid and resourceVersion (never of its "
         "content); a change means re-fetch.",
+    )
+    sealed_pull_secret: SealedPullSecret | None = Field(
+        default=None,
+        description="the pull secret's .dockerconfigjson sealed to this node's "
+        "status.sealingKey by the controller: daemons read no Secrets, and a node can open "
+        "only its own.",
     )
     reboot_policy: RebootPolicy | None = Field(
         default=None,
@@ -612,6 +638,14 @@ class BootcNodeStatus(WireModel):
         default=None,
         description='how the daemon last rebooted the node into an update: "Soft" (userspace '
         'only, systemctl soft-reboot) or "Full"; written with Idle=False/Rebooting.',
+    )
+    sealing_key: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9+/]{43}=$",
+        description="the daemon's X25519 public key (base64 of the raw 32 bytes), made when "
+        "the spec first names a pull secret; the controller seals the pull secret to it. "
+        "The private key is in the daemon's memory only: a restarted daemon publishes a "
+        "new one.",
     )
     conditions: list[Condition] | None = Field(
         default=None, description='"Idle" and "Degraded".', json_schema_extra=_CONDITIONS_EXTRA

@@ -10,7 +10,9 @@
   (``membership_plan.assign_nodes``: selector match, conflicts resolved) ensure
   a BootcNode (name = Node name, controller ownerReference to the pool,
   ``desiredImage = repo@target``, ``desiredImageState: Staged``, pull secret
-  copied with its version hash while the Secret is usable) and the Node labels
+  copied with its version hash while the Secret is usable, and its content sealed
+  to the key the node's daemon publishes in ``status.sealingKey``, re-sealed when
+  the hash or the key changes: ``sealing_plan.seal_action``) and the Node labels
   ``MANAGED_LABEL`` and ``bootc.dev/managed`` (and the ``bootc.dev/pool`` label
   on a BootcNode that has only the ownerReference, as the Go operator writes
   them); a changed target is
@@ -48,6 +50,7 @@ from bootc_operator.policy.ownership import (
     reboot_policy,
     retarget_patch,
 )
+from bootc_operator.policy.sealing_plan import SealAction, seal_action
 from bootc_operator.policy.slots import (
     STAGED,
     gives_slot_back_on_retarget,
@@ -57,6 +60,7 @@ from bootc_operator.policy.slots import (
 from bootc_operator.reconcilers.context import Context, Obj, pool_ref
 from bootc_operator.reconcilers.fanout import each
 from bootc_operator.reconcilers.pullsecrets import SecretState
+from bootc_operator.sealing import SealingError, key_id, seal
 
 log = logging.getLogger("membership")
 
@@ -75,6 +79,16 @@ class MembershipProgress:
 
     generation: int | None = None
     problem: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class WantedSecret:
+    """The pull secret members should have: ``ref`` None when the pool names none;
+    ``content`` the ``.dockerconfigjson`` to seal to each member's key."""
+
+    ref: dict[str, Any] | None
+    hash: str | None
+    content: bytes | None = None
 
 
 class WriteRejected(Exception):
@@ -104,6 +118,7 @@ class MembershipReconciler:
         self._rejections: dict[str, int] = {}  # pool -> invalid writes in a row
         self._generations: dict[str, int] = {}  # pool -> generation last fully processed
         self._problems: dict[str, str] = {}  # pool -> why the API server refused a write
+        self._bad_keys: dict[str, str] = {}  # node -> an unusable sealingKey it published
 
     def progress(self, pool_name: str) -> MembershipProgress:
         """How far membership got with a pool, for the status reconciler."""
@@ -111,14 +126,57 @@ class MembershipReconciler:
             self._generations.get(pool_name), self._problems.get(pool_name, "")
         )
 
-    def _wanted_secret(self, pool: Obj) -> tuple[Any, str | None] | None:
+    def _wanted_secret(self, pool: Obj) -> WantedSecret | None:
         ref = (pool.get("spec") or {}).get("pullSecretRef")
         if not ref:
-            return (None, None)
+            return WantedSecret(None, None)
         state = self._secret_state(pool)
         if state is None or state.hash is None:
             return None
-        return ({"name": ref["name"], "namespace": ref["namespace"]}, state.hash)
+        return WantedSecret(
+            {"name": ref["name"], "namespace": ref["namespace"]},
+            state.hash,
+            state.dockerconfigjson,
+        )
+
+    def _sealed_fields(self, bn: Obj, wanted: WantedSecret) -> dict[str, Any]:
+        """The spec fields that (re)seal or clear ``sealedPullSecret`` for this member
+        (``sealing_plan.seal_action``); {} when the blob stays as it is."""
+        node = bn["metadata"]["name"]
+        published = (bn.get("status") or {}).get("sealingKey")
+        node_key: str | None = None
+        if isinstance(published, str):
+            try:
+                node_key = key_id(published)
+            except SealingError as err:
+                self._bad_key(node, published, err)
+        action = seal_action(bn.get("spec") or {}, wanted.ref, wanted.hash, node_key)
+        if action is SealAction.CLEAR:
+            return {"sealedPullSecret": None}
+        if (
+            action is SealAction.KEEP
+            or not isinstance(published, str)
+            or node_key is None
+            or wanted.hash is None
+            or wanted.content is None
+        ):
+            return {}
+        try:
+            sealed = seal(wanted.content, published, node=node, secret_hash=wanted.hash)
+        except SealingError as err:
+            self._bad_key(node, published, err)
+            return {}
+        log.info(
+            "pull secret sealed to the node's key",
+            extra={"node": node, "key_id": node_key[:12], "hash": wanted.hash},
+        )
+        return {"sealedPullSecret": sealed.to_wire()}
+
+    def _bad_key(self, node: str, published: str, err: SealingError) -> None:
+        """Log an unusable status.sealingKey once per node and key: nothing is sealed to it."""
+        if self._bad_keys.get(node) != published:
+            self._bad_keys[node] = published
+            log.warning("%s; not sealing the pull secret to it", err, extra={"node": node})
 
     async def reconcile(self, pool_name: str) -> float | None:
         async with self.ctx.pool_lock(pool_name):
@@ -217,8 +275,9 @@ class MembershipReconciler:
             if desired is None:
                 return
             spec: dict[str, Any] = {"desiredImage": desired, "desiredImageState": STAGED}
-            if wanted is not None and wanted[0]:
-                spec["pullSecretRef"], spec["pullSecretHash"] = wanted
+            if wanted is not None and wanted.ref:
+                # no seal yet: the node's daemon publishes its key once it runs
+                spec["pullSecretRef"], spec["pullSecretHash"] = wanted.ref, wanted.hash
             if policy := reboot_policy(pool):
                 spec["rebootPolicy"] = policy
             await ctx.create_bootc_node(member_body(pool, node_name, spec))
@@ -258,16 +317,17 @@ class MembershipReconciler:
             if have.get(c.POOL_LABEL) != pool_name:
                 # owned through its ownerReference only (the Go operator writes no labels)
                 patch.setdefault("metadata", {}).setdefault("labels", {})[c.POOL_LABEL] = pool_name
-            if (
-                wanted is not None
-                and (
-                    current.get("pullSecretRef"),
-                    current.get("pullSecretHash"),
-                )
-                != wanted
-            ):
-                spec_patch = patch.setdefault("spec", {})
-                spec_patch["pullSecretRef"], spec_patch["pullSecretHash"] = wanted
+            if wanted is not None:
+                # ref, hash and the blob bound to them: always in one request
+                secret_patch = self._sealed_fields(bn, wanted)
+                if (current.get("pullSecretRef"), current.get("pullSecretHash")) != (
+                    wanted.ref,
+                    wanted.hash,
+                ):
+                    secret_patch["pullSecretRef"] = wanted.ref
+                    secret_patch["pullSecretHash"] = wanted.hash
+                if secret_patch:
+                    patch.setdefault("spec", {}).update(secret_patch)
             if current.get("rebootPolicy") != reboot_policy(pool):
                 patch.setdefault("spec", {})["rebootPolicy"] = reboot_policy(pool)
             if patch:

@@ -7,9 +7,9 @@
   and the pool owning its BootcNode, and only when something the controller
   reads changed: labels, the Ready condition, ``spec.unschedulable``, deletion.
 
-Membership reads only the BootcNodes' spec, owner and labels and the Nodes'
-labels: ``membership_changed`` / ``node_membership_changed`` tell whether an
-update concerns it at all. The bulk of updates at scale (the daemons' status
+Membership reads only the BootcNodes' spec, owner, labels and ``status.sealingKey``
+and the Nodes' labels: ``membership_changed`` / ``node_membership_changed`` tell
+whether an update concerns it at all. The bulk of updates at scale (the daemons' status
 writes, rollout's annotations, Ready flips during reboots) do not, and a
 membership pass costs O(nodes) even when it writes nothing.
 """
@@ -49,12 +49,13 @@ def node_changed(old: Obj, new: Obj) -> bool:
 
 
 def membership_changed(old: Obj, new: Obj) -> bool:
-    """A BootcNode update that membership must look at: spec, owner, labels, deletion."""
+    """A BootcNode update that membership must look at: spec, owner, labels, deletion,
+    and the daemon's ``status.sealingKey`` (the pull secret is sealed to it)."""
     om, nm = old.get("metadata", {}), new.get("metadata", {})
     return any(
         om.get(key) != nm.get(key)
         for key in ("generation", "ownerReferences", "labels", "deletionTimestamp")
-    )
+    ) or (old.get("status") or {}).get("sealingKey") != (new.get("status") or {}).get("sealingKey")
 
 
 def node_membership_changed(old: Obj, new: Obj) -> bool:
