@@ -22,7 +22,7 @@ from bootc_operator import cli
 from bootc_operator.api import constants as c
 from bootc_operator.api.crdgen import all_crds
 from bootc_operator.api.imageref import InvalidImageRef
-from hack.installgen import SHIPPED_IMAGE, image_override
+from hack.installgen import INSTALL_YAML, SHIPPED_IMAGE, image_override, stale_chart_files
 
 ROOT = Path(__file__).resolve().parents[1]
 MANIFESTS = ROOT / "manifests"
@@ -52,6 +52,12 @@ def kustomizations() -> list[Path]:
 def test_crd_kustomization_names_every_generated_crd() -> None:
     kust = yaml.safe_load((MANIFESTS / "crd" / "kustomization.yaml").read_text())
     assert sorted(kust["resources"]) == sorted(all_crds())
+
+
+def test_chart_generated_files_are_fresh() -> None:
+    """The Helm chart's crds/ and files/ are what hack/gen-install writes (the CRDs
+    of install.yaml, the Prometheus kit's rules and dashboard)."""
+    assert stale_chart_files(INSTALL_YAML.read_text()) == [], "run hack/gen-install"
 
 
 @pytest.mark.parametrize("kust", kustomizations(), ids=lambda p: str(p.relative_to(MANIFESTS)))
