@@ -6,7 +6,6 @@ from typing import Any
 
 import pytest
 
-from bootc_operator.policy.poolspec import check_pool
 from bootc_operator.reconcilers.triggers import node_changed, pool_changed, pools_selecting
 from bootc_operator.runtime.httpserver import parse_bind_address
 from bootc_operator.runtime.leaderelection import Decision, LeaseRecord, decide
@@ -98,44 +97,3 @@ def test_bind_addresses(addr: str, expected: tuple[str, int] | None) -> None:
 def test_bad_bind_address() -> None:
     with pytest.raises(ValueError, match="HOST:PORT"):
         parse_bind_address("localhost")
-
-
-# ------------------------------------------------------------------ rollout policy fields
-
-
-def _pool_with(**rollout: object) -> dict[str, object]:
-    return {
-        "metadata": {"name": "p"},
-        "spec": {
-            "nodeSelector": {"matchLabels": {"a": "b"}},
-            "image": {"ref": "quay.io/x/os@sha256:" + "a" * 64},
-            "rollout": rollout,
-        },
-    }
-
-
-def test_policy_fields_resolve_with_their_defaults() -> None:
-    plain = check_pool(_pool_with())
-    assert plain.valid and plain.windows == ()
-    assert plain.resolve_max_unhealthy(1) == 2  # a 1-node pool keeps the default of 2
-    assert plain.resolve_stage_ahead(10, 2) is None  # unset: everyone stages at once
-    tuned = check_pool(_pool_with(maxUnhealthy="10%", stageAhead="20%"))
-    assert tuned.resolve_max_unhealthy(35) == 4 and tuned.resolve_max_unhealthy(3) == 1
-    assert tuned.resolve_stage_ahead(10, 1) == 2
-    assert check_pool(_pool_with(stageAhead=0)).resolve_stage_ahead(10, 3) == 3
-    assert check_pool(_pool_with(stageAhead="0%")).resolve_stage_ahead(10, 0) == 1
-    assert check_pool(_pool_with(maxUnhealthy=5)).resolve_max_unhealthy(3) == 5
-
-
-def test_bad_policy_fields_are_invalid_spec_naming_the_field() -> None:
-    cases = {
-        "spec.rollout.maxUnhealthy must be at least 1": _pool_with(maxUnhealthy=0),
-        'spec.rollout.stageAhead: stageAhead "5"': _pool_with(stageAhead="5"),
-        'maintenanceWindows[0].timeZone: "Mars/Base"': _pool_with(
-            maintenanceWindows=[{"start": "22:00", "duration": "4h", "timeZone": "Mars/Base"}]
-        ),
-    }
-    for fragment, pool in cases.items():
-        check = check_pool(pool)
-        assert not check.valid
-        assert any(fragment in p for p in check.problems), (fragment, check.problems)

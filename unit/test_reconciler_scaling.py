@@ -114,3 +114,30 @@ def test_view_is_memoised_by_resource_versions_and_targets() -> None:
     assert not ctx.view(bn("6", idle="Rebooting"), T).ready  # the Node moved
     unversioned = bn("")
     assert ctx.view(unversioned, T) is not ctx.view(unversioned, T)  # never cached
+
+
+def test_the_pool_spec_is_read_once_per_revision_and_tag_resolution() -> None:
+    api: Any = None  # never used: the informers are not started
+    ctx = Context(
+        api, Informer(api, BOOTC_NODES), Informer(api, BOOTC_NODES), Informer(api, NODES), api
+    )
+    C = "sha256:" + "c" * 64
+    resolved: dict[str, tuple[str, str]] = {}
+    ctx.resolved_tag = resolved.get
+
+    def pool(rv: str, ref: str = "quay.io/x/os:v1") -> dict[str, Any]:
+        spec = {"nodeSelector": {}, "image": {"ref": ref}}
+        return {"metadata": {"name": "p", "uid": "u", "resourceVersion": rv}, "spec": spec}
+
+    first = ctx.policy(pool("1"))
+    assert first.target_digest is None and ctx.policy(pool("1")) is first  # reused
+    resolved["p"] = ("quay.io/x/os:v1", "sha256:b")
+    again = ctx.policy(pool("1"))
+    assert again is not first and again.target_digest == "sha256:b"  # the tag resolved
+    moved = ctx.policy(pool("2", f"quay.io/x/os@{C}"))
+    assert moved.target_digest == C  # a new revision is read again
+    ctx.forget_policy("p")
+    assert ctx.policy(pool("2", f"quay.io/x/os@{C}")) is not moved
+    unversioned = pool("")
+    del unversioned["metadata"]["resourceVersion"]
+    assert ctx.policy(unversioned) is not ctx.policy(unversioned)  # never cached

@@ -3,7 +3,8 @@
 these, and write what they decide; ``kubectl bootc`` explains with the same code.
 
 - ``selectors``: label selectors, validated and matched;
-- ``poolspec``: a pool's spec validated, the digest it targets;
+- ``poolspec``: a pool's spec read once into its ``PoolPolicy`` (validated, the digest it
+  targets, the budgets for its size);
 - ``windows``: maintenance windows, open now and next opening;
 - ``health``: the post-reboot health gate's verdicts;
 - ``ownership``: a BootcNode's pool, the shape of the BootcNodes a pool owns;

@@ -90,11 +90,3 @@ def held_back_from(annotations: Obj, desired_image: str | None) -> bool:
     back: it is not pointed at that digest again (until the target changes)."""
     failed = annotations.get(c.HEALTH_FAILED_ANNOTATION)
     return bool(failed) and bool(desired_image) and str(desired_image).endswith(f"@{failed}")
-
-
-def reboot_policy(pool: Obj) -> str | None:
-    """What a member's ``spec.rebootPolicy`` says: ``AllowSoftReboot`` when the pool
-    allows soft reboots, else nothing (unset means ``RebootOnly``, as for a member
-    written by the Go operator)."""
-    policy = ((pool.get("spec") or {}).get("disruption") or {}).get("rebootPolicy")
-    return "AllowSoftReboot" if policy == "AllowSoftReboot" else None

@@ -1,7 +1,14 @@
-"""Validation of a pool's spec and the digest it targets. Pure.
+"""A pool's spec, read once: validated into the immutable ``PoolPolicy`` every decision reads.
 
-``check_pool(pool)`` returns every problem (for ``Degraded/InvalidSpec``) and,
-when the image is usable, the repository and the target digest:
+``check_pool(pool, resolved)`` returns the policy: every problem (for
+``Degraded/InvalidSpec``) and each setting in its typed form (selector, image
+repository and target digest, maxUnavailable and the other budgets, windows,
+stageAhead, canaries and approval, health gate, timeouts, reboot policy). The
+controller resolves it once per pool revision (``Context.policy``); reconcilers
+and plans take the policy, never the raw spec. The budgets that depend on the
+pool's size are resolved once per plan (``PoolPolicy.budgets``).
+
+The target digest:
 
 - a digest ref targets its digest;
 - a tag ref targets the digest the tag resolver found *for this very ref*
@@ -31,12 +38,26 @@ DEFAULT_MAX_UNHEALTHY = 2
 
 
 @dataclass(frozen=True, slots=True)
-class PoolSpecCheck:
+class Budgets:
+    """The policy's size-dependent numbers for a pool of ``total`` members."""
+
+    max_unavailable: int
+    max_unhealthy: int
+    canaries: int  # 0: no canaries
+    stage_ahead: int | None  # None: everyone stages at once
+
+
+@dataclass(frozen=True, slots=True)
+class PoolPolicy:
+    """A pool's spec as the decisions read it; ``problems`` say why it is not ``valid``."""
+
     problems: tuple[str, ...] = ()
+    image_ref: str = ""  # spec.image.ref as written
     repository: str | None = None  # registry/repo, when the image ref parses
     tag: str | None = None  # set for tag refs
     target_digest: str | None = None
     selector_ok: bool = False
+    selector: Mapping[str, Any] | None = None  # spec.nodeSelector, when selector_ok
     paused: bool = False
     drain_timeout: float | None = None
     reboot_timeout: float | None = None
@@ -49,6 +70,7 @@ class PoolSpecCheck:
     canary_nodes: int | str | None = None  # spec.rollout.canary.nodes; None: no canaries
     require_approval: bool = False
     approved_digest: str | None = None
+    reboot_policy: str | None = None  # members' spec.rebootPolicy (None: RebootOnly)
 
     @property
     def awaiting_approval(self) -> bool:
@@ -94,8 +116,23 @@ class PoolSpecCheck:
         count = resolve_int_or_percent(self.stage_ahead, total, field="stageAhead")
         return count or max(1, max_unavailable)
 
+    def budgets(self, total: int) -> Budgets:
+        """Every size-dependent number at once, for a pool of ``total`` members."""
+        max_unavailable = self.resolve_max_unavailable(total)
+        return Budgets(
+            max_unavailable=max_unavailable,
+            max_unhealthy=self.resolve_max_unhealthy(total),
+            canaries=self.resolve_canaries(total),
+            stage_ahead=self.resolve_stage_ahead(total, max_unavailable),
+        )
 
-def check_pool(pool: Mapping[str, Any], resolved: Mapping[str, str] | None = None) -> PoolSpecCheck:
+
+#: the name this type had before it held the whole policy
+PoolSpecCheck = PoolPolicy
+
+
+def check_pool(pool: Mapping[str, Any], resolved: Mapping[str, str] | None = None) -> PoolPolicy:
+    """The pool's policy; ``resolved``: tag ref -> digest, as this process resolved it."""
     spec = pool.get("spec") or {}
     rollout = spec.get("rollout") or {}
     problems: list[str] = []
@@ -153,26 +190,19 @@ def check_pool(pool: Mapping[str, Any], resolved: Mapping[str, str] | None = Non
     elif canary is not None:
         problems.append("spec.rollout.canary must be an object")
 
-    def seconds(name: str) -> float | None:
-        value = rollout.get(name)
-        if value is None or value == 0:
-            return None
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            problems.append(
-                f"spec.rollout.{name} must be a non-negative integer, not {json.dumps(value)}"
-            )
-            return None
-        return float(value)
-
-    return PoolSpecCheck(
+    drain_timeout = _seconds(rollout, "drainTimeoutSeconds", problems)
+    reboot_timeout = _seconds(rollout, "rebootTimeoutSeconds", problems)
+    return PoolPolicy(
         problems=tuple(problems),
+        image_ref=str(ref_text),
         repository=repository,
         tag=tag,
         target_digest=target,
         selector_ok=selector_ok,
+        selector=spec.get("nodeSelector") if selector_ok else None,
         paused=bool(rollout.get("paused")),
-        drain_timeout=seconds("drainTimeoutSeconds"),
-        reboot_timeout=seconds("rebootTimeoutSeconds"),
+        drain_timeout=drain_timeout,
+        reboot_timeout=reboot_timeout,
         max_unavailable=max_unavailable,
         targets=frozenset({target}) if target else frozenset(),
         max_unhealthy=rollout.get("maxUnhealthy"),
@@ -182,7 +212,29 @@ def check_pool(pool: Mapping[str, Any], resolved: Mapping[str, str] | None = Non
         canary_nodes=canary_nodes,
         require_approval=isinstance(canary, Mapping) and bool(canary.get("requireApproval")),
         approved_digest=rollout.get("approvedDigest"),
+        reboot_policy=_reboot_policy(spec),
     )
+
+
+def _reboot_policy(spec: Mapping[str, Any]) -> str | None:
+    """What a member's ``spec.rebootPolicy`` says: ``AllowSoftReboot`` when the pool
+    allows soft reboots, else nothing (unset means ``RebootOnly``, as for a member
+    written by the Go operator)."""
+    policy = (spec.get("disruption") or {}).get("rebootPolicy")
+    return "AllowSoftReboot" if policy == "AllowSoftReboot" else None
+
+
+def _seconds(rollout: Mapping[str, Any], name: str, problems: list[str]) -> float | None:
+    """``spec.rollout.<name>`` in seconds; 0 or unset: None (no limit)."""
+    value = rollout.get(name)
+    if value is None or value == 0:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        problems.append(
+            f"spec.rollout.{name} must be a non-negative integer, not {json.dumps(value)}"
+        )
+        return None
+    return float(value)
 
 
 def _health_policy(health: Any, problems: list[str]) -> HealthPolicy | None:

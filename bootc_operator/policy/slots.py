@@ -55,7 +55,7 @@ from bootc_operator.api import constants as c
 from bootc_operator.api.v1alpha1 import DesiredImageState
 from bootc_operator.policy.health import GateResult, Verdict, choose_canaries
 from bootc_operator.policy.nodestate import NodeState, NodeView
-from bootc_operator.policy.poolspec import PoolSpecCheck
+from bootc_operator.policy.poolspec import PoolPolicy
 from bootc_operator.policy.windows import WindowState, window_state
 
 BOOTED = DesiredImageState.BOOTED.value
@@ -78,6 +78,7 @@ class RolloutPlan:
     budget_blocked: bool = False  # a candidate waited because ``outside`` used the budget
     window_closed: bool = False  # candidates wait for a maintenance window
     max_unhealthy: int = 2
+    max_unavailable: int = 1  # the budget this plan was made with
     stage: tuple[str, ...] = ()  # stageAhead: members to point at the target now
     # the health gate (spec.health): holders still being checked (name, check, message)
     gate_pending: tuple[tuple[str, str, str], ...] = ()
@@ -420,6 +421,7 @@ def plan_rollout(
         budget_blocked=budget_blocked,
         window_closed=not window_open and bool(candidates),
         max_unhealthy=max(1, max_unhealthy),
+        max_unavailable=max_unavailable,
         gate_pending=tuple(gate_pending),
         health_failed=tuple(health_failed),
         rollback=tuple(rollback),
@@ -466,36 +468,34 @@ def plan_staging(
 
 
 def plan_pool(
-    check: PoolSpecCheck,
+    policy: PoolPolicy,
     views: Sequence[NodeView],
     now: dt.datetime,
     gates: Mapping[str, GateResult] | None = None,
     *,
     alerts_blocked: bool = False,
 ) -> tuple[RolloutPlan, WindowState]:
-    """``plan_rollout`` with the pool's own settings, and its maintenance-window state;
+    """``plan_rollout`` with the pool's own policy, and its maintenance-window state;
     ``gates``: the health-gate verdicts (``health.gate_results``); ``alerts_blocked``:
     the alert gate's verdict."""
-    window = window_state(check.windows, now)
-    max_unavailable = check.resolve_max_unavailable(len(views))
-    canaries = choose_canaries(views, check.resolve_canaries(len(views)))
+    window = window_state(policy.windows, now)
+    budgets = policy.budgets(len(views))
+    canaries = choose_canaries(views, budgets.canaries)
     plan = plan_rollout(
         views,
-        max_unavailable,
-        paused=check.paused,
+        budgets.max_unavailable,
+        paused=policy.paused,
         now=now,
-        reboot_timeout=check.reboot_timeout,
-        max_unhealthy=check.resolve_max_unhealthy(len(views)),
+        reboot_timeout=policy.reboot_timeout,
+        max_unhealthy=budgets.max_unhealthy,
         window_open=window.open,
         gates=gates,
-        rollback_on_failure=check.health is not None and check.health.rollback,
+        rollback_on_failure=policy.health is not None and policy.health.rollback,
         canaries=canaries,
-        approval_needed=check.awaiting_approval,
+        approval_needed=policy.awaiting_approval,
         alerts_blocked=alerts_blocked,
     )
-    stage = plan_staging(
-        views, check.resolve_stage_ahead(len(views), max_unavailable), canaries=canaries
-    )
+    stage = plan_staging(views, budgets.stage_ahead, canaries=canaries)
     return replace(plan, stage=stage), window
 
 
@@ -536,9 +536,9 @@ def _names(items: Sequence[str], limit: int = 5) -> str:
     return ", ".join(shown)
 
 
-def gate_news(plan: RolloutPlan, views: Mapping[str, NodeView], check: PoolSpecCheck) -> GateNews:
+def gate_news(plan: RolloutPlan, views: Mapping[str, NodeView], policy: PoolPolicy) -> GateNews:
     """The status messages of a plan's health-gate and canary parts."""
-    target = check.target_digest or "the target"
+    target = policy.target_digest or "the target"
     failed = [
         f"{name} failed its health check on {target}: {what}: {message}; it keeps its reboot slot"
         for name, what, message in plan.health_failed

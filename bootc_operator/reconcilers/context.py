@@ -44,7 +44,7 @@ from bootc_operator.kube.rest import request_json
 from bootc_operator.policy.nodestate import NodeView, ViewCache
 from bootc_operator.policy.ownership import POOL_INDEX, pool_of
 from bootc_operator.policy.placement_plan import managed_label_patch
-from bootc_operator.policy.poolspec import PoolSpecCheck, check_pool
+from bootc_operator.policy.poolspec import PoolPolicy, check_pool
 from bootc_operator.runtime.events import EventRecorder, ObjectRef
 
 Obj = dict[str, Any]
@@ -93,6 +93,9 @@ class Context:
     # the alert gate of a pool (None: it has no spec.rollout.blockingAlerts); the alert
     # reconciler owns it and the controller injects this lookup
     alert_gate: Callable[[Obj], AlertGate | None] = lambda pool: None
+    # pool name -> ((uid, resourceVersion, tag resolution), its policy): the spec is
+    # read once per revision, whichever reconciler asks first
+    _policies: dict[str, tuple[tuple[Any, ...], PoolPolicy]] = field(default_factory=dict)
 
     def alerts_blocked(self, pool: Obj) -> bool:
         gate = self.alert_gate(pool)
@@ -103,10 +106,24 @@ class Context:
         """The client for watches (``watch_api``, else ``api``)."""
         return self.watch_api if self.watch_api is not None else self.api
 
-    def check(self, pool: Obj) -> PoolSpecCheck:
-        """``check_pool`` with this process's tag resolutions."""
-        resolved = self.resolved_tag(pool["metadata"]["name"])
-        return check_pool(pool, dict([resolved]) if resolved else None)
+    def policy(self, pool: Obj) -> PoolPolicy:
+        """The pool's policy (``check_pool`` with this process's tag resolutions),
+        resolved once per revision of the pool and tag resolution."""
+        meta = pool["metadata"]
+        name, version = meta["name"], meta.get("resourceVersion")
+        resolved = self.resolved_tag(name)
+        key = (meta.get("uid"), version, resolved)
+        memo = self._policies.get(name)
+        if version is not None and memo is not None and memo[0] == key:
+            return memo[1]
+        policy = check_pool(pool, dict([resolved]) if resolved else None)
+        if version is not None:
+            self._policies[name] = (key, policy)
+        return policy
+
+    def forget_policy(self, pool: str) -> None:
+        """The pool is gone: drop its memoised policy."""
+        self._policies.pop(pool, None)
 
     def pool_lock(self, pool: str) -> asyncio.Lock:
         """Serialises membership and rollout passes of one pool.

@@ -36,7 +36,7 @@ from bootc_operator.informers import EventHandler, Informer
 from bootc_operator.kube import PODS
 from bootc_operator.policy.health import GateResult, PodHealth, arrived, gate_results
 from bootc_operator.policy.nodestate import NodeView
-from bootc_operator.policy.poolspec import PoolSpecCheck
+from bootc_operator.policy.poolspec import PoolPolicy
 from bootc_operator.policy.selectors import matches
 from bootc_operator.reconcilers.context import Context, Obj
 
@@ -176,7 +176,7 @@ class HealthPods:
 def health_gates(
     health_pods: HealthPods,
     pool_name: str,
-    check: PoolSpecCheck,
+    pool_policy: PoolPolicy,
     views: Iterable[NodeView],
     now: dt.datetime,
     *,
@@ -185,7 +185,7 @@ def health_gates(
     """The health-gate verdicts of the pool's arrived holders; ``watch``: start (and,
     for nodes no longer checked, stop) the pod watches the ``pods`` check reads —
     the rollout does; the status reconciler only reads them."""
-    policy = check.health
+    policy = pool_policy.health
     selector = policy.pods_selector if policy is not None else None
     views = list(views)
     if policy is None or selector is None:

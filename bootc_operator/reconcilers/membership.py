@@ -47,9 +47,9 @@ from bootc_operator.policy.ownership import (
     held_back_from,
     member_body,
     pool_of,
-    reboot_policy,
     retarget_patch,
 )
+from bootc_operator.policy.poolspec import PoolPolicy
 from bootc_operator.policy.sealing_plan import SealAction, seal_action
 from bootc_operator.policy.slots import (
     STAGED,
@@ -196,14 +196,14 @@ class MembershipReconciler:
                 pool,
                 {"metadata": {"finalizers": [*(meta.get("finalizers") or []), c.POOL_FINALIZER]}},
             )
-        check = ctx.check(pool)
-        if not check.selector_ok:
+        policy = ctx.policy(pool)
+        if not policy.selector_ok:
             self._processed(pool)  # nothing to match; status says InvalidSpec
             return None
         assignment = assign_nodes(ctx.all_pools(), ctx.all_nodes(), ctx.current_owners())
         members = set(assignment.members(pool_name))
         leaving = [b for b in ctx.bootc_nodes_of(pool_name) if b["metadata"]["name"] not in members]
-        desired = check.desired_image
+        desired = policy.desired_image
         try:
             await each(
                 leaving,
@@ -211,11 +211,7 @@ class MembershipReconciler:
                     bn, still_managed=bn["metadata"]["name"] in assignment.owner
                 ),
             )
-            staged_ahead = check.stage_ahead is not None
-            await each(
-                sorted(members),
-                lambda name: self._ensure_member(pool, name, desired, staged_ahead),
-            )
+            await each(sorted(members), lambda name: self._ensure_member(pool, name, policy))
         except WriteRejected as err:
             return self._rejected(pool, err)
         self._rejections.pop(pool_name, None)
@@ -250,20 +246,17 @@ class MembershipReconciler:
         )
         return delay
 
-    async def _ensure_member(
-        self, pool: Obj, node_name: str, desired: str | None, stage_ahead: bool
-    ) -> None:
+    async def _ensure_member(self, pool: Obj, node_name: str, policy: PoolPolicy) -> None:
         try:
-            await self._ensure_member_writes(pool, node_name, desired, stage_ahead)
+            await self._ensure_member_writes(pool, node_name, policy)
         except ApiError as err:
             if err.status not in (400, 422):
                 raise
             raise WriteRejected(node_name, err) from err
 
-    async def _ensure_member_writes(
-        self, pool: Obj, node_name: str, desired: str | None, stage_ahead: bool
-    ) -> None:
+    async def _ensure_member_writes(self, pool: Obj, node_name: str, policy: PoolPolicy) -> None:
         ctx = self.ctx
+        desired = policy.desired_image
         pool_name = pool["metadata"]["name"]
         bn = ctx.bootc_node(node_name)
         if bn is not None and pool_of(bn) != pool_name:
@@ -278,8 +271,8 @@ class MembershipReconciler:
             if wanted is not None and wanted.ref:
                 # no seal yet: the node's daemon publishes its key once it runs
                 spec["pullSecretRef"], spec["pullSecretHash"] = wanted.ref, wanted.hash
-            if policy := reboot_policy(pool):
-                spec["rebootPolicy"] = policy
+            if policy.reboot_policy:
+                spec["rebootPolicy"] = policy.reboot_policy
             await ctx.create_bootc_node(member_body(pool, node_name, spec))
             log.info("node joined pool", extra={"pool": pool_name, "node": node_name})
             ctx.recorder.emit_batched(
@@ -298,7 +291,7 @@ class MembershipReconciler:
             # Under stageAhead the rollout retargets waiting nodes a few at a time; a
             # slot holder is retargeted at once (its drain is void).
             may_retarget = (
-                not stage_ahead or c.IN_REBOOT_SLOT_ANNOTATION in held
+                policy.stage_ahead is None or c.IN_REBOOT_SLOT_ANNOTATION in held
             ) and not held_back_from(held, desired)
             if desired is not None and current.get("desiredImage") != desired and may_retarget:
                 patch = retarget_patch(desired)
@@ -328,8 +321,8 @@ class MembershipReconciler:
                     secret_patch["pullSecretHash"] = wanted.hash
                 if secret_patch:
                     patch.setdefault("spec", {}).update(secret_patch)
-            if current.get("rebootPolicy") != reboot_policy(pool):
-                patch.setdefault("spec", {})["rebootPolicy"] = reboot_policy(pool)
+            if current.get("rebootPolicy") != policy.reboot_policy:
+                patch.setdefault("spec", {})["rebootPolicy"] = policy.reboot_policy
             if patch:
                 await ctx.patch_bootc_node(bn, patch)
                 if "desiredImage" in patch.get("spec", {}):

@@ -54,7 +54,7 @@ from bootc_operator.policy.health import (
 )
 from bootc_operator.policy.nodestate import NodeState, NodeView
 from bootc_operator.policy.ownership import retarget_patch
-from bootc_operator.policy.poolspec import PoolSpecCheck
+from bootc_operator.policy.poolspec import PoolPolicy
 from bootc_operator.policy.slots import (
     BOOTED,
     STAGED,
@@ -120,9 +120,9 @@ class RolloutReconciler:
             # nothing of it is gated any more: its pod watches end with it
             self.health_pods.retain((), pool_name)
             return None
-        check = ctx.check(pool)
+        policy = ctx.policy(pool)
         bns = {bn["metadata"]["name"]: bn for bn in ctx.bootc_nodes_of(pool_name)}
-        views = {n: ctx.view(bn, check.targets) for n, bn in bns.items()}
+        views = {n: ctx.view(bn, policy.targets) for n, bn in bns.items()}
         # Before anything else, and whatever the spec: slots a previous controller
         # left are adopted, and Booted on a node without a drained slot (that would
         # let its daemon reboot it undrained) is put back to Staged.
@@ -135,13 +135,13 @@ class RolloutReconciler:
         await each(restore, lambda n: self._restore_staged(pool, bns[n], views[n]))
         if adopt or restore:
             return None  # our own writes wake us again, from fresh caches
-        if not check.valid or not check.targets:
+        if not policy.valid or not policy.targets:
             self.health_pods.retain((), pool_name)  # no gate is judged meanwhile
             return None
         now = ctx.now()
-        gates = health_gates(self.health_pods, pool_name, check, views.values(), now, watch=True)
+        gates = health_gates(self.health_pods, pool_name, policy, views.values(), now, watch=True)
         plan, window = plan_pool(
-            check, list(views.values()), now, gates, alerts_blocked=ctx.alerts_blocked(pool)
+            policy, list(views.values()), now, gates, alerts_blocked=ctx.alerts_blocked(pool)
         )
         # Per-node steps run concurrently (bounded); every release completes before
         # any take starts, so holders never exceed maxUnavailable.
@@ -156,21 +156,21 @@ class RolloutReconciler:
             lambda n: self._note_gate(pool, bns[n], views[n], gates[n]),
         )
         await each(
-            plan.rollback, lambda n: self._roll_back(pool, bns[n], views[n], gates[n], check)
+            plan.rollback, lambda n: self._roll_back(pool, bns[n], views[n], gates[n], policy)
         )
         await each(plan.take, lambda n: self._take(pool, bns[n], now))
         requeue: float | None = None
         waits = await each(
-            plan.drain, lambda n: self._drive_drain(pool, n, check.drain_timeout, now)
+            plan.drain, lambda n: self._drive_drain(pool, n, policy.drain_timeout, now)
         )
-        desired = check.desired_image
+        desired = policy.desired_image
         if desired is not None:
             # stageAhead: the next few members start staging as others move on
             await each(plan.stage, lambda n: self._retarget(bns[n], desired))
         for wait in waits:
             if wait is not None:
                 requeue = wait if requeue is None else min(requeue, wait)
-        deadline = next_reboot_deadline(views.values(), now, check.reboot_timeout)
+        deadline = next_reboot_deadline(views.values(), now, policy.reboot_timeout)
         if plan.window_closed and window.next_opening is not None:
             # slots wait for the window: look again when it opens (no polling)
             opens = (window.next_opening - now).total_seconds() + 0.5
@@ -203,12 +203,12 @@ class RolloutReconciler:
         self._report(pool, v.name, "Warning", "HealthCheckFailed", msg, summary)
 
     async def _roll_back(
-        self, pool: Obj, bn: Obj, v: NodeView, gate: GateResult, check: PoolSpecCheck
+        self, pool: Obj, bn: Obj, v: NodeView, gate: GateResult, policy: PoolPolicy
     ) -> None:
         """Point a holder that failed its health gate at its rollback deployment."""
         ctx = self.ctx
         assert v.rollback_image is not None  # plan_rollout only rolls back when known
-        failed_on = check.target_digest or v.booted_digest or ""
+        failed_on = policy.target_digest or v.booted_digest or ""
         patch = retarget_patch(v.rollback_image)
         patch["spec"]["desiredImageState"] = BOOTED
         patch["metadata"]["annotations"] = {

@@ -97,30 +97,31 @@ class StatusReconciler:
         pool = ctx.pool(pool_name)
         if pool is None:
             m.forget_pool(pool_name)
+            ctx.forget_policy(pool_name)
             return None
         if pool["metadata"].get("deletionTimestamp"):
             return None
-        check = ctx.check(pool)
+        policy = ctx.policy(pool)
         old_status: dict[str, Any] = pool.get("status") or {}
         bns = ctx.bootc_nodes_of(pool_name)
         # Until a changed tag resolves, count against the previous target: the nodes
         # still run it and nothing is rolled back.
         previous = old_status.get("targetDigest")
-        targets = check.targets or (frozenset({previous}) if previous else frozenset())
+        targets = policy.targets or (frozenset({previous}) if previous else frozenset())
         views = [ctx.view(bn, targets) for bn in bns]
-        matched, conflict = self._matched_nodes(pool, check.selector_ok)
+        matched, conflict = self._matched_nodes(pool, policy.selector_ok)
         now = ctx.now()
         gates: dict[str, GateResult] = {}
-        if check.valid and check.targets:
-            gates = health_gates(self.health_pods, pool_name, check, views, now, watch=False)
+        if policy.valid and policy.targets:
+            gates = health_gates(self.health_pods, pool_name, policy, views, now, watch=False)
         checking = frozenset(n for n, g in gates.items() if g.verdict is not Verdict.PASSED)
         counts = count_states(
             views, without_bootc_node=len(matched - {v.name for v in views}), checking=checking
         )
         self._node_events(pool_name, views)
         problems: dict[str, str] = dict(self._extra_problems(pool))
-        if check.problems:
-            problems[c.REASON_INVALID_SPEC] = "; ".join(check.problems)
+        if policy.problems:
+            problems[c.REASON_INVALID_SPEC] = "; ".join(policy.problems)
         if conflict:
             problems[c.REASON_NODE_CONFLICT] = conflict
         progress = self._membership(pool_name)
@@ -136,26 +137,26 @@ class StatusReconciler:
                 f"{secret.problem}; nodes keep their last good credentials"
             )
         max_unavailable = 0
-        requeue = next_reboot_deadline(views, ctx.now(), check.reboot_timeout)
+        requeue = next_reboot_deadline(views, ctx.now(), policy.reboot_timeout)
         if secret is not None and secret.pending:
             requeue = min(requeue or 5.0, 5.0)
         window = ALWAYS_OPEN
         waiting_on = ""  # members outside the rollout that use up the budget
         gated = GateNews()
         blocked_by_alerts = ""
-        if check.valid and check.targets:
-            max_unavailable = check.resolve_max_unavailable(len(views))
+        if policy.valid and policy.targets:
             alert_gate = ctx.alert_gate(pool)
             plan, window = plan_pool(
-                check,
+                policy,
                 views,
                 now,
                 gates,
                 alerts_blocked=alert_gate is not None and alert_gate.blocked,
             )
+            max_unavailable = plan.max_unavailable
             if plan.alerts_blocked and alert_gate is not None:
                 blocked_by_alerts = alert_gate.message
-            gated = gate_news(plan, {v.name: v for v in views}, check)
+            gated = gate_news(plan, {v.name: v for v in views}, policy)
             if gated.failed:
                 problems[c.REASON_HEALTH_CHECK_FAILED] = gated.failed
             for gate in gates.values():
@@ -176,7 +177,7 @@ class StatusReconciler:
                 requeue = seconds if requeue is None else min(requeue, seconds)
 
         generation = pool["metadata"].get("generation")
-        target = check.target_digest
+        target = policy.target_digest
         # Membership has matched nodes against this generation: in this process, or
         # (after a restart or failover) in the one that wrote status.observedGeneration.
         membership_done = generation is not None and (
@@ -187,12 +188,12 @@ class StatusReconciler:
             generation=generation,
             membership_done=membership_done,
             invalid=problems.get(c.REASON_INVALID_SPEC, ""),
-            tag=check.tag,
+            tag=policy.tag,
             target_known=target is not None,
             tag_error=problems.get(c.REASON_TAG_RESOLUTION_ERROR, ""),
             halted=problems.get(c.REASON_ROLLOUT_HALTED, ""),
-            paused=check.paused,
-            max_unavailable=max_unavailable if check.valid and check.targets else None,
+            paused=policy.paused,
+            max_unavailable=max_unavailable if policy.valid and policy.targets else None,
             window_closed=not window.open,
             next_window=describe_opening(window) if not window.open else "",
             budget_used_by=waiting_on,
@@ -201,7 +202,7 @@ class StatusReconciler:
             canaries=gated.canaries,
             awaiting_approval=gated.approval,
             blocked_by_alerts=blocked_by_alerts,
-            selects_all=check.selector_ok and is_empty(pool["spec"].get("nodeSelector")),
+            selects_all=policy.selector_ok and is_empty(policy.selector),
         )
         up, up_reason, up_message = rollout_condition(facts)
         blocked = [r.message(n) for n, r in self.drains.blocked().items() if r.pool == pool_name]
@@ -247,7 +248,7 @@ class StatusReconciler:
             "updatingCount": counts.updating,
             "degradedCount": counts.degraded,
             "phase": phase(up_reason, deg, deg_reason),
-            "imageShort": display_ref(str((pool["spec"].get("image") or {}).get("ref") or "")),
+            "imageShort": display_ref(policy.image_ref),
             "targetShort": short_digest(shown_target) or None,
             "nextMaintenanceWindow": now_rfc3339(window.next_opening)
             if not window.open and window.next_opening is not None
@@ -261,7 +262,7 @@ class StatusReconciler:
             slots_in_use=sum(1 for v in views if v.in_slot),
             max_unavailable=max_unavailable,
         )
-        m.POOL_PAUSED.labels(pool_name).set(1 if check.paused else 0)
+        m.POOL_PAUSED.labels(pool_name).set(1 if policy.paused else 0)
         changed = any(old_status.get(k) != new_status.get(k) for k in STATUS_FIELDS)
         if not changed and conditions_equal_ignoring_time(old_status.get("conditions"), conditions):
             return requeue

@@ -35,7 +35,6 @@ from typing import Any
 from bootc_operator.api import constants as c
 from bootc_operator.api.timefmt import now_rfc3339, parse_time
 from bootc_operator.kube import ApiError
-from bootc_operator.policy.poolspec import check_pool
 from bootc_operator.reconcilers.context import Context, Obj, pool_ref
 from bootc_operator.reconcilers.pullsecrets import SecretState
 
@@ -93,11 +92,11 @@ class TagReconciler:
         if pool is None or pool["metadata"].get("deletionTimestamp"):
             self._forget(pool_name)
             return None
-        check = check_pool(pool)
-        if check.tag is None or check.repository is None:
+        policy = ctx.policy(pool)
+        if policy.tag is None or policy.repository is None:
             self._forget(pool_name)  # a digest ref, or an invalid one (InvalidSpec)
             return None
-        ref = str(pool["spec"]["image"]["ref"])
+        ref = policy.image_ref
         now = ctx.now()
         last = self._targets.get(pool_name)
         next_at = parse_time((pool.get("status") or {}).get("nextTagResolutionTime"))

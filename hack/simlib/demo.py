@@ -63,7 +63,6 @@ from typing import Any
 from kubernetes_asyncio.client import ApiClient
 
 from bootc_operator.api import constants as c
-from bootc_operator.api.intstr import resolve_max_unavailable
 from bootc_operator.informers import EventHandler, Informer
 from bootc_operator.kube import (
     BOOTC_NODE_POOLS,
@@ -73,7 +72,8 @@ from bootc_operator.kube import (
     create_object,
     patch_object,
 )
-from bootc_operator.policy.windows import describe_opening, parse_windows, window_state
+from bootc_operator.policy.poolspec import PoolPolicy, check_pool
+from bootc_operator.policy.windows import describe_opening, window_state
 from bootc_operator.wording import counted
 from hack.simlib.cli import clean, interrupt_on_sigterm, start_detached
 from hack.simlib.common import DEFAULT_DIR, SimConfig
@@ -393,7 +393,8 @@ async def demo(args: argparse.Namespace) -> int:
     pool = demo_pool(args, first)
     name = pool["metadata"]["name"]
     rollout = pool["spec"].get("rollout") or {}
-    budget = resolve_max_unavailable(rollout.get("maxUnavailable"), len(info.nodes))
+    policy = check_pool(pool)  # the controller's own reading of the spec
+    budget = policy.budgets(len(info.nodes)).max_unavailable
     async with await api_client(info.kubeconfig) as api, Watch(api, info.nodes, name) as watch:
         say(
             f"== Pool {name}: every worker node, {describe_rollout(rollout)}, "
@@ -410,19 +411,18 @@ async def demo(args: argparse.Namespace) -> int:
         if bad_image:
             canaries = rollout["canary"].get("nodes")
             return await bad_image_scenario(run, first, budget, up_seconds, canaries == 1)
-        return await rollout_scenario(run, rollout, budget, up_seconds)
+        return await rollout_scenario(run, rollout, policy, budget, up_seconds)
 
 
 async def rollout_scenario(
-    run: Demo, rollout: dict[str, Any], budget: int, up_seconds: float
+    run: Demo, rollout: dict[str, Any], policy: PoolPolicy, budget: int, up_seconds: float
 ) -> int:
     second = await asyncio.to_thread(run.sim.push_image, SECOND_IMAGE)
     run.labels[digest_of(second)] = "v2"
     say(f"== Pushed {second}")
     say(f"== Rolling out v2 ({short(digest_of(second))}): {rollout_story(rollout, budget)}")
     timeout = ROLLOUT_TIMEOUT
-    windows, _ = parse_windows(rollout.get("maintenanceWindows"))
-    state = window_state(windows, dt.datetime.now(dt.UTC))
+    state = window_state(policy.windows, dt.datetime.now(dt.UTC))
     if not state.open and state.next_opening is not None:
         wait = (state.next_opening - dt.datetime.now(dt.UTC)).total_seconds()
         timeout += max(0.0, wait)
