@@ -10,6 +10,7 @@ from a pull secret's dockerconfigjson. Modules:
   the token cache, the no-credentials / rejected errors;
 - ``credentials``: dockerconfigjson parsing and host matching (``DockerConfig``);
 - ``manifest``: media types, digests, ``Resolved``;
+- ``types``: ``Target`` and ``Reply``, shared by ``client`` and ``auth``;
 - ``errors``: one exception class per failure kind, messages free of secrets;
 
     async with RegistryClient(RegistryOptions(ca_file="/etc/pki/ca.pem")) as client:
@@ -21,8 +22,6 @@ from bootc_operator.registry.auth import Challenge, parse_www_authenticate
 from bootc_operator.registry.client import (
     RegistryClient,
     RegistryOptions,
-    Reply,
-    Target,
     make_target,
     resolve_digest,
 )
@@ -54,6 +53,7 @@ from bootc_operator.registry.manifest import (
     PlatformManifest,
     Resolved,
 )
+from bootc_operator.registry.types import Reply, Target
 
 __all__ = [
     "DOCKER_MANIFEST",

@@ -39,7 +39,7 @@ import time
 import urllib.parse
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final, Protocol
+from typing import Final, Protocol
 
 from bootc_operator.registry.errors import (
     CredentialsRejected,
@@ -51,9 +51,7 @@ from bootc_operator.registry.errors import (
     scrub,
 )
 from bootc_operator.registry.manifest import parse_manifest
-
-if TYPE_CHECKING:  # the client imports this module
-    from bootc_operator.registry.client import Reply, Target
+from bootc_operator.registry.types import Reply, Target
 
 #: Bearer tokens without ``expires_in`` are good for 60 s (distribution token spec).
 DEFAULT_TOKEN_LIFETIME: Final = 60.0

@@ -50,7 +50,7 @@ import ssl
 import urllib.parse
 from collections import OrderedDict
 from collections.abc import Awaitable, Collection, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Final, Self
 
@@ -63,7 +63,6 @@ from bootc_operator.registry.auth import Authenticator, parse_www_authenticate
 from bootc_operator.registry.credentials import (
     Credentials,
     DockerConfig,
-    api_endpoint,
     api_repository,
     parse_docker_config,
 )
@@ -94,6 +93,7 @@ from bootc_operator.registry.manifest import (
     media_type_of,
     parse_manifest,
 )
+from bootc_operator.registry.types import Reply, Target
 from bootc_operator.safejson import JSONInputError
 
 DEFAULT_USER_AGENT: Final = f"bootc-operator/{__version__}"
@@ -152,28 +152,6 @@ def _strip_port(hostport: str) -> str:
     return hostport.rsplit(":", 1)[0] if ":" in hostport else hostport
 
 
-@dataclass(frozen=True)
-class Target:
-    """One repository of one registry, and the credentials to use for it.
-
-    ``registry`` is ``host[:port]`` as written in the image reference (messages,
-    insecure list, credentials); ``repository`` is the API name (``library/``
-    added on Docker Hub).
-    """
-
-    registry: str
-    repository: str
-    credentials: Credentials | None = field(default=None, repr=False)
-
-    @property
-    def endpoint(self) -> str:
-        return api_endpoint(self.registry)
-
-    @property
-    def display(self) -> str:
-        return f"{self.registry}/{self.repository}"
-
-
 def make_target(
     name: str,
     *,
@@ -193,26 +171,6 @@ def _parse_ref(text: str) -> ImageRef:
         return parse_image_ref(text)
     except InvalidImageRef as exc:
         raise InvalidReference(str(exc)) from None
-
-
-@dataclass(frozen=True)
-class Reply:
-    """One HTTP response: status, headers and (for non-HEAD requests) the body."""
-
-    status: int
-    reason: str
-    headers: CIMultiDictProxy[str]
-    body: bytes
-    url: str
-
-    def registry_error(self) -> tuple[str, str]:
-        """``(code, message)`` of the first entry of a registry error body, or empty strings."""
-        try:
-            doc = parse_manifest(self.body)
-            first = doc["errors"][0]
-            return str(first.get("code") or ""), str(first.get("message") or "")
-        except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-            return "", ""
 
 
 def _os_reason(exc: BaseException) -> str:

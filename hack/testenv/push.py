@@ -35,7 +35,6 @@ from bootc_operator.api.imageref import parse_image_ref
 from bootc_operator.registry.client import (
     DockerConfigInput,
     RegistryClient,
-    Target,
     make_target,
 )
 from bootc_operator.registry.credentials import Credentials
@@ -48,6 +47,7 @@ from bootc_operator.registry.manifest import (
     Platform,
     compute_digest,
 )
+from bootc_operator.registry.types import Target
 
 OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
 OCI_LAYER_GZIP = "application/vnd.oci.image.layer.v1.tar+gzip"
