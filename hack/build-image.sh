@@ -8,7 +8,8 @@
 #                  machine's own suite and apt sources (mmdebstrap; no container
 #                  registry needed), cached in the container storage under a tag
 #                  keyed by their inputs, and made again only when those change.
-# The build reaches PyPI for the wheels (the host's network and CA bundle). Layers
+# The build reaches PyPI for the wheels, every one checked against its sha256 in
+# requirements.lock (the host's network and CA bundle). Layers
 # are cached: with unchanged sources a rebuild takes seconds.
 # Prints the image's tag on stdout, and its size on stderr.
 set -euo pipefail
@@ -103,11 +104,21 @@ remove_image() { "$ENGINE" rmi "$1" >/dev/null 2>&1 || true; }
 
 have_bases() { images_exist "$BASE_REPO:build-$KEY" "$BASE_REPO:runtime-$KEY"; }
 
+# REPO@sha256:... of a local image: the build takes the bases by digest, as the
+# Containerfile's default base is (a tag moved in between cannot slip in).
+image_by_digest() {
+  local digest
+  if [[ "$ENGINE" == podman ]]; then digest="$(podman image inspect --format '{{.Digest}}' "$1")"
+  else digest="$(buildah inspect --type image --format '{{.FromImageDigest}}' "$1")"; fi
+  [[ "$digest" == sha256:* ]] || { log "error: no digest for $1"; exit 1; }
+  printf '%s@%s\n' "${1%:*}" "$digest"
+}
+
 if [[ -z "${PYTHON_IMAGE:-}" ]]; then
   # shellcheck disable=SC1091
   SUITE="$(. /etc/os-release && printf '%s' "${VERSION_CODENAME:-}")"
   if ! { [[ -n "$SUITE" ]] && grep -qx 'ID=debian' /etc/os-release; }; then
-    log "error: no PYTHON_IMAGE given and this machine is not Debian, so no base can be made from its packages; pass PYTHON_IMAGE=docker.io/library/python:3.11-slim-bookworm (or your mirror of it)"
+    log "error: no PYTHON_IMAGE given and this machine is not Debian, so no base can be made from its packages; pass PYTHON_IMAGE= the Containerfile's default (docker.io/library/python:3.11-slim-bookworm@sha256:...) or your mirror of it"
     exit 1
   fi
   mapfile -t SOURCES < <(debian_sources)
@@ -121,8 +132,8 @@ if [[ -z "${PYTHON_IMAGE:-}" ]]; then
   } | sha256sum | cut -c1-16)"
   BASE_REPO=localhost/bootc-operator-base
   cache_build_once build-image "$(cache_root)/image-base" have_bases make_bases
-  PYTHON_IMAGE="$BASE_REPO:build-$KEY"
-  RUNTIME_IMAGE="${RUNTIME_IMAGE:-$BASE_REPO:runtime-$KEY}"
+  PYTHON_IMAGE="$(image_by_digest "$BASE_REPO:build-$KEY")"
+  RUNTIME_IMAGE="${RUNTIME_IMAGE:-$(image_by_digest "$BASE_REPO:runtime-$KEY")}"
   PULL=(--pull=never)
 else
   RUNTIME_IMAGE="${RUNTIME_IMAGE:-$PYTHON_IMAGE}"
