@@ -29,7 +29,7 @@ import pytest
 from aiohttp import web
 from kubernetes_asyncio.client import ApiClient, Configuration
 
-from bootc_operator import controller as controller_mod
+from bootc_operator.controller import lifecycle as controller_mod
 from bootc_operator.runtime.leaderelection import LeaderElector
 from hack.testenv.waiting import wait_for
 

@@ -1,0 +1,247 @@
+"""The parts of one controller process and the leader-only work they do.
+
+``Controller`` builds the shared informers (pools, BootcNodes, Nodes, each
+transformed to what the reconcilers read), the ``Context`` they share, the
+reconcilers, and one ``Loop`` per reconciler: its rate-limited queue, its
+reconcile and its worker count. Five loops are keyed by pool name
+(membership, rollout, status, tags, alerts), one by Node name (placement:
+strips the daemon's placement label from Nodes without a BootcNode) and one
+has a single key (the watches of the pull Secrets pools reference). Which
+queues an event wakes is ``routing``'s; when this runs is ``lifecycle``'s.
+
+As leader only, ``run_workers`` starts the Event recorder and every loop's
+workers. ``stop_writing`` (leadership lost) cancels every drain and reconcile
+at once; ``shutdown`` (a graceful stop) lets queues drain, then stops drains,
+pod and Secret watches, Events and the registry and Prometheus clients.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from bootc_operator.alerts import PrometheusClient, PrometheusOptions
+from bootc_operator.controller.routing import SECRET_WATCHES, Router
+from bootc_operator.informers import (
+    SharedInformerFactory,
+    chain,
+    drop_paths,
+    intern_strings,
+    strip_bulk,
+)
+from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, NODES
+from bootc_operator.policy.ownership import POOL_INDEX, index_by_pool
+from bootc_operator.reconcilers.alertgate import AlertReconciler
+from bootc_operator.reconcilers.context import Context, Obj
+from bootc_operator.reconcilers.drain import DrainManager
+from bootc_operator.reconcilers.healthpods import HealthPods
+from bootc_operator.reconcilers.membership import MembershipReconciler
+from bootc_operator.reconcilers.placement import PlacementReconciler
+from bootc_operator.reconcilers.pullsecrets import SecretState, SecretWatcher, ref_of
+from bootc_operator.reconcilers.rollout import RolloutReconciler
+from bootc_operator.reconcilers.status import StatusReconciler
+from bootc_operator.reconcilers.tags import TagReconciler
+from bootc_operator.registry import RegistryClient, RegistryOptions
+from bootc_operator.runtime.events import EventRecorder
+from bootc_operator.workqueue import Clock, RateLimitingQueue, run_workers
+
+log = logging.getLogger("controller")
+
+POOL_QUEUES = ("membership", "rollout", "status", "tags", "alerts")
+
+
+@dataclass(frozen=True, slots=True)
+class Loop:
+    """One reconciler as the leader runs it: its queue, its reconcile, its workers."""
+
+    name: str
+    queue: RateLimitingQueue[str]
+    reconcile: Callable[[str], Awaitable[float | None]]
+    workers: int
+
+
+class Controller:
+    def __init__(
+        self,
+        api: Any,
+        *,
+        identity: str,
+        workers: int = 4,
+        tag_resolution_interval: float = 300.0,
+        registry: RegistryOptions | None = None,
+        watch_api: Any = None,
+        clock: Clock | None = None,
+        prometheus: PrometheusOptions | None = None,
+        alert_check_interval: float = 30.0,
+        node_events: str = "summary",
+    ) -> None:
+        """``api`` makes requests; ``watch_api`` (default ``api``) carries every watch;
+        ``clock`` drives the workqueues' delays (tests pass a fake one)."""
+        self.api = api
+        self.watch_api = watch_api if watch_api is not None else api
+        self.identity = identity
+        self.workers = workers
+        self.factory = SharedInformerFactory(self.watch_api)
+        self.pools = self.factory.informer(BOOTC_NODE_POOLS)
+        # One BootcNode per node, repeating the same keys, digests, reasons and messages;
+        # the sealed pull secret's ciphertext is never read back (its keyID is).
+        self.bootc_nodes = self.factory.informer(
+            BOOTC_NODES,
+            indexers={POOL_INDEX: index_by_pool},
+            transform=chain(
+                strip_bulk, drop_paths(("spec", "sealedPullSecret", "data")), intern_strings
+            ),
+        )
+        # Node objects are large (image lists) and numerous: keep only what we read.
+        self.nodes = self.factory.informer(
+            NODES, transform=chain(strip_bulk, drop_paths(("status", "images")), intern_strings)
+        )
+        self.recorder = EventRecorder(api, instance=identity)
+        self.ctx = Context(
+            api, self.pools, self.bootc_nodes, self.nodes, self.recorder, self.watch_api
+        )
+        self.queues = {name: RateLimitingQueue[str](name, clock=clock) for name in POOL_QUEUES}
+        self.secret_watch_queue = RateLimitingQueue[str]("pullsecrets", clock=clock)
+        # Keyed by Node name: Nodes labelled for the daemon without a BootcNode.
+        self.placement_queue = RateLimitingQueue[str]("placement", clock=clock)
+        self.router = Router(
+            self.pools,
+            self.bootc_nodes,
+            self.nodes,
+            self.queues,
+            self.secret_watch_queue,
+            self.placement_queue,
+        )
+        self.enqueue = self.router.enqueue
+        self.notify = self.router.notify
+        self.member_changed = self.router.member_changed
+        # A drain runs in its own task, started by rollout; when it finishes (or is
+        # blocked) rollout must look again, and status reports it.
+        self.drains = DrainManager(
+            self.ctx, on_change=lambda _node, pool: self.member_changed(pool, membership=False)
+        )
+        # Pods on nodes under a health check (spec.health.pods): a pod turning Ready
+        # may pass the gate, so rollout and status look again.
+        self.health_pods = HealthPods(
+            self.ctx, on_change=lambda _node, pool: self.member_changed(pool, membership=False)
+        )
+        self.secrets = SecretWatcher(self.watch_api, on_change=self.router.secret_changed)
+        self.placement = PlacementReconciler(self.ctx)
+        self.membership = MembershipReconciler(
+            self.ctx,
+            cancel_drain=self.drains.cancel,
+            secret_state=self.secret_state,
+            on_processed=self.queues["status"].add,
+        )
+        self.rollout = RolloutReconciler(
+            self.ctx,
+            self.drains,
+            self.health_pods,
+            verbose_node_events=node_events == "verbose",
+        )
+        self.registry = RegistryClient(registry)
+        self.tags = TagReconciler(
+            self.ctx,
+            self.registry.digest,
+            interval=tag_resolution_interval,
+            secret_state=self.secret_state,
+            on_target_changed=lambda pool: self.notify(pool, source="tags"),
+        )
+        self.ctx.resolved_tag = self.tags.target
+        self.prometheus = PrometheusClient(prometheus) if prometheus is not None else None
+        self.alerts = AlertReconciler(
+            self.ctx.pool,
+            self.prometheus,
+            interval=alert_check_interval,
+            url=prometheus.url if prometheus is not None else "",
+            on_change=lambda pool: self.notify(pool, source="alerts"),
+        )
+        self.ctx.alert_gate = self.alerts.gate
+        self.status = StatusReconciler(
+            self.ctx,
+            self.drains,
+            self.health_pods,
+            extra_problems=self.tags.problems,
+            secret_state=self.secret_state,
+            membership=self.membership.progress,
+        )
+        self.loops = (
+            *(
+                Loop(name, self.queues[name], reconcile, workers)
+                for name, reconcile in (
+                    ("membership", self.membership.reconcile),
+                    ("rollout", self.rollout.reconcile),
+                    ("status", self.status.reconcile),
+                    ("tags", self.tags.reconcile),
+                    ("alerts", self.alerts.reconcile),
+                )
+            ),
+            Loop("placement", self.placement_queue, self.placement.reconcile, 1),
+            Loop("pullsecrets", self.secret_watch_queue, self.reconcile_secret_watches, 1),
+        )
+        self.router.register()
+
+    def secret_state(self, pool: Obj) -> SecretState | None:
+        ref = ref_of(pool)
+        return None if ref is None else self.secrets.state(ref)
+
+    async def reconcile_secret_watches(self, _key: str = SECRET_WATCHES) -> None:
+        """Watch exactly the pull Secrets some pool references (one informer each)."""
+        await self.secrets.sync({r for p in self.pools.list() if (r := ref_of(p)) is not None})
+
+    # ---------------------------------------------------------------- running
+
+    def ready(self) -> bool | str:
+        return True if self.factory.has_synced else "caches not synced"
+
+    async def run_workers(self) -> None:
+        """Leader-only work: the recorder, the reconcilers' workers, the Secret watches."""
+        self.recorder.start()
+        self.secret_watch_queue.add(SECRET_WATCHES)
+        for pool in self.pools.list():
+            self.enqueue(pool["metadata"]["name"])
+        async with asyncio.TaskGroup() as tg:
+            for loop in self.loops:
+                tg.create_task(
+                    run_workers(
+                        loop.queue, loop.reconcile, loop.workers, controller=loop.name, log=log
+                    ),
+                    name=f"{loop.name}-workers",
+                )
+
+    def _queues(self) -> list[RateLimitingQueue[str]]:
+        return [loop.queue for loop in self.loops]
+
+    async def stop_writing(self, work: asyncio.Task[None]) -> None:
+        """Leadership is gone: cancel every drain and every reconcile now, no grace.
+
+        The cancellations are all issued before the first ``await``, so no other
+        task of this process runs (and writes) in between.
+        """
+        for queue in self._queues():
+            queue.shut_down()
+        drains = self.drains.cancel_all()
+        work.cancel()
+        events = self.recorder.discard_pending()
+        await asyncio.wait([work, *drains, *events])
+
+    async def shutdown(self, grace: float = 10.0) -> None:
+        """Stop intake, let in-flight reconciles finish (bounded), stop drains and Events."""
+        queues = self._queues()
+        for queue in queues:
+            queue.shut_down()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(grace):
+                for queue in queues:
+                    await queue.shut_down_with_drain()
+        await self.drains.stop()
+        await self.health_pods.stop()
+        await self.secrets.stop()
+        await self.recorder.stop()
+        await self.registry.close()
+        if self.prometheus is not None:
+            await self.prometheus.close()
