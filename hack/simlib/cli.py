@@ -8,6 +8,9 @@
     hack/sim pool --stage-ahead 1 --image REF   # create/update the pool ``workers``
     hack/sim status
     hack/sim kubectl get bnp,bn          # the cached kubectl, pointed at the simulation
+    hack/sim fault not-ready worker-2    # a fault for a gate to catch (hack.simlib.faults)
+    hack/sim fault list                  # the active faults
+    hack/sim fault clear                 # all of them (or: clear KIND [TARGET], clear NODE)
     hack/sim down
 
 ``up`` starts a supervisor process (``hack.simlib.supervisor``) that owns every
@@ -43,6 +46,7 @@ from types import FrameType
 from typing import Any
 
 from bootc_operator.wording import counted
+from hack.simlib import faults
 from hack.simlib.common import DEFAULT_DIR, MARKER_ENV, SIM_FILE, SimConfig, SimInfo
 from hack.simlib.images import ImageError, parse_label
 from hack.simlib.policy import (
@@ -281,6 +285,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     print(f"daemons    {up}/{len(daemons)} running, {restarts} restarts")
     print(f"rebooting  {', '.join(nodesim.get('down') or []) or '-'}")
     print(f"reboots    {len(sim.reboots())}")
+    active = faults.load(sim.state_dir)
+    print(f"faults     {', '.join(f.name for f in active) or '-'}")
     res = sim.kubectl("get", "bootcnodepools", "-o", "wide", check=False)
     print(res.stdout.rstrip() or "pools      (none)")
     return 0 if ok else 1
@@ -300,6 +306,11 @@ def prometheus_summary(url: str) -> str:
 
 def cmd_push(args: argparse.Namespace) -> int:
     sim = AttachedSim.open(args.dir)
+    if faults.registry_down(faults.load(sim.state_dir)):
+        raise SimError(
+            "the registry is down (hack/sim fault registry-down); "
+            "start it again with: hack/sim fault clear registry-down"
+        )
     labels = dict(parse_label(text) for text in args.label)
     print(sim.push_image(args.name, labels))
     return 0
@@ -310,6 +321,101 @@ def cmd_workload(args: argparse.Namespace) -> int:
     for created in sim.deploy_workload(args.replicas):
         _err(f"applied {created} (namespace default)")
     return 0
+
+
+def cmd_fault(args: argparse.Namespace) -> int:
+    sim = AttachedSim.open(args.dir)
+    details: dict[str, Any] = {}
+    if args.fault == faults.BOOT_FAIL and args.unit:
+        details["unit"] = args.unit
+    if args.fault == faults.ALERT:
+        labels = dict(faults.DEFAULT_ALERT_LABELS)
+        labels.update(parse_label(text) for text in args.label)
+        details["labels"] = labels
+    target = getattr(args, "target", None) or ""
+    applied = faults.apply(sim, faults.Fault(args.fault, target, details))
+    _err(f"fault {applied.describe()}")
+    return 0
+
+
+def cmd_fault_list(args: argparse.Namespace) -> int:
+    sim = AttachedSim.open(args.dir)
+    active = faults.load(sim.state_dir)
+    held = set(sim.nodesim_state().get("not_ready") or ())
+    for fault in active:
+        now = " [NotReady now]" if fault.kind == faults.NOT_READY and fault.target in held else ""
+        print(fault.describe() + now)
+    if not active:
+        _err("no faults")
+    return 0
+
+
+def cmd_fault_clear(args: argparse.Namespace) -> int:
+    sim = AttachedSim.open(args.dir)
+    kind, target = faults.parse_clear(args.what)
+    cleared = faults.clear(sim, kind, target)
+    for fault in cleared:
+        _err(f"cleared {fault.name}")
+    if not cleared:
+        _err("no such fault was active")
+    return 0
+
+
+def add_fault_parser(sub: Any) -> list[argparse.ArgumentParser]:
+    """``hack/sim fault KIND ...``, ``fault list``, ``fault clear``; returns the leaves."""
+    fault = sub.add_parser(
+        "fault",
+        help="give the running simulation a fault for a gate to catch (see hack.simlib.faults)",
+        description="Faults the running processes pick up (no restarts); "
+        "`fault clear` undoes them, `fault list` shows them.",
+    )
+    kinds = fault.add_subparsers(dest="fault", required=True)
+    leaves = []
+    for kind, help_text in (
+        (faults.NOT_READY, "from its next reboot on, NODE stays NotReady (the health gate)"),
+        (faults.BOOT_FAIL, "from its next boot on, NODE's boot assessment fails (bootComplete)"),
+        (faults.DRAIN_BLOCK, "a pod on NODE whose PodDisruptionBudget refuses its eviction"),
+    ):
+        leaf = kinds.add_parser(kind, help=help_text, description=help_text)
+        leaf.add_argument("target", metavar="NODE")
+        leaves.append(leaf)
+    leaves[1].add_argument(
+        "--unit", help="the failing check (default: greenboot-healthcheck.service)"
+    )
+    down = kinds.add_parser(
+        faults.REGISTRY_DOWN,
+        help="stop the registry (tag resolution and pulls fail) until cleared",
+    )
+    alert = kinds.add_parser(
+        faults.ALERT,
+        help="an alert that fires in the sim's Prometheus (needs hack/sim up --prometheus)",
+    )
+    alert.add_argument(
+        "target",
+        metavar="NAME",
+        nargs="?",
+        default=faults.DEFAULT_ALERT,
+        help="the alert's name (default: %(default)s)",
+    )
+    alert.add_argument(
+        "--label",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help='a label on the alert (repeatable; default severity="critical")',
+    )
+    leaves += [down, alert]
+    for leaf in leaves:
+        leaf.set_defaults(func=cmd_fault)
+    listing = kinds.add_parser("list", help="the active faults")
+    listing.set_defaults(func=cmd_fault_list)
+    clearing = kinds.add_parser(
+        "clear",
+        help="undo faults: all, one KIND, KIND TARGET, or every fault of NODE",
+    )
+    clearing.add_argument("what", nargs="*", metavar="[KIND] [TARGET]")
+    clearing.set_defaults(func=cmd_fault_clear)
+    return [*leaves, listing, clearing]
 
 
 def cmd_kubectl(args: argparse.Namespace) -> int:
@@ -407,9 +513,10 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--image", help="spec.image.ref (e.g. what `hack/sim image push` printed)")
     add_pool_arguments(pl)
     pl.set_defaults(func=cmd_pool)
+    fault_leaves = add_fault_parser(sub)
     kc = sub.add_parser("kubectl", help="run the cached kubectl against the simulation")
     kc.set_defaults(func=cmd_kubectl)
-    for leaf in (up, down, status, push, wl, pl, kc):  # --dir also after the subcommand
+    for leaf in (up, down, status, push, wl, pl, kc, *fault_leaves):  # --dir also after
         leaf.add_argument("--dir", type=Path, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     kc.add_argument("args", nargs=argparse.REMAINDER)
     return parser
@@ -432,7 +539,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.dir = args.dir.resolve()
     interrupt_on_sigterm()
-    return run_command(args, (SimError, ImageError, PolicyError), _err)
+    return run_command(args, (SimError, ImageError, PolicyError, faults.FaultError), _err)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,8 @@ A simulation lives in one state directory (``DIR``)::
     DIR/reboots.jsonl       one line per simulated reboot (node, times, image booted)
     DIR/control/            files other processes drop to steer the node simulator
                             (``hold-<node>``: the node stays down after its next reboot)
+                            and ``faults.json``, the faults ``hack/sim fault`` applied
+                            (``hack.simlib.faults``)
     DIR/controlplane/       the ControlPlane's state (PKI, etcd, kubeconfigs, its logs)
     DIR/registry/           the OCI registry's storage and config
     DIR/hosts/<node>/       one simulated bootc host per node (hack.fakebootc)
@@ -91,6 +93,9 @@ class SimConfig:
     #: also run a Prometheus scraping the controllers and daemons, with the kit's alert
     #: rules on the simulation's clock (``hack.simlib.monitoring``)
     prometheus: bool = False
+    #: the controllers' --alert-check-interval (with ``prometheus``, whose URL they are
+    #: given as --prometheus-url: the alert gate queries the simulation's Prometheus)
+    alert_check_interval: str = "2s"
     #: kube-apiserver writes an audit log (``hack.testenv.audit``; ``SimInfo.audit_log``)
     audit: bool = False
     #: the controllers' leader election (--lease-duration, --renew-deadline, --retry-period)

@@ -14,7 +14,8 @@ SIGTERM:
 - **runs the operator's processes like a Deployment and a DaemonSet would**: K
   leader-elected ``bootc-operator controller`` processes (the simulation's registry
   listed with ``--insecure-registry``, so tag refs resolve; ``SimConfig`` sets the tag
-  resolution interval and an extra CA) and one ``bootc-operator
+  resolution interval and an extra CA; with a Prometheus, its URL as
+  ``--prometheus-url``) and one ``bootc-operator
   daemon`` per node on its simulated host (``DIR/hosts/<node>``), restarting any
   that exits unexpectedly (1 s, doubling up to 10 s, like a crash-loop backoff);
 - **performs the reboots the daemons request** (``systemctl reboot`` on a simulated
@@ -32,10 +33,17 @@ SIGTERM:
   a reboot) NotReady, kwok never sets it Ready again, and the Pod would hold its
   PodDisruptionBudget at 0 disruptions allowed, stalling every later drain. A
   running Pod with ready containers on an up Node gets Ready=True back
-  (``hack.testenv.kubelet.pod_ready_again``), at most once a second per Pod.
+  (``hack.testenv.kubelet.pod_ready_again``), at most once a second per Pod;
+- **plays a kubelet that never gets Ready** on a node with a ``not-ready`` fault
+  (``hack.simlib.faults``, ``hack/sim fault not-ready NODE``; ``DIR/control/faults.json``
+  is re-read whenever it changes): from its next reboot on, the host boots and its
+  daemon starts, but the Node stays ``Ready=False`` and its Pods are not reported
+  Ready, until the fault is cleared; then the Node turns Ready and its Pods are
+  reported again.
 
 Its children get SIGKILL if it dies (PR_SET_PDEATHSIG). ``DIR/nodesim.json`` lists
-every process it runs (PID, ports, restarts) and the nodes that are down; it says
+every process it runs (PID, ports, restarts), the nodes that are down and those a
+``not-ready`` fault holds NotReady (``not_ready``); it says
 ``"ready": true`` once every Node is Ready, every daemon answers ``/healthz`` and a
 controller holds the leader Lease.
 """
@@ -84,6 +92,7 @@ from hack.simlib.common import (
     SimInfo,
     write_json,
 )
+from hack.simlib.faults import FaultWatch, not_ready_nodes
 from hack.testenv.controlplane import free_port
 from hack.testenv.kube import api_client
 from hack.testenv.kubelet import node_conditions, pod_ready_again, report_pods_after_boot
@@ -98,6 +107,10 @@ BACKOFF_INITIAL = 1.0
 BACKOFF_MAX = 10.0
 STOP_GRACE = 10.0
 POD_STATUS_SYNC = 1.0  # seconds between two Ready re-reports of one Pod
+NOT_READY_MESSAGE = (
+    "container runtime network not ready: NetworkPluginNotReady "
+    "(simulated: hack/sim fault not-ready; clear it with hack/sim fault clear not-ready NODE)"
+)
 
 
 @dataclass
@@ -152,6 +165,8 @@ class NodeState:
     host: Host
     daemon: Slot
     rebooting: bool = False
+    #: came back from a reboot under a not-ready fault: its Node stays NotReady
+    stuck: bool = False
 
 
 class NodeSim:
@@ -181,6 +196,7 @@ class NodeSim:
         self._requests = RebootRequests()
         self._pods: Informer | None = None
         self._pod_syncs: set[str] = set()  # Pods whose Ready is being re-reported
+        self._faults = FaultWatch(self.dir)
 
     # ------------------------------------------------------------ process slots
 
@@ -204,6 +220,9 @@ class NodeSim:
             argv.append(f"--insecure-registry={self.info.registry}")
         if self.cfg.registry_ca_file:
             argv.append(f"--registry-ca-file={self.cfg.registry_ca_file}")
+        if self.info.prometheus:  # the alert gate asks the simulation's Prometheus
+            argv.append(f"--prometheus-url={self.info.prometheus}")
+            argv.append(f"--alert-check-interval={self.cfg.alert_check_interval}")
         env = {**self.env, "POD_NAME": name, "POD_NAMESPACE": NAMESPACE}
         return Slot(name, argv, env, self.log_dir / f"{name}.log", metrics, probe)
 
@@ -342,6 +361,15 @@ class NodeSim:
         if not ready:
             await self._patch_status(node, False, "node is rebooting (simulated)")
             return
+        if node.name in not_ready_nodes(self._faults.read()):
+            node.stuck = True
+            self._dirty = True
+            log.info("%s: booted, held NotReady by a not-ready fault", node.name)
+            await self._patch_status(node, False, NOT_READY_MESSAGE)
+            return
+        if node.stuck:  # cleared while it rebooted
+            node.stuck = False
+            self._dirty = True
         # the bootID is the host's: new after a full reboot, the same after a soft one
         await self._patch_status(node, True, "kubelet is posting ready status (simulated)")
 
@@ -354,10 +382,19 @@ class NodeSim:
     async def _report_pods(self, node: NodeState) -> None:
         """kwok leaves a Ready pod as it was: report it Ready again, as of now."""
         assert self._api is not None
+        if node.stuck:  # a kubelet that is not Ready reports no Pod Ready
+            return
         try:
             await report_pods_after_boot(self._api, node.name)
         except (ApiError, OSError, TimeoutError) as err:
             log.warning("%s: re-reporting its pods after the reboot: %s", node.name, err)
+
+    async def _unstick(self, node: NodeState) -> None:
+        """The not-ready fault was cleared: the Node turns Ready, its Pods are reported."""
+        log.info("%s: not-ready fault cleared; Ready again", node.name)
+        await self._patch_status(node, True, "kubelet is posting ready status (simulated)")
+        await self._report_pods(node)
+        self._pods_back_up(node.name)
 
     async def _reboot(self, node: NodeState) -> None:
         log.info("%s: reboot requested; stopping its daemon", node.name)
@@ -403,7 +440,7 @@ class NodeSim:
 
     def _pod_changed(self, pod: Obj) -> None:
         node = self.nodes.get(str((pod.get("spec") or {}).get("nodeName") or ""))
-        if node is None or node.rebooting or pod_ready_again(pod) is None:
+        if node is None or node.rebooting or node.stuck or pod_ready_again(pod) is None:
             return
         key = object_key(pod)
         if key not in self._pod_syncs:
@@ -422,7 +459,7 @@ class NodeSim:
         try:
             # The node-lifecycle controller may mark it again until it looks at the
             # Node afresh: re-read and re-report until the Pod stays Ready.
-            while not node.rebooting and (pod := self._pods.get(key)) is not None:
+            while not (node.rebooting or node.stuck) and (pod := self._pods.get(key)) is not None:
                 patch = pod_ready_again(pod)
                 if patch is None:
                     return
@@ -499,6 +536,7 @@ class NodeSim:
                 "ready": self.ready,
                 "processes": processes,
                 "down": sorted(n.name for n in self.nodes.values() if n.rebooting),
+                "not_ready": sorted(n.name for n in self.nodes.values() if n.stuck),
             },
         )
         self._dirty = False
@@ -531,6 +569,12 @@ class NodeSim:
             while not self.stopping.is_set():
                 for slot in self.controllers:
                     self._supervise(slot)
+                held = not_ready_nodes(self._faults.read())
+                for node in self.nodes.values():
+                    if node.stuck and not node.rebooting and node.name not in held:
+                        node.stuck = False
+                        self._dirty = True
+                        self._spawn_task(self._unstick(node))
                 for node in self.nodes.values():
                     if node.rebooting:
                         continue

@@ -8,6 +8,8 @@
   simulation's current image);
 - ``--max-unavailable``, ``--max-unhealthy``, ``--stage-ahead``: an integer or a
   percentage (``"25%"``), written to ``spec.rollout``;
+- ``--blocking-alert MATCHERS`` (repeatable): ``spec.rollout.blockingAlerts``, e.g.
+  ``'severity="critical"'`` (the alert gate; ``hack/sim fault alert`` fires one);
 - ``--maintenance-window "[DAYS] START DURATION [TIME_ZONE]"`` (repeatable), e.g.
   ``"Mon-Fri 22:00 4h Europe/Berlin"``, ``"Sat,Sun 10:00 90m"`` or ``"+1m 2m"``:
   DAYS is a comma list of ``Mon``..``Sun`` or ranges (``Mon-Fri``), left out for
@@ -152,11 +154,19 @@ def add_pool_arguments(
         help='repeatable; e.g. "Mon-Fri 22:00 4h Europe/Berlin", or "+1m 2m" (opens in a '
         "minute, for two)",
     )
+    group.add_argument(
+        "--blocking-alert",
+        action="append",
+        default=[],
+        metavar="MATCHERS",
+        help="spec.rollout.blockingAlerts entry (repeatable), PromQL label matchers, e.g. "
+        "'severity=\"critical\"': no new reboots while a matching alert fires",
+    )
 
 
 def wants_pool(args: argparse.Namespace) -> bool:
     """Whether any pool option was given (``hack/sim up`` creates no pool otherwise)."""
-    return bool(args.pool_file or args.maintenance_window) or any(
+    return bool(args.pool_file or args.maintenance_window or args.blocking_alert) or any(
         getattr(args, dest) is not None for dest, _ in FLAG_FIELDS
     )
 
@@ -195,6 +205,8 @@ def pool_manifest(
     if args.maintenance_window:
         when = now or dt.datetime.now(dt.UTC)
         rollout["maintenanceWindows"] = [parse_window(w, when) for w in args.maintenance_window]
+    if args.blocking_alert:
+        rollout["blockingAlerts"] = list(args.blocking_alert)
     if rollout:
         spec["rollout"] = rollout
     return {**doc, "apiVersion": c.API_VERSION, "kind": c.POOL_KIND, "metadata": meta, "spec": spec}
@@ -208,6 +220,8 @@ def describe_rollout(rollout: Mapping[str, Any]) -> str:
             parts.append(f"{key} {rollout[key]}")
     if rollout.get("paused"):
         parts.append("paused")
+    if rollout.get("blockingAlerts"):
+        parts.append("blocking alerts " + " or ".join(rollout["blockingAlerts"]))
     windows = rollout.get("maintenanceWindows") or []
     if windows:
         shown = [

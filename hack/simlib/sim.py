@@ -20,7 +20,13 @@ directory (``common`` lists its layout):
    Prometheus scraping the controllers and the managed nodes' daemons, the kit's
    alerting rules loaded on the simulation's clock (``hack.simlib.monitoring``):
    ``sim.prometheus`` (its URL in ``info.prometheus``), its targets kept in step
-   by a thread while the simulation runs.
+   by a thread while the simulation runs. It starts before the node simulator,
+   whose controllers get its URL (``--prometheus-url``: the alert gate queries it).
+
+The owner applies the ``registry-down`` fault (``hack.simlib.faults``):
+``apply_faults()`` stops the registry while ``DIR/control/faults.json`` lists it
+and starts it again (same port, same images) once it does not; the supervisor
+calls it every second.
 
 ``close()`` stops it all and removes the directory. Tests use it in-process
 (children die with the test process by PR_SET_PDEATHSIG); ``hack/sim up`` runs it
@@ -46,7 +52,7 @@ from typing import Any, Self
 
 from bootc_operator.wording import counted
 from hack.fakebootc import Host, make_host, open_host
-from hack.simlib import images, monitoring, workload
+from hack.simlib import faults, images, monitoring, workload
 from hack.simlib.common import (
     CONTROL_DIR,
     LEASE_NAME,
@@ -242,6 +248,7 @@ class Sim(SimOps, Component):
         self.nodesim: Process | None = None
         self.prometheus: Prometheus | None = None
         self._targets: monitoring.TargetSync | None = None
+        self._faults = faults.FaultWatch(self.state_dir)
         self._closed = False
         (self.state_dir / "logs").mkdir(exist_ok=True)
         (self.state_dir / "hosts").mkdir(exist_ok=True)
@@ -330,6 +337,8 @@ class Sim(SimOps, Component):
             self.info.kubeconfigs = {k: str(v) for k, v in given.items()}
         self.info.save()
 
+        if cfg.prometheus:
+            self._launch_prometheus()
         self.say(
             f"starting the node simulator: {counted(cfg.nodes, 'node')}, "
             f"{counted(cfg.controllers, 'controller')}"
@@ -350,20 +359,23 @@ class Sim(SimOps, Component):
                 )
             time.sleep(0.2)
         if cfg.prometheus:
-            self._start_prometheus(deadline)
+            self._scrape(deadline)
         self.info.ready = True
         self.info.save()
 
-    def _start_prometheus(self, deadline: float) -> None:
-        """Prometheus, its targets synced by a thread; returns once every target answers."""
-        cp = self.control_plane
-        assert cp is not None
+    def _launch_prometheus(self) -> None:
+        """Prometheus with the rules and no targets yet (the controllers get its URL)."""
         self.say("starting Prometheus (the controllers, the managed nodes' daemons, the rules)")
         self.prometheus = monitoring.new_prometheus(
             self.state_dir, die_with_parent=self.die_with_parent
         ).start()
         self.info.prometheus = self.prometheus.url
         self._record_pids()
+
+    def _scrape(self, deadline: float) -> None:
+        """Prometheus' targets synced by a thread; returns once every target answers."""
+        cp = self.control_plane
+        assert cp is not None and self.prometheus is not None
         self._targets = monitoring.TargetSync(
             self.prometheus, self.processes, lambda: monitoring.managed_nodes(cp)
         )
@@ -408,6 +420,20 @@ class Sim(SimOps, Component):
         self.nodesim.stop(grace=1.0)  # reap it
         self._spawn_nodesim()
         return True
+
+    def apply_faults(self) -> None:
+        """Stop the registry while a ``registry-down`` fault is recorded, start it again
+        (same port, same images) once it is not."""
+        if self._closed or self.registry is None:
+            return
+        down = faults.registry_down(self._faults.read())
+        if down and self.registry.running:
+            self.say("fault registry-down: stopping the registry")
+            self.registry.stop()
+        elif not down and not self.registry.running:
+            self.say("fault registry-down cleared: starting the registry")
+            self.registry.start()
+            self._record_pids()
 
     def _record_pids(self) -> None:
         pids: dict[str, int] = dict(self.info.pids)

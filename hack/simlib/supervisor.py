@@ -6,7 +6,8 @@ in this process, so every component is its child and dies with it
 simulation down. SIGTERM (what ``hack/sim down`` sends) stops everything in order
 and removes DIR. When the start fails the processes are stopped but DIR is kept
 (``sim.json`` says why and ``logs/`` has the details) for ``hack/sim up`` to report;
-it removes DIR afterwards.
+it removes DIR afterwards. While it runs it restarts a dead node simulator and
+applies the ``registry-down`` fault (``Sim.apply_faults``) every second.
 """
 
 from __future__ import annotations
@@ -57,6 +58,10 @@ def main(argv: list[str] | None = None) -> int:
         while True:
             time.sleep(1.0)
             sim.ensure_nodesim()
+            try:
+                sim.apply_faults()
+            except Exception as exc:  # the simulation goes on; the fault command times out
+                _log(f"applying the faults failed (retrying): {exc}")
     except KeyboardInterrupt:
         _log("stopping")
         return 0

@@ -269,6 +269,24 @@ class PrometheusClient:
             and (alertname is None or a["labels"].get("alertname") == alertname)
         ]
 
+    def _alerts_series(self, alert: str, state: str = "") -> list[dict[str, str]]:
+        """The labels of the ``ALERTS`` series of ``alert`` (in ``state``) a query sees."""
+        matchers = f'alertname="{alert}"' + (f',alertstate="{state}"' if state else "")
+        return [labels for labels, _ in self.query(f"ALERTS{{{matchers}}}")]
+
+    def reported_firing(self, want: Mapping[str, str]) -> Doc | None:
+        """The alert with exactly the labels ``want`` (``alertname`` among them), if both
+        ``/api/v1/alerts`` and the ``ALERTS`` series report it firing."""
+        alert, name = want["alertname"], describe_alert(want)
+        listed = [a for a in self.firing(alert) if a["labels"] == dict(want)]
+        series = [s for s in self._alerts_series(alert, "firing") if describe_alert(s) == name]
+        return listed[0] if listed and series else None
+
+    def reported_gone(self, alert: str) -> bool:
+        """Neither ``/api/v1/alerts`` nor the ``ALERTS`` series has ``alert`` any more."""
+        listed = [a for a in self.alerts() if a["labels"].get("alertname") == alert]
+        return not listed and not self._alerts_series(alert)
+
     def rules(self) -> list[Doc]:
         """The loaded rule groups, each with its rules' state and health."""
         groups: list[Doc] = self.api("rules")["groups"]
@@ -445,7 +463,7 @@ class Prometheus(PrometheusClient, ServerComponent):
         await asyncio.to_thread(self._write_fired)
         want = {"alertname": alert, **(labels or {})}
         found: Doc | None = await wait_for(
-            lambda: asyncio.to_thread(self._reported_firing, want),
+            lambda: asyncio.to_thread(self.reported_firing, want),
             timeout,
             f"{describe_alert(want)} firing in Prometheus' /api/v1/alerts and ALERTS series",
         )
@@ -463,26 +481,10 @@ class Prometheus(PrometheusClient, ServerComponent):
         self._fired.pop(alert, None)
         await asyncio.to_thread(self._write_fired)
         await wait_for(
-            lambda: asyncio.to_thread(self._reported_gone, alert),
+            lambda: asyncio.to_thread(self.reported_gone, alert),
             timeout,
             f"{alert} gone from Prometheus' /api/v1/alerts and ALERTS series",
         )
-
-    def _alerts_series(self, alert: str, state: str = "") -> list[dict[str, str]]:
-        """The labels of the ``ALERTS`` series of ``alert`` (in ``state``) a query sees."""
-        matchers = f'alertname="{alert}"' + (f',alertstate="{state}"' if state else "")
-        return [labels for labels, _ in self.query(f"ALERTS{{{matchers}}}")]
-
-    def _reported_firing(self, want: Mapping[str, str]) -> Doc | None:
-        """The alert with exactly the labels ``want``, if both APIs report it firing."""
-        alert, name = want["alertname"], describe_alert(want)
-        listed = [a for a in self.firing(alert) if a["labels"] == dict(want)]
-        series = [s for s in self._alerts_series(alert, "firing") if describe_alert(s) == name]
-        return listed[0] if listed and series else None
-
-    def _reported_gone(self, alert: str) -> bool:
-        listed = [a for a in self.alerts() if a["labels"].get("alertname") == alert]
-        return not listed and not self._alerts_series(alert)
 
     def _write_fired(self) -> None:
         rules = [self._fired[name] for name in sorted(self._fired)]
