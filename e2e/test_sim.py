@@ -8,7 +8,9 @@ apply a pool from a pool file and rollout-policy flags; the others check that no
 process outlives a simulation, even when its supervisor is SIGKILLed, and the
 in-process ``Sim`` API that later whole-system tests build on. The last one runs
 ``hack/demo --scenario bad-image`` (plain output) and checks from the hosts and the
-reboot log that what its summary claims happened.
+reboot log that what its summary claims happened. The fault test gives one
+simulation each ``hack/sim fault`` in turn and checks that its gate catches it,
+then that clearing them lets a rollout finish.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from bootc_operator.api import constants as c
 from bootc_operator.informers import EventHandler, Informer
 from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, NODES, PODS
 from bootc_operator.kube.rest import create_object, get_object, list_objects, patch_object
-from e2e.helpers import unique_name, wait_for
+from e2e.helpers import condition, unique_name, wait_for
 from hack.simlib import AttachedSim, Sim, SimConfig, SimInfo
 from hack.simlib.demo import canary_node
 from hack.simlib.images import digest_ref
@@ -416,4 +418,184 @@ def test_demo_bad_image_rolls_the_canary_back_then_updates_everyone(state_dir: P
     print(f"demo --scenario bad-image took {took:.1f}s")
     down = run_sim_cli(state_dir, "down")
     assert down.returncode == 0, down.stderr
+    assert leftovers(state_dir) == []
+
+
+FAULT_POOL = """\
+metadata: {name: workers}
+spec:
+  health: {bootComplete: true, timeoutSeconds: 15, onFailure: Rollback}
+  rollout: {maxUnavailable: 1, canary: {nodes: 1}}
+"""
+
+
+async def test_each_fault_is_caught_by_its_gate_and_cleared(
+    state_dir: Path, tmp_path: Path
+) -> None:
+    """``hack/sim fault``, one simulation for every kind, seen as an admin sees it: the
+    registry down (TagResolutionError naming it, pushes refused), an alert (the pool
+    BlockedByAlerts naming it), a drain held by the fault's budget (the pool names the
+    pod), a canary that stays NotReady after its reboot (HealthCheckFailed, rolled back,
+    still NotReady until cleared), a canary whose boots fail their assessment
+    (HealthCheckFailed on bootComplete); then, every fault cleared, a rollout to the
+    end. The canary (worker-1, first by name) is the only node that may reboot before
+    that last rollout."""
+    pool_file = tmp_path / "pool.yaml"
+    pool_file.write_text(FAULT_POOL)
+    await asyncio.to_thread(
+        sim_cli,
+        state_dir,
+        "up",
+        "--nodes=3",
+        "--controllers=1",
+        "--reboot-seconds=1",
+        "--stage-seconds=0.2",
+        "--tag-resolution-interval=2s",
+        "--prometheus",
+    )
+    info = SimInfo.load(state_dir)
+    assert info is not None and info.ready and info.prometheus
+    sim = AttachedSim(info)
+    canary = info.nodes[0]
+
+    async def cli(*args: str) -> str:
+        return await asyncio.to_thread(sim_cli, state_dir, *args)
+
+    def tag(version: str) -> str:
+        return f"{info.registry}/os:{version}"
+
+    async def pool(version: str) -> None:
+        """The README's ``pool VERSION``: the pool file, the blocking alert, tag os:VERSION."""
+        blocking = '--blocking-alert=severity="critical"'
+        await cli("pool", f"--pool-file={pool_file}", blocking, f"--image={tag(version)}")
+
+    async def push_and_pool(version: str) -> str:
+        """``hack/sim image push os:VERSION && pool VERSION``; returns the pushed digest."""
+        pushed = (await cli("image", "push", f"os:{version}")).strip()
+        await pool(version)
+        return pushed.rsplit("@", 1)[1]
+
+    async with await api_client(info.kubeconfig) as api:
+
+        async def pool_condition(ctype: str, *parts: str, status: str = "") -> dict[str, Any]:
+            """The pool's ``ctype`` condition once its message has every one of ``parts``."""
+            cond = condition(await get_object(api, BOOTC_NODE_POOLS, "workers"), ctype)
+            message = str(cond.get("message", ""))
+            ok = all(p in message for p in parts) and (not status or cond["status"] == status)
+            return cond if ok else {}
+
+        async def node_ready(node: str) -> tuple[str, str]:
+            ready = condition(await get_object(api, NODES, node), "Ready")
+            return str(ready.get("status")), str(ready.get("message"))
+
+        def booted(node: str) -> str:
+            state = sim.host(node).state()
+            return state.booted.image.rsplit("@", 1)[1] if state.booted else ""
+
+        await pool("v1")
+        v1 = info.first_image.rsplit("@", 1)[1]
+        done = await wait_for(
+            lambda: pool_condition(c.COND_UP_TO_DATE, "3/3 updated", status="True"),
+            90,
+            "the pool UpToDate on os:v1",
+        )
+        assert done["reason"] == "AllUpdated"
+
+        # The registry down: tag resolution names it; a push is refused in one line.
+        await cli("fault", "registry-down")
+        degraded = await wait_for(
+            lambda: pool_condition(c.COND_DEGRADED, info.registry, "cannot connect"),
+            60,
+            "Degraded naming the unreachable registry",
+        )
+        assert (degraded["status"], degraded["reason"]) == ("True", "TagResolutionError")
+        res = await asyncio.to_thread(run_sim_cli, state_dir, "image", "push", "os:v2")
+        assert res.returncode == 1 and "the registry is down" in res.stderr, res.stderr
+        await cli("fault", "clear", "registry-down")
+        await wait_for(
+            lambda: pool_condition(c.COND_DEGRADED, status="False"),
+            60,
+            "the tag resolved again: Degraded=False",
+        )
+
+        # An alert blocks the rollout; cleared, the canary's drain waits on the budget.
+        await cli("fault", "alert")
+        await cli("fault", "drain-block", canary)
+        v2 = await push_and_pool("v2")
+        blocked = await wait_for(
+            lambda: pool_condition(c.COND_UP_TO_DATE, 'SimulatedIncident{severity="critical"}'),
+            60,
+            "the pool BlockedByAlerts naming the alert",
+        )
+        assert blocked["reason"] == "BlockedByAlerts", blocked
+        await cli("fault", "clear", "alert")
+        await wait_for(
+            lambda: pool_condition(
+                c.COND_UP_TO_DATE,
+                f"drain of {canary} blocked by default/sim-drain-block-{canary}",
+                "disruption budget",
+            ),
+            60,
+            "the canary's drain blocked by the fault's budget",
+        )
+        assert sim.reboots() == [], "nothing rebooted before its drain"
+
+        # The canary comes back NotReady: the health gate fails it, it is rolled back and
+        # stays NotReady (the fault holds) until cleared.
+        await cli("fault", "not-ready", canary)
+        await cli("fault", "clear", "drain-block", canary)
+        await wait_for(
+            lambda: pool_condition(
+                c.COND_DEGRADED, canary, v2, "the Node is not Ready", status="True"
+            ),
+            90,
+            "HealthCheckFailed: the canary not Ready",
+        )
+        await wait_for(
+            lambda: [r["booted"].rsplit("@", 1)[1] for r in sim.reboots()] == [v2, v1],
+            60,
+            "the canary rebooted into v2, then rolled back to v1",
+        )
+        status, message = await node_ready(canary)
+        assert status == "False" and "hack/sim fault not-ready" in message, message
+        listed = await cli("fault", "list")
+        assert f"not-ready {canary}" in listed and "[NotReady now]" in listed, listed
+        await cli("fault", "clear", "not-ready")
+        await wait_for(
+            lambda: pool_condition(c.COND_DEGRADED, canary, "was rolled back", status="True"),
+            60,
+            "the rolled-back canary released once Ready",
+        )
+        assert (await node_ready(canary))[0] == "True"
+
+        # Its boots fail their assessment: HealthCheckFailed on bootComplete, rolled back.
+        await cli("fault", "boot-fail", canary)
+        v3 = await push_and_pool("v3")
+        failed = await wait_for(
+            lambda: pool_condition(
+                c.COND_DEGRADED, canary, v3, "was rolled back", "bootComplete", status="True"
+            ),
+            90,
+            "HealthCheckFailed: the canary's boot assessment failed",
+        )
+        assert failed["reason"] == "HealthCheckFailed"
+        assert booted(canary) == v1
+        assert {r["node"] for r in sim.reboots()} == {canary}, "only the canary rebooted"
+
+        # Every fault cleared: the next image reaches every node.
+        await cli("fault", "clear")
+        assert (
+            "no faults" in (await asyncio.to_thread(run_sim_cli, state_dir, "fault", "list")).stderr
+        )
+        v4 = await push_and_pool("v4")
+        await wait_for(
+            lambda: pool_condition(c.COND_UP_TO_DATE, "3/3 updated", status="True"),
+            150,
+            "the rollout of os:v4 to every node",
+        )
+        assert all(booted(n) == v4 for n in info.nodes)
+        nodes, _ = await list_objects(api, NODES)
+        assert not any((n.get("spec") or {}).get("unschedulable") for n in nodes)
+
+    await asyncio.to_thread(sim_cli, state_dir, "down")
     assert leftovers(state_dir) == []

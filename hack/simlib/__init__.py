@@ -8,7 +8,8 @@ the hosts (``hack.fakebootc``) and the kubelets (``nodesim`` and kwok) are simul
 - :mod:`hack.simlib.nodesim`: the node simulator process (Node status, controller and
   daemon processes, reboots);
 - :mod:`hack.simlib.supervisor`: the owner process of a detached simulation;
-- :mod:`hack.simlib.cli`: ``hack/sim up|down|status|image push|workload|kubectl``;
+- :mod:`hack.simlib.cli`: ``hack/sim up|down|status|image push|workload|pool|fault|kubectl``;
+- :mod:`hack.simlib.faults`: the faults of ``hack/sim fault`` (one for each gate);
 - :mod:`hack.simlib.demo` / :mod:`hack.simlib.view`: ``make demo`` and its live view;
 - :mod:`hack.simlib.images`, :mod:`hack.simlib.workload`: images to push, the sample workload;
 - :mod:`hack.simlib.reaper`: finding and killing every process of a simulation;
