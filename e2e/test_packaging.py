@@ -330,8 +330,12 @@ def test_the_dev_and_build_locks_agree_with_the_runtime_lock() -> None:
     for req in map(Requirement, [*requires, "cyclonedx-bom"]):
         assert req.specifier.contains(build[canonicalize_name(req.name)].version), req
     # The dev venv is what its lock says (hack/setup.sh installs it with hashes).
-    for name, entry in dev.items():
-        assert importlib.metadata.version(name) == entry.version, name
+    stale = {
+        name: (importlib.metadata.version(name), entry.version)
+        for name, entry in dev.items()
+        if importlib.metadata.version(name) != entry.version
+    }
+    assert not stale, f"installed vs locked: {stale}; run hack/setup.sh"
     assert not (ROOT / "constraints.txt").exists(), "the locks are the one source of pins"
 
 
