@@ -16,6 +16,7 @@ then that clearing them lets a rollout finish.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -32,7 +33,7 @@ from bootc_operator.informers import EventHandler, Informer
 from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, NODES, PODS
 from bootc_operator.kube.rest import create_object, get_object, list_objects, patch_object
 from e2e.helpers import condition, unique_name, wait_for
-from hack.simlib import AttachedSim, Sim, SimConfig, SimInfo
+from hack.simlib import AttachedSim, Sim, SimConfig, SimInfo, faults
 from hack.simlib.demo import canary_node
 from hack.simlib.images import digest_ref
 from hack.simlib.reaper import leftovers, teardown
@@ -317,6 +318,52 @@ def test_in_process_sim_restarts_killed_daemons_and_holds_nodes_down(tmp_path: P
         state_dir = sim.state_dir
     assert not state_dir.exists()
     assert leftovers(state_dir) == []
+
+
+def test_a_not_ready_fault_holds_the_node_across_a_restart_of_the_node_simulator(
+    tmp_path: Path,
+) -> None:
+    """``hack/sim fault not-ready``: the host reboots and its daemon starts, the Node stays
+    NotReady; a node simulator that crashed and was restarted keeps holding it; cleared,
+    the Node turns Ready."""
+
+    async def until(predicate: Any, what: str) -> None:
+        await wait_for(predicate, 30, what, interval=0.2)
+
+    def ready(sim: Sim, node: str) -> tuple[str, str]:
+        res = sim.kubectl("get", "node", node, "-o", "json")
+        cond = condition({"status": json.loads(res.stdout)["status"]}, "Ready")
+        return str(cond.get("status")), str(cond.get("message"))
+
+    with Sim(SimConfig(nodes=1, controllers=0, reboot_seconds=0.5), tmp_path / "sim") as sim:
+        node = sim.nodes[0]
+        faults.apply(sim, faults.Fault(faults.NOT_READY, node))
+        assert ready(sim, node)[0] == "True", "only from its next reboot on"
+        assert sim.host(node).run("systemctl", "reboot").returncode == 0
+        asyncio.run(until(lambda: len(sim.reboots()) == 1, "the reboot done"))
+        status, message = ready(sim, node)
+        assert status == "False" and "hack/sim fault not-ready" in message, message
+        assert sim.processes()[f"daemon/{node}"]["pid"], "its daemon runs"
+        assert sim.nodesim_state()["not_ready"] == [node]
+
+        assert sim.nodesim is not None
+        old = sim.nodesim.pid
+        os.killpg(old, signal.SIGKILL)
+        asyncio.run(until(sim.ensure_nodesim, "the node simulator restarted"))
+        asyncio.run(
+            until(
+                lambda: (
+                    (st := sim.nodesim_state()).get("pid") not in (None, old)
+                    and st.get("not_ready") == [node]
+                ),
+                "the new node simulator's state",
+            )
+        )
+        assert ready(sim, node)[0] == "False", "still held after the restart"
+
+        assert [f.name for f in faults.clear(sim, faults.NOT_READY)] == [f"not-ready {node}"]
+        asyncio.run(until(lambda: ready(sim, node)[0] == "True", "Ready once cleared"))
+        assert sim.nodesim_state()["not_ready"] == []
 
 
 def test_in_process_sim_sets_a_pod_marked_not_ready_ready_again(tmp_path: Path) -> None:

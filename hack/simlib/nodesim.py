@@ -90,6 +90,7 @@ from hack.simlib.common import (
     WORKER_LABEL,
     ZONE_LABEL,
     SimInfo,
+    read_json,
     write_json,
 )
 from hack.simlib.faults import FaultWatch, not_ready_nodes
@@ -197,6 +198,11 @@ class NodeSim:
         self._pods: Informer | None = None
         self._pod_syncs: set[str] = set()  # Pods whose Ready is being re-reported
         self._faults = FaultWatch(self.dir)
+        # a restarted node simulator keeps holding what its predecessor held NotReady
+        before = read_json(self.dir / NODESIM_FILE) or {}
+        held = set(before.get("not_ready") or ()) & not_ready_nodes(self._faults.read())
+        for name in held & set(self.nodes):
+            self.nodes[name].stuck = True
 
     # ------------------------------------------------------------ process slots
 
@@ -350,7 +356,10 @@ class NodeSim:
         except ApiError as err:
             if err.status != 409:
                 raise
-        await self._patch_status(node, True, "kubelet is posting ready status (simulated)")
+        if node.stuck:
+            await self._patch_status(node, False, NOT_READY_MESSAGE)
+        else:
+            await self._patch_status(node, True, "kubelet is posting ready status (simulated)")
 
     # ------------------------------------------------------------ reboots
 
