@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import subprocess
 import tomllib
 from pathlib import Path
 
@@ -36,6 +37,7 @@ pytestmark = pytest.mark.timeout(1200)
 ROOT = Path(__file__).resolve().parents[1]
 PODMAN = ROOT / "hack" / "podman"
 # One tag per checkout: two checkouts building at once never overwrite each other's.
+BASE_REPO = "localhost/bootc-operator-base"  # hack/build-image.sh's Debian-made bases
 IMAGE = "localhost/bootc-operator:e2e-" + hashlib.sha256(str(ROOT).encode()).hexdigest()[:12]
 
 
@@ -44,16 +46,31 @@ def in_image(script: str) -> str:
     return run(PODMAN, "run", "--rm", "--network=none", "--entrypoint=bash", IMAGE, "-c", script)
 
 
+def build_image(img: str, **bases: str) -> subprocess.CompletedProcess[str]:
+    """``hack/build-image.sh`` for the tag IMG (PYTHON_IMAGE=, RUNTIME_IMAGE= as given)."""
+    res = subprocess.run(
+        ["bash", ROOT / "hack" / "build-image.sh"],
+        env={**os.environ, "IMG": img, **bases},
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert res.returncode == 0, f"build-image.sh failed:\n{res.stdout}\n{res.stderr}"
+    assert res.stdout.strip().splitlines()[-1] == img
+    return res
+
+
 @pytest.fixture(scope="module", autouse=True)
-def built(request: pytest.FixtureRequest) -> None:
-    """The image, built (or found up to date in the layer cache) for this checkout."""
-    build = ROOT / "hack" / "build-image.sh"
-    out = run("bash", build, env={**os.environ, "IMG": IMAGE}, timeout=900)
-    assert out.strip().splitlines()[-1] == IMAGE
+def built(request: pytest.FixtureRequest) -> str:
+    """The image, built (or found up to date in the layer cache) for this checkout;
+    what the build said on stderr."""
+    res = build_image(IMAGE)
     size = int(run(PODMAN, "image", "inspect", "--format", "{{.Size}}", IMAGE))
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
         reporter.write_line(f"\nimage {IMAGE}: {size / 1e6:.1f} MB")
+    return res.stderr
 
 
 def test_both_modes_run_in_the_image() -> None:
@@ -100,6 +117,25 @@ def test_sbom_in_the_image_lists_what_is_installed() -> None:
     listed = {c["name"]: c["version"] for c in sbom["components"]}
     norm = {canonicalize_name(k): v for k, v in installed.items()}
     assert {canonicalize_name(k): v for k, v in listed.items()} == norm
+
+
+def test_a_base_given_by_tag_is_built_with_a_warning(built: str) -> None:
+    """The Debian-made bases go to the build by digest; ``make image PYTHON_IMAGE=<tag>``
+    builds (from the layer cache here: the same bases by tag) and says the base is not
+    pinned."""
+    assert "not pinned" not in built
+    assert f"from {BASE_REPO}@sha256:" in built
+    bases = run(PODMAN, "images", "--format", "{{.Repository}}:{{.Tag}}", BASE_REPO).split()
+    base = next(b for b in bases if ":build-" in b)
+    runtime = base.replace(":build-", ":runtime-")
+    assert runtime in bases
+    img = IMAGE + "-bytag"
+    try:
+        said = build_image(img, PYTHON_IMAGE=base, RUNTIME_IMAGE=runtime).stderr
+    finally:
+        subprocess.run([PODMAN, "rmi", img], capture_output=True, check=False)
+    for ref in (base, runtime):
+        assert f"warning: {ref} is not pinned by digest" in said
 
 
 def test_deploy_renders_install_yaml_with_the_image() -> None:

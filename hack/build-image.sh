@@ -138,6 +138,10 @@ if [[ -z "${PYTHON_IMAGE:-}" ]]; then
 else
   RUNTIME_IMAGE="${RUNTIME_IMAGE:-$PYTHON_IMAGE}"
   PULL=()
+  for ref in "$PYTHON_IMAGE" "$RUNTIME_IMAGE"; do
+    [[ "$ref" =~ @sha256:[0-9a-f]{64}$ ]] ||
+      log "warning: $ref is not pinned by digest: the build takes whatever its tag names now"
+  done
 fi
 
 # ---- the image
