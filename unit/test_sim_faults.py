@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from hack.simlib import cli, faults
+from hack.simlib import cli, demo, faults
 from hack.simlib.common import SimConfig, SimInfo
 from hack.simlib.faults import Fault, FaultError
-from hack.simlib.policy import describe_rollout, pool_manifest
+from hack.simlib.policy import PolicyError, check_alert_gate, describe_rollout, pool_manifest
 from hack.simlib.sim import AttachedSim
 
 NODES = ["worker-1", "worker-2", "worker-3"]
@@ -178,3 +178,18 @@ def test_blocking_alert_flags_become_the_pools_blocking_alerts() -> None:
     rollout = pool_manifest(args, image="r/os@sha256:" + "a" * 64)["spec"]["rollout"]
     assert rollout["blockingAlerts"] == ['severity="critical"', 'alertname="X"']
     assert 'blocking alerts severity="critical" or alertname="X"' in describe_rollout(rollout)
+
+
+def test_blocking_alerts_need_the_simulations_prometheus() -> None:
+    parser = cli.build_parser()
+    args = parser.parse_args(["up", '--blocking-alert=severity="critical"'])
+    with pytest.raises(PolicyError, match="hack/sim up --prometheus"):
+        check_alert_gate(args, prometheus=False)
+    check_alert_gate(parser.parse_args(["up", "--prometheus", '--blocking-alert=a="b"']), True)
+    check_alert_gate(parser.parse_args(["up"]), prometheus=False)
+
+
+def test_the_demo_has_no_blocking_alert_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        demo.main(['--blocking-alert=a="b"'])
+    assert "unrecognized arguments: --blocking-alert" in capsys.readouterr().err

@@ -52,6 +52,7 @@ from hack.simlib.images import ImageError, parse_label
 from hack.simlib.policy import (
     PolicyError,
     add_pool_arguments,
+    check_alert_gate,
     describe_rollout,
     pool_manifest,
     wants_pool,
@@ -204,6 +205,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     )
     if wants_pool(args):
         pool_manifest(args, image="")  # a bad file or flag fails before anything starts
+        check_alert_gate(args, args.prometheus)
     started = time.monotonic()
     info = start_detached(args.dir, config, use_registry=not args.no_registry)
     _err(
@@ -245,6 +247,7 @@ def apply_pool(sim: SimOps, args: argparse.Namespace, image: str) -> dict[str, A
 
 def cmd_pool(args: argparse.Namespace) -> int:
     sim = AttachedSim.open(args.dir)
+    check_alert_gate(args, bool(sim.info.prometheus))
     image = args.image
     if image is None:  # keep the pool's image: re-applying a policy must not roll back
         name = pool_manifest(args, image="").get("metadata", {}).get("name")
@@ -481,7 +484,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="also run Prometheus (Debian's) scraping the controllers and daemons, with the "
         "kit's alert rules (every `for` / 60); prints its URL",
     )
-    add_pool_arguments(up)
+    add_pool_arguments(up, alerts=True)
     up.set_defaults(func=cmd_up)
     down = sub.add_parser("down", help="stop everything and remove the state directory")
     down.set_defaults(func=cmd_down)
@@ -511,7 +514,7 @@ def build_parser() -> argparse.ArgumentParser:
         "the pool's current image or the first one).",
     )
     pl.add_argument("--image", help="spec.image.ref (e.g. what `hack/sim image push` printed)")
-    add_pool_arguments(pl)
+    add_pool_arguments(pl, alerts=True)
     pl.set_defaults(func=cmd_pool)
     fault_leaves = add_fault_parser(sub)
     kc = sub.add_parser("kubectl", help="run the cached kubectl against the simulation")

@@ -8,8 +8,10 @@
   simulation's current image);
 - ``--max-unavailable``, ``--max-unhealthy``, ``--stage-ahead``: an integer or a
   percentage (``"25%"``), written to ``spec.rollout``;
-- ``--blocking-alert MATCHERS`` (repeatable): ``spec.rollout.blockingAlerts``, e.g.
-  ``'severity="critical"'`` (the alert gate; ``hack/sim fault alert`` fires one);
+- ``--blocking-alert MATCHERS`` (repeatable; ``hack/sim`` only, ``alerts=True``):
+  ``spec.rollout.blockingAlerts``, e.g. ``'severity="critical"'`` (the alert gate;
+  ``hack/sim fault alert`` fires one). ``check_alert_gate`` refuses it for a
+  simulation without Prometheus, where the gate would block every reboot;
 - ``--maintenance-window "[DAYS] START DURATION [TIME_ZONE]"`` (repeatable), e.g.
   ``"Mon-Fri 22:00 4h Europe/Berlin"``, ``"Sat,Sun 10:00 90m"`` or ``"+1m 2m"``:
   DAYS is a comma list of ``Mon``..``Sun`` or ranges (``Mon-Fri``), left out for
@@ -113,10 +115,14 @@ def parse_window(text: str, now: dt.datetime) -> dict[str, Any]:
 
 
 def add_pool_arguments(
-    parser: argparse.ArgumentParser, *, max_unavailable_default: int | None = None
+    parser: argparse.ArgumentParser,
+    *,
+    max_unavailable_default: int | None = None,
+    alerts: bool = False,
 ) -> None:
     """The pool file and the rollout-policy flags (see the module docstring);
-    ``max_unavailable_default`` is only shown (the caller applies it)."""
+    ``max_unavailable_default`` is only shown (the caller applies it); ``alerts``
+    adds ``--blocking-alert``."""
     group = parser.add_argument_group(
         "pool", "the BootcNodePool to create (a flag beats the file's field)"
     )
@@ -154,6 +160,8 @@ def add_pool_arguments(
         help='repeatable; e.g. "Mon-Fri 22:00 4h Europe/Berlin", or "+1m 2m" (opens in a '
         "minute, for two)",
     )
+    if not alerts:
+        return
     group.add_argument(
         "--blocking-alert",
         action="append",
@@ -166,9 +174,20 @@ def add_pool_arguments(
 
 def wants_pool(args: argparse.Namespace) -> bool:
     """Whether any pool option was given (``hack/sim up`` creates no pool otherwise)."""
-    return bool(args.pool_file or args.maintenance_window or args.blocking_alert) or any(
+    alerts = getattr(args, "blocking_alert", None)
+    return bool(args.pool_file or args.maintenance_window or alerts) or any(
         getattr(args, dest) is not None for dest, _ in FLAG_FIELDS
     )
+
+
+def check_alert_gate(args: argparse.Namespace, prometheus: bool) -> None:
+    """``--blocking-alert`` needs the simulation's Prometheus: without one the gate
+    fails closed and no node would ever reboot."""
+    if getattr(args, "blocking_alert", None) and not prometheus:
+        raise PolicyError(
+            "--blocking-alert needs a Prometheus for the alert gate to ask (without one "
+            "no node would reboot): start the simulation with hack/sim up --prometheus"
+        )
 
 
 def load_pool_file(path: Path) -> dict[str, Any]:
@@ -205,7 +224,7 @@ def pool_manifest(
     if args.maintenance_window:
         when = now or dt.datetime.now(dt.UTC)
         rollout["maintenanceWindows"] = [parse_window(w, when) for w in args.maintenance_window]
-    if args.blocking_alert:
+    if getattr(args, "blocking_alert", None):
         rollout["blockingAlerts"] = list(args.blocking_alert)
     if rollout:
         spec["rollout"] = rollout
