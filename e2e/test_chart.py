@@ -37,8 +37,11 @@ import yaml
 
 from bootc_operator import cli
 from bootc_operator.api import constants as c
+from bootc_operator.kube import BOOTC_NODES, ApiError
+from bootc_operator.kube.rest import patch_object
+from e2e.helpers import token_kubeconfig
 from hack.installgen import INSTALL_YAML, kustomize
-from hack.testenv import ControlPlane, wait_for
+from hack.testenv import ControlPlane, api_client, wait_for
 from hack.testenv.controlplane import DEFAULT_CONTROLLERS
 from hack.testenv.helm import CHART, Helm, Key, Obj, objects_by_key, resolve_helm
 
@@ -365,6 +368,45 @@ async def test_another_release_name_and_namespace(cluster: tuple[ControlPlane, H
         role = live(cp, ("Role", ns, "edge-bootc-operator-leader-election"))
         assert role is not None
         assert role["rules"][1]["resourceNames"] == ["edge-bootc-operator-controller"]
+        # The RBAC and the admission policy work for the release's ServiceAccounts.
+        ctl_user = f"system:serviceaccount:{ns}:edge-bootc-operator-controller"
+        dmn_user = f"system:serviceaccount:{ns}:edge-bootc-operator-daemon"
+        for user, verb, what, where in (
+            (ctl_user, "update", "leases/edge-bootc-operator-controller", ns),
+            (ctl_user, "list", "secrets", ns),
+            (ctl_user, "create", "events", "default"),
+            (dmn_user, "watch", f"{c.NODE_PLURAL}.{c.GROUP}", ""),
+        ):
+            can = cp.kubectl("auth", "can-i", verb, what, "-n", where or "default", "--as", user)
+            assert can.stdout.strip() == "yes", (user, verb, what)
+        node = {
+            "apiVersion": c.API_VERSION,
+            "kind": c.NODE_KIND,
+            "metadata": {"name": "worker-1"},
+            "spec": {
+                "desiredImage": "quay.io/example/os@sha256:" + "a" * 64,
+                "desiredImageState": "Staged",
+            },
+        }
+        cp.kubectl("create", "-f", "-", input=json.dumps(node))
+        # A daemon token not bound to a Pod carries no node name: the release's
+        # policy matches the daemon and denies it (RBAC alone would allow the patch).
+        token = cp.kubectl("create", "token", "edge-bootc-operator-daemon", "-n", ns).stdout
+        path = cp.state_dir / "edge.kubeconfig"
+        kubeconfig = token_kubeconfig(cp.kubeconfig, token.strip(), path)
+        async with await api_client(kubeconfig) as daemon:
+            with pytest.raises(ApiError) as denied:
+                await patch_object(
+                    daemon,
+                    BOOTC_NODES,
+                    "worker-1",
+                    {"status": {"observedGeneration": 1}},
+                    subresource="status",
+                )
+        assert denied.value.status == 403
+        assert "edge-bootc-operator-daemon-node-scope" in str(denied.value)
+        assert "token carries no node name" in str(denied.value)
+        cp.kubectl("delete", f"{c.NODE_PLURAL}.{c.GROUP}", "worker-1")
         # Adopted from `kubectl create namespace` and labelled for the daemon.
         ns_obj = live(cp, ("Namespace", "", ns))
         assert ns_obj is not None

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from kubernetes_asyncio.client import ApiClient
 
 from bootc_operator.api import constants as c
@@ -40,7 +39,7 @@ from e2e.daemonenv import (
     settled,
     slot_image,
 )
-from e2e.helpers import REPO, condition, digest, image, unique_name, wait_for
+from e2e.helpers import REPO, condition, digest, image, token_kubeconfig, unique_name, wait_for
 from hack.fakebootc import Host, make_host
 from hack.fakebootc.shims import unit_record
 from hack.testenv import ControlPlane
@@ -850,14 +849,3 @@ async def limited_credentials(
         ):
             with contextlib.suppress(ApiError):
                 await delete_object(api, resource, obj_name, ns)
-
-
-def token_kubeconfig(admin_kubeconfig: Path, token: str, path: Path) -> Path:
-    """``admin_kubeconfig``'s cluster, authenticating with ``token``; written to ``path``."""
-    doc = yaml.safe_load(admin_kubeconfig.read_text())
-    doc["users"] = [{"name": "token", "user": {"token": token}}]
-    for ctx in doc["contexts"]:
-        ctx["context"]["user"] = "token"
-    path.write_text(yaml.safe_dump(doc))
-    path.chmod(0o600)
-    return path
