@@ -7,7 +7,9 @@ Renders (no cluster):
   kit (``kubectl kustomize manifests/prometheus``);
 - every value reaches the objects it is for, and the args it renders are flags
   the real CLI accepts;
-- ``helm lint --strict`` passes; bad values fail with a message naming the value.
+- object names follow the release name (or ``fullnameOverride``);
+- ``helm lint --strict`` passes; the packaged chart renders the same; bad values
+  fail with a message naming the value.
 
 On a real apiserver (etcd + kube-apiserver + kube-controller-manager, no
 kubelet, so Pods are created but never run):
@@ -16,7 +18,9 @@ kubelet, so Pods are created but never run):
   new ReplicaSet makes, the uninstall leaves no operator object behind and the
   CRDs stay;
 - a release with another name in another namespace: every namespaced object,
-  RoleBinding subject and the admission policy's username follow it.
+  RoleBinding subject and the admission policy's username follow it, its
+  ServiceAccounts get their rights (``kubectl auth can-i``) and its policy
+  denies its daemon's token that carries no node name.
 """
 
 from __future__ import annotations
@@ -174,6 +178,29 @@ def test_values_reach_the_objects(helm: Helm) -> None:
     assert parser.parse_args(dmn["args"]).poll_interval == 60.0
 
 
+@pytest.mark.parametrize(
+    ("release", "override", "fullname"),
+    [
+        ("bootc-operator", "", "bootc-operator"),
+        ("my-bootc-operator", "", "my-bootc-operator"),
+        ("edge", "", "edge-bootc-operator"),
+        ("edge", "bop", "bop"),
+    ],
+)
+def test_object_names_follow_the_release(
+    helm: Helm, release: str, override: str, fullname: str
+) -> None:
+    values = {"fullnameOverride": override, "namespace": {"create": False}}
+    objs = helm.template(release=release, namespace="ops", values=values)
+    assert not [k for k in objs if k[0] == "Namespace"]  # namespace.create=false
+    for kind, namespace, name in objs:
+        if kind != "CustomResourceDefinition":
+            assert name.startswith(f"{fullname}-"), (kind, name)
+            assert namespace in ("", "ops") or name == f"{fullname}-events", (kind, name)
+    args = container(objs, "Deployment", f"{fullname}-controller", "ops")["args"]
+    assert f"--leader-election-id={fullname}-controller" in args
+
+
 def test_leader_election_off_renders_no_election_flags(helm: Helm) -> None:
     values = {"controller": {"replicas": 1, "leaderElection": {"enabled": False}}}
     args = container(helm.template(values=values), "Deployment", "bootc-operator-controller")[
@@ -186,6 +213,16 @@ def test_leader_election_off_renders_no_election_flags(helm: Helm) -> None:
 def test_helm_lint_strict(helm: Helm) -> None:
     res = helm.run("lint", "--strict", str(CHART), "--namespace", NS)
     assert "1 chart(s) linted, 0 chart(s) failed" in res.stdout, res.stdout
+
+
+def test_packaged_chart_renders_the_same(helm: Helm, tmp_path: Path) -> None:
+    """``helm package`` keeps crds/ and files/ (what a chart repository serves)."""
+    out = helm.run("package", str(CHART), "--destination", str(tmp_path)).stdout
+    (archive,) = tmp_path.glob("bootc-operator-*.tgz")
+    assert str(archive) in out
+    on = {"enabled": True}
+    values = {"metrics": {"prometheusRule": on, "grafanaDashboard": on}}
+    assert helm.template(values=values, chart=archive) == helm.template(values=values)
 
 
 @pytest.mark.parametrize(

@@ -87,15 +87,15 @@ class Helm:
         release: str = "bootc-operator",
         namespace: str = "bootc-operator",
         values: Mapping[str, Any] | None = None,
-        *args: str,
+        chart: Path = CHART,
     ) -> dict[Key, Obj]:
-        """The chart rendered (CRDs included) with ``values`` (a values file's
-        contents), parsed."""
-        argv = ["template", release, str(CHART), "--namespace", namespace, "--include-crds"]
+        """``chart`` (a directory or a packaged archive) rendered, CRDs included,
+        with ``values`` (a values file's contents), parsed."""
+        argv = ["template", release, str(chart), "--namespace", namespace, "--include-crds"]
         if values:
             argv += ["--values", "-"]
         res = subprocess.run(
-            [str(self.binary), *argv, *args],
+            [str(self.binary), *argv],
             env=self.env,
             input=yaml.safe_dump(dict(values)) if values else None,
             capture_output=True,
