@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from hack.simlib.common import SimConfig, SimInfo
 from hack.simlib.faults import Fault, FaultError
 from hack.simlib.policy import PolicyError, check_alert_gate, describe_rollout, pool_manifest
 from hack.simlib.sim import AttachedSim
+from hack.testenv.controlplane import REPO_ROOT
 
 NODES = ["worker-1", "worker-2", "worker-3"]
 
@@ -193,3 +195,36 @@ def test_the_demo_has_no_blocking_alert_flag(capsys: pytest.CaptureFixture[str])
     with pytest.raises(SystemExit):
         demo.main(['--blocking-alert=a="b"'])
     assert "unrecognized arguments: --blocking-alert" in capsys.readouterr().err
+
+
+def readme_sim_commands(text: str) -> list[list[str]]:
+    """The arguments of every ``hack/sim`` command in the fenced code blocks of ``text``
+    (also inside ``$(...)``; up to a shell operator or a comment)."""
+    commands: list[list[str]] = []
+    for block in re.findall(r"^```[^\n]*\n(.*?)^```", text, flags=re.M | re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            for match in re.finditer(r"(\$\()?\bhack/sim (.*)", line):
+                rest = match.group(2)
+                if match.group(1):  # "$(hack/sim up ...)"
+                    rest = rest.split(")", 1)[0]
+                lexer = shlex.shlex(rest, posix=True, punctuation_chars=";&|()")
+                lexer.whitespace_split = True
+                lexer.commenters = "#"
+                args = []
+                for word in lexer:
+                    if word and set(word) <= set(";&|()"):
+                        break
+                    args.append(word)
+                commands.append(args)
+    return commands
+
+
+def test_every_hack_sim_command_in_the_readme_parses() -> None:
+    commands = readme_sim_commands((REPO_ROOT / "README.md").read_text())
+    for args in commands:
+        try:
+            cli.build_parser().parse_args(args)
+        except SystemExit as exc:
+            pytest.fail(f"README command `hack/sim {shlex.join(args)}` exits {exc.code}")
+    shown = {args[1] for args in commands if args[:1] == ["fault"] and len(args) > 1}
+    assert shown >= {*faults.KINDS, "list", "clear"}, "every fault is shown"
