@@ -113,6 +113,8 @@ def test_unknown_log_format_rejected() -> None:
 
 REPO = Path(__file__).resolve().parents[1]
 SHELL_OPERATORS = frozenset({"|", "||", "&&", ";", "&", ">", ">>", "<", "2>&1"})
+#: words after which the next word is a command (`sudo bootc-operator ...`)
+COMMAND_START = SHELL_OPERATORS | {"sudo", "exec", "env", "nohup", "time"}
 
 
 def _mode_parsers() -> dict[str, argparse.ArgumentParser]:
@@ -211,7 +213,8 @@ def readme_commands(text: str) -> list[list[str]]:
             except ValueError:
                 continue  # not shell (e.g. YAML with an odd quote)
             for i, word in enumerate(words):
-                if Path(word).name != "bootc-operator":
+                # in command position only: `helm uninstall bootc-operator` names a release
+                if Path(word).name != "bootc-operator" or (i and words[i - 1] not in COMMAND_START):
                     continue
                 args = []
                 for w in words[i + 1 :]:
@@ -226,7 +229,8 @@ def test_readme_command_extraction() -> None:
     sample = (
         "text `bootc-operator nothing`\n```sh\n"
         "x/bootc-operator controller --a=1 \\\n    --b 2   # comment\n"
-        "bootc-operator daemon --c | tee log\n```\n"
+        "bootc-operator daemon --c | tee log\n"
+        "helm uninstall bootc-operator --namespace bootc-operator\n```\n"
     )
     assert readme_commands(sample) == [["controller", "--a=1", "--b", "2"], ["daemon", "--c"]]
 
