@@ -32,12 +32,12 @@ from bootc_operator.api import constants as c
 from bootc_operator.informers import EventHandler, Informer
 from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, NODES, PODS
 from bootc_operator.kube.rest import create_object, get_object, list_objects, patch_object
+from bootc_operator.kubectl.table import node_row
 from e2e.helpers import condition, unique_name, wait_for
 from hack.simlib import AttachedSim, Sim, SimConfig, SimInfo, faults
 from hack.simlib.demo import canary_node
 from hack.simlib.images import digest_ref
 from hack.simlib.reaper import leftovers, teardown
-from hack.simlib.view import node_row
 from hack.testenv import api_client
 from hack.testenv.controlplane import REPO_ROOT
 from hack.testenv.pools import pool_body

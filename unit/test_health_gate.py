@@ -24,6 +24,7 @@ from bootc_operator.policy.health import (
     choose_canaries,
     evaluate,
     gate_results,
+    pod_health,
 )
 from bootc_operator.policy.nodestate import NodeState, NodeView, rollback_ref, view
 from bootc_operator.policy.ownership import held_back_from, retarget_patch
@@ -36,7 +37,7 @@ from bootc_operator.policy.poolstatus import (
     rollout_condition,
 )
 from bootc_operator.policy.slots import gate_news, plan_pool, plan_rollout, plan_staging
-from bootc_operator.reconcilers.healthpods import pod_health, slim_pod
+from bootc_operator.reconcilers.healthpods import slim_pod
 
 NOW = dt.datetime(2026, 11, 24, 12, 0, tzinfo=dt.UTC)
 OLD = "sha256:" + "a" * 64

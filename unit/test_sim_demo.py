@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from bootc_operator.kubectl.table import NodeRow
 from hack.simlib.common import SimConfig, SimInfo
 from hack.simlib.demo import (
     BadImageRun,
@@ -26,7 +27,7 @@ from hack.simlib.demo import (
 )
 from hack.simlib.images import ImageError, failing_boot, parse_label, push_image
 from hack.simlib.policy import add_pool_arguments
-from hack.simlib.view import NodeRow, Snapshot
+from hack.simlib.view import Snapshot
 
 D1 = "sha256:" + "1" * 64
 D2 = "sha256:" + "2" * 64

@@ -7,9 +7,11 @@ from typing import Any
 
 import pytest
 
+from bootc_operator.kubectl.table import Screen, node_state
+from bootc_operator.kubectl.table import clip as _clip
 from hack.simlib.common import node_names, zone_of
 from hack.simlib.images import ImageError, digest_ref, qualify
-from hack.simlib.view import Screen, _clip, bar, changes, node_state, render, snapshot
+from hack.simlib.view import bar, changes, render, snapshot
 
 D1 = "sha256:" + "1" * 64
 D2 = "sha256:" + "2" * 64

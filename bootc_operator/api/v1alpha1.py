@@ -21,6 +21,7 @@ from pydantic.alias_generators import to_camel
 from bootc_operator.api import constants as c
 from bootc_operator.api.imageref import DIGEST_REF_PATTERN, POOL_REF_PATTERN
 from bootc_operator.api.wire import (
+    DEFAULT_HEALTH_TIMEOUT_SECONDS,
     BootAssessmentState,
     DesiredImageState,
     RebootKind,
@@ -28,6 +29,7 @@ from bootc_operator.api.wire import (
 )
 
 __all__ = [
+    "DEFAULT_HEALTH_TIMEOUT_SECONDS",
     "BootAssessment",
     "BootAssessmentState",
     "DesiredImageState",
@@ -354,9 +356,6 @@ class HealthPods(WireModel):
         description="the namespaces to look in; unset or empty: all.",
         json_schema_extra={"x-kubernetes-list-type": "set"},
     )
-
-
-DEFAULT_HEALTH_TIMEOUT_SECONDS = 600
 
 
 class HealthSpec(WireModel):

@@ -18,6 +18,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+#: spec.health.timeoutSeconds when unset (the CRD documents it; the health gate applies it)
+DEFAULT_HEALTH_TIMEOUT_SECONDS = 600
+
 
 class RebootPolicy(StrEnum):
     REBOOT_ONLY = "RebootOnly"

@@ -30,6 +30,9 @@ Anything still pending ``timeoutSeconds`` (default 600) after the reboot was
 requested fails the gate, naming the first pending check. What a failure does
 (``Halt`` or ``Rollback``) is ``slots.plan_rollout``'s business.
 
+``pod_health`` reads the pods of a node the ``pods`` check selects (the rollout's pod
+watches feed it; ``kubectl bootc`` a LIST).
+
 ``choose_canaries`` picks a pool's canaries: nodes labelled ``bootc.dev/canary``
 first, then by name, ``canary.nodes`` of them (a percentage rounds up, at least 1).
 """
@@ -37,13 +40,16 @@ first, then by name, ``canary.nodes`` of them (a percentage rounds up, at least 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from bootc_operator.api.v1alpha1 import DEFAULT_HEALTH_TIMEOUT_SECONDS, BootAssessmentState
+from bootc_operator.api.conditions import get_condition
+from bootc_operator.api.timefmt import parse_time
+from bootc_operator.api.wire import DEFAULT_HEALTH_TIMEOUT_SECONDS, BootAssessmentState
 from bootc_operator.policy.nodestate import NodeState, NodeView
+from bootc_operator.policy.selectors import matches
 
 CHECK_READY = "Ready"
 CHECK_BOOT_COMPLETE = "bootComplete"
@@ -238,6 +244,32 @@ def gate_results(
         for v in views
         if arrived(v)
     }
+
+
+def pod_health(
+    pods: Collection[Mapping[str, Any]], selector: Mapping[str, Any], namespaces: Collection[str]
+) -> list[PodHealth]:
+    """The pods the check selects, each Ready or not (terminating pods are not Ready), and
+    since when."""
+    out = []
+    for pod in pods:
+        meta = pod.get("metadata", {})
+        if namespaces and meta.get("namespace") not in namespaces:
+            continue
+        if not matches(selector, meta.get("labels")):
+            continue
+        status = pod.get("status") or {}
+        ready = get_condition(status.get("conditions"), "Ready")
+        out.append(
+            PodHealth(
+                key=f"{meta.get('namespace')}/{meta.get('name')}",
+                ready=bool(ready and ready.get("status") == "True")
+                and not meta.get("deletionTimestamp"),
+                phase=str(status.get("phase") or ""),
+                ready_since=parse_time(ready.get("lastTransitionTime")) if ready else None,
+            )
+        )
+    return sorted(out, key=lambda p: p.key)
 
 
 def choose_canaries(views: Iterable[NodeView], count: int) -> frozenset[str]:

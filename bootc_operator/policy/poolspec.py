@@ -29,7 +29,7 @@ from bootc_operator.api.intstr import (
     resolve_int_or_percent,
     resolve_max_unavailable,
 )
-from bootc_operator.api.v1alpha1 import DEFAULT_HEALTH_TIMEOUT_SECONDS
+from bootc_operator.api.wire import DEFAULT_HEALTH_TIMEOUT_SECONDS
 from bootc_operator.policy.health import HealthPolicy
 from bootc_operator.policy.selectors import InvalidSelector, validate_selector
 from bootc_operator.policy.windows import Window, parse_windows

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from bootc_operator.api import constants as c
-from bootc_operator.api.v1alpha1 import DesiredImageState
+from bootc_operator.api.wire import DesiredImageState
 from bootc_operator.policy.nodestate import NodeState, NodeView
 from bootc_operator.wording import counted, noun
 

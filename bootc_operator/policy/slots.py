@@ -52,7 +52,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from bootc_operator.api import constants as c
-from bootc_operator.api.v1alpha1 import DesiredImageState
+from bootc_operator.api.wire import DesiredImageState
 from bootc_operator.policy.health import GateResult, Verdict, choose_canaries
 from bootc_operator.policy.nodestate import NodeState, NodeView
 from bootc_operator.policy.poolspec import PoolPolicy

@@ -31,13 +31,17 @@ from collections.abc import Callable, Collection, Coroutine, Iterable, Mapping
 from typing import Any
 
 from bootc_operator.api.conditions import get_condition
-from bootc_operator.api.timefmt import parse_time
 from bootc_operator.informers import EventHandler, Informer
 from bootc_operator.kube import PODS
-from bootc_operator.policy.health import GateResult, PodHealth, arrived, gate_results
+from bootc_operator.policy.health import (
+    GateResult,
+    PodHealth,
+    arrived,
+    gate_results,
+    pod_health,
+)
 from bootc_operator.policy.nodestate import NodeView
 from bootc_operator.policy.poolspec import PoolPolicy
-from bootc_operator.policy.selectors import matches
 from bootc_operator.reconcilers.context import Context, Obj
 
 
@@ -66,32 +70,6 @@ def slim_pod(pod: Obj) -> Obj:
             else [],
         },
     }
-
-
-def pod_health(
-    pods: Collection[Obj], selector: Mapping[str, Any], namespaces: Collection[str]
-) -> list[PodHealth]:
-    """The pods the check selects, each Ready or not (terminating pods are not Ready), and
-    since when."""
-    out = []
-    for pod in pods:
-        meta = pod.get("metadata", {})
-        if namespaces and meta.get("namespace") not in namespaces:
-            continue
-        if not matches(selector, meta.get("labels")):
-            continue
-        status = pod.get("status") or {}
-        ready = get_condition(status.get("conditions"), "Ready")
-        out.append(
-            PodHealth(
-                key=f"{meta.get('namespace')}/{meta.get('name')}",
-                ready=bool(ready and ready.get("status") == "True")
-                and not meta.get("deletionTimestamp"),
-                phase=str(status.get("phase") or ""),
-                ready_since=parse_time(ready.get("lastTransitionTime")) if ready else None,
-            )
-        )
-    return sorted(out, key=lambda p: p.key)
 
 
 class HealthPods:

@@ -72,6 +72,7 @@ from bootc_operator.kube import (
     create_object,
     patch_object,
 )
+from bootc_operator.kubectl.table import ROLLED_BACK, Screen, digest_of, short
 from bootc_operator.policy.poolspec import PoolPolicy, check_pool
 from bootc_operator.policy.windows import describe_opening, window_state
 from bootc_operator.wording import counted
@@ -80,16 +81,7 @@ from hack.simlib.common import DEFAULT_DIR, SimConfig
 from hack.simlib.images import digest_ref, failing_boot
 from hack.simlib.policy import PolicyError, add_pool_arguments, describe_rollout, pool_manifest
 from hack.simlib.sim import AttachedSim
-from hack.simlib.view import (
-    ROLLED_BACK,
-    Screen,
-    Snapshot,
-    changes,
-    digest_of,
-    render,
-    short,
-    snapshot,
-)
+from hack.simlib.view import Snapshot, changes, render, snapshot
 from hack.testenv.kube import api_client
 from hack.testenv.monitor import PDBS
 

@@ -1,29 +1,12 @@
 """The demo's live view of a rollout: pure functions from API objects to lines of text.
 
 ``snapshot(pool, bootc_nodes, nodes, names)`` turns what the informers hold into a
-``Snapshot`` (one ``NodeRow`` per node: state, booted image, Ready, cordoned, in a
-reboot slot, its boot assessment, whether it is a canary, a note); ``render(...)``
-draws it as a progress bar plus a table; ``changes(before, after)`` lists what
-changed between two snapshots (the line-per-change output when stdout is not a
-terminal). ``Screen`` redraws a block of lines in place with ANSI cursor movement.
+``Snapshot`` (one ``NodeRow`` per node); ``render(...)`` draws it as a progress bar
+plus the node table; ``changes(before, after)`` lists what changed between two
+snapshots (the line-per-change output when stdout is not a terminal).
 
-A node's state, first match wins:
-
-- ``Degraded``: its BootcNode says so;
-- ``RollingBack`` / ``RolledBack``: it failed its health check (``spec.health``) on
-  the digest of its ``bootc.dev/health-failed`` annotation and is being pointed back
-  at its rollback deployment / runs that again, idle (until the target changes);
-- ``Checking`` / ``Unhealthy``: it runs its desired image, idle, and the rollout's
-  ``bootc.dev/health-check`` annotation says a check is pending / failed;
-- ``UpToDate``: it runs the desired image and is idle;
-- the reason of its ``Idle`` condition (``Staging``, ``Staged``, ``Rebooting``);
-- ``Pending`` otherwise (no status yet, idle on an older image before the daemon
-  starts staging, or not told the target yet under ``stageAhead``).
-
-The CHECK column is the daemon's ``status.bootAssessment.state`` (systemd's
-``boot-complete.target``: Pending, Complete, Failed, Unknown); the line under a row
-is the BootcNode's Degraded message, else its health-check note. Canaries are the
-nodes labelled ``bootc.dev/canary`` (marked ``*``).
+The rows, their states and the table itself are ``bootc_operator.kubectl.table``'s
+(``kubectl bootc status`` draws the same table).
 
 A drain held by a PodDisruptionBudget has no timeout unless the pool sets
 ``drainTimeoutSeconds``, so the view says what it waits for (``drain_waits``, from
@@ -35,70 +18,23 @@ needed); not healthy: default/web-x on worker-2 (Running, Ready=False)``.
 
 from __future__ import annotations
 
-import shutil
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import Any
 
 from bootc_operator.api import constants as c
+from bootc_operator.kubectl.table import (
+    NodeRow,
+    condition_of,
+    node_row,
+    paint,
+    short,
+    table_lines,
+)
 from bootc_operator.policy.drainplan import must_leave, pod_key
 from bootc_operator.policy.selectors import matches
 
 BAR_WIDTH = 30
-STATE_COLORS = {
-    "UpToDate": "32",  # green
-    "Staging": "36",  # cyan
-    "Staged": "33",  # yellow
-    "Rebooting": "35",  # magenta
-    "Checking": "34",  # blue
-    "Degraded": "31",  # red
-    "Unhealthy": "31",
-    "RollingBack": "31",
-    "RolledBack": "33",
-    "Pending": "37",
-}
-ROLLING_BACK = "RollingBack"
-ROLLED_BACK = "RolledBack"
-CHECKING = "Checking"
-UNHEALTHY = "Unhealthy"
-STATE_WIDTH = 11
-
-
-def _condition(obj: Mapping[str, Any] | None, ctype: str) -> dict[str, Any]:
-    for cond in ((obj or {}).get("status") or {}).get("conditions") or ():
-        if cond.get("type") == ctype:
-            return dict(cond)
-    return {}
-
-
-def digest_of(ref: str | None) -> str:
-    """The ``sha256:...`` part of ``repo@sha256:...`` ("" when there is none)."""
-    return ref.rsplit("@", 1)[1] if ref and "@" in ref else ""
-
-
-def short(digest: str) -> str:
-    """``sha256:0123456789abcdef…`` → ``0123456789ab``."""
-    return digest.split(":", 1)[-1][:12]
-
-
-@dataclass(frozen=True)
-class NodeRow:
-    name: str
-    zone: str
-    state: str
-    booted: str  # digest
-    ready: bool
-    cordoned: bool
-    in_slot: bool
-    message: str = ""  # the Degraded message, else the health-check note
-    check: str = ""  # status.bootAssessment.state
-    canary: bool = False  # the Node is labelled bootc.dev/canary
-    failed_on: str = ""  # the digest it failed its health check on (rolled back from)
-
-    @property
-    def unavailable(self) -> bool:
-        return self.cordoned or not self.ready
 
 
 @dataclass(frozen=True)
@@ -138,63 +74,6 @@ class Snapshot:
         )
 
 
-def _booted_digest(bn: Mapping[str, Any] | None) -> str:
-    booted = ((bn or {}).get("status") or {}).get("booted") or {}
-    return str(booted.get("imageDigest") or digest_of(booted.get("image")))
-
-
-def _annotations(obj: Mapping[str, Any] | None) -> Mapping[str, str]:
-    return ((obj or {}).get("metadata") or {}).get("annotations") or {}
-
-
-def node_state(bn: Mapping[str, Any] | None) -> str:
-    """The node's state (the module docstring lists them)."""
-    if bn is None:
-        return "Pending"
-    if _condition(bn, c.COND_DEGRADED).get("status") == "True":
-        return "Degraded"
-    booted = _booted_digest(bn)
-    desired = digest_of((bn.get("spec") or {}).get("desiredImage"))
-    idle = _condition(bn, c.COND_IDLE)
-    reason = str(idle.get("reason") or "")
-    running = idle.get("status") == "True" and bool(booted) and booted == desired
-    annotations = _annotations(bn)
-    if annotations.get(c.HEALTH_FAILED_ANNOTATION):
-        return ROLLED_BACK if running else ROLLING_BACK
-    if running:
-        note = annotations.get(c.HEALTH_CHECK_ANNOTATION, "")
-        if note.startswith("Pending"):
-            return CHECKING
-        if note.startswith("Failed"):
-            return UNHEALTHY
-        return "UpToDate"
-    if reason in (c.REASON_STAGING, c.REASON_STAGED, c.REASON_REBOOTING):
-        return reason
-    return "Pending"
-
-
-def node_row(name: str, node: Mapping[str, Any] | None, bn: Mapping[str, Any] | None) -> NodeRow:
-    labels = ((node or {}).get("metadata") or {}).get("labels") or {}
-    ready = _condition(node, "Ready").get("status") == "True"
-    status = (bn or {}).get("status") or {}
-    annotations = _annotations(bn)
-    degraded = _condition(bn, c.COND_DEGRADED)
-    message = str(degraded.get("message") or "") if degraded.get("status") == "True" else ""
-    return NodeRow(
-        name=name,
-        zone=str(labels.get("topology.kubernetes.io/zone", "")),
-        state=node_state(bn),
-        booted=_booted_digest(bn),
-        ready=ready,
-        cordoned=bool(((node or {}).get("spec") or {}).get("unschedulable")),
-        in_slot=c.IN_REBOOT_SLOT_ANNOTATION in annotations,
-        message=message or str(annotations.get(c.HEALTH_CHECK_ANNOTATION) or ""),
-        check=str((status.get("bootAssessment") or {}).get("state") or ""),
-        canary=c.CANARY_LABEL in labels,
-        failed_on=str(annotations.get(c.HEALTH_FAILED_ANNOTATION) or ""),
-    )
-
-
 def _pod_health(pod: Mapping[str, Any]) -> str:
     """Why a Pod does not count as healthy ("" when it does): ``Pending, unscheduled``,
     ``terminating``, ``Running, Ready=False`` (plus the condition's reason, if any)."""
@@ -202,7 +81,7 @@ def _pod_health(pod: Mapping[str, Any]) -> str:
     status = pod.get("status") or {}
     if meta.get("deletionTimestamp"):
         return "terminating"
-    ready = _condition(pod, "Ready")
+    ready = condition_of(pod, "Ready")
     if status.get("phase") == "Running" and ready.get("status") == "True":
         return ""
     phase = str(status.get("phase") or "Pending")
@@ -281,7 +160,7 @@ def snapshot(
     nothing updated. ``pods`` and ``pdbs`` (every Pod and PodDisruptionBudget) say
     what drains held by a budget wait for."""
     status = (pool or {}).get("status") or {}
-    cond = _condition(pool, c.COND_UP_TO_DATE)
+    cond = condition_of(pool, c.COND_UP_TO_DATE)
     rows = tuple(node_row(n, nodes.get(n), bootc_nodes.get(n)) for n in names)
     waits = drain_waits(rows, pods, pdbs)
     current = str(status.get("targetDigest") or "")
@@ -299,7 +178,7 @@ def snapshot(
     text = ""
     if cond:
         text = f"UpToDate={cond.get('status')} {cond.get('reason', '')}: {cond.get('message', '')}"
-    degraded = _condition(pool, c.COND_DEGRADED)
+    degraded = condition_of(pool, c.COND_DEGRADED)
     bad = degraded.get("status") == "True"
     return Snapshot(
         rows=rows,
@@ -320,10 +199,6 @@ def bar(done: int, total: int, width: int = BAR_WIDTH, *, ascii_only: bool = Fal
     filled = 0 if total <= 0 else round(width * min(done, total) / total)
     full, empty = ("#", "-") if ascii_only else ("█", "░")
     return "[" + full * filled + empty * (width - filled) + "]"
-
-
-def _paint(text: str, code: str, color: bool) -> str:
-    return f"\x1b[{code}m{text}\x1b[0m" if color else text
 
 
 def render(
@@ -347,27 +222,9 @@ def render(
         f"  {snap.condition}" if snap.condition else "  (no status yet)",
     ]
     if snap.degraded:
-        lines.append(f"  {_paint(snap.degraded, '31', color)}")
-    lines += [
-        "",
-        f"  {'NODE':<12} {'ZONE':<7} {'STATE':<{STATE_WIDTH}} {'BOOTED':<20} {'READY':<6} "
-        f"{'CORDONED':<9} {'SLOT':<5} {'CHECK'}",
-    ]
-    for row in snap.rows:
-        label = labels.get(row.booted, "")
-        booted = f"{label} {short(row.booted)}".strip() if row.booted else "-"
-        state = _paint(f"{row.state:<{STATE_WIDTH}}", STATE_COLORS.get(row.state, "0"), color)
-        name = f"{row.name} *" if row.canary else row.name
-        lines.append(
-            f"  {name:<12} {row.zone:<7} {state} {booted:<20} "
-            f"{'yes' if row.ready else 'NO':<6} {'yes' if row.cordoned else 'no':<9} "
-            f"{'yes' if row.in_slot else '-':<5} {row.check or '-'}"
-        )
-        if row.message:
-            lines.append(f"    {row.message[:100]}")
-    if any(row.canary for row in snap.rows):
-        lines.append("  * canary (bootc.dev/canary): updates first, alone")
-    lines += [f"  {_paint(wait, '33', color)}" for wait in snap.waits]
+        lines.append(f"  {paint(snap.degraded, '31', color)}")
+    lines += ["", *table_lines(snap.rows, labels=labels, color=color)]
+    lines += [f"  {paint(wait, '33', color)}" for wait in snap.waits]
     lines += [
         "",
         f"  unavailable now {snap.unavailable} (max so far {max_unavailable}); "
@@ -413,45 +270,3 @@ def changes(before: Snapshot | None, after: Snapshot, labels: Mapping[str, str])
     seen = before.waits if before is not None else ()
     out += [wait for wait in after.waits if wait not in seen]
     return out
-
-
-class Screen:
-    """Redraws a block of lines in place on a terminal (ANSI cursor movement)."""
-
-    def __init__(self, out: TextIO = sys.stdout) -> None:
-        self.out = out
-        self.drawn = 0
-
-    def draw(self, lines: Sequence[str]) -> None:
-        width = max(20, shutil.get_terminal_size((120, 40)).columns - 1)
-        buf = []
-        if self.drawn:
-            buf.append(f"\x1b[{self.drawn}F")  # to the start of the block's first line
-        for line in lines:
-            buf.append("\x1b[2K" + _clip(line, width) + "\n")
-        buf.append("\x1b[J")  # clear whatever the previous, longer block left below
-        self.out.write("".join(buf))
-        self.out.flush()
-        self.drawn = len(lines)
-
-
-def _clip(line: str, width: int) -> str:
-    """Cut ``line`` to ``width`` visible characters (ANSI color codes do not count)."""
-    visible = 0
-    out = []
-    i = 0
-    while i < len(line):
-        if line[i] == "\x1b":
-            end = line.find("m", i)
-            if end == -1:
-                break
-            out.append(line[i : end + 1])
-            i = end + 1
-            continue
-        if visible >= width:
-            break
-        out.append(line[i])
-        visible += 1
-        i += 1
-    text = "".join(out)
-    return text + "\x1b[0m" if "\x1b[" in text and not text.endswith("\x1b[0m") else text
