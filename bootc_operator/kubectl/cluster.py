@@ -1,0 +1,210 @@
+"""``kubectl bootc``'s API access: kubeconfig like kubectl, reads and writes, one-line errors.
+
+Where the cluster is comes from kubectl's rules: ``--kubeconfig``, else
+``$KUBECONFIG``, else ``~/.kube/config``, else (in a Pod) the service account;
+``--context`` picks a context. Requests go through ``kube.lite`` (aiohttp, no
+generated models): the plugin starts in a fraction of the full client's time.
+
+Every failure becomes a :class:`PluginError` whose message is the one line
+``kubectl bootc`` prints: no cluster (no kubeconfig, connection refused, TLS),
+no permission (``cannot list bootcnodepools.node.bootc.dev: User "…" cannot …``),
+no such pool or node.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from bootc_operator.api import constants as c
+from bootc_operator.kube.lite import ConfigError, LiteClient, default_kubeconfig, load_access
+from bootc_operator.kube.resources import BOOTC_NODE_POOLS, BOOTC_NODES, NODES, PODS, Resource
+from bootc_operator.kube.rest import (
+    ApiError,
+    Obj,
+    get_object,
+    list_objects,
+    open_stream,
+    patch_object,
+)
+
+CORE_EVENTS = Resource("", "v1", "events", namespaced=True, kind="Event")
+
+
+class PluginError(Exception):
+    """What ``kubectl bootc`` prints (one line) before exiting non-zero."""
+
+
+def open_client(kubeconfig: str | None, context: str | None) -> LiteClient:
+    """A client for the cluster kubectl would talk to (module docstring)."""
+    env = os.environ
+    try:
+        path: str | Path | None = kubeconfig
+        if not path:
+            default = default_kubeconfig(env)
+            in_pod = env.get("KUBERNETES_SERVICE_HOST") and not default.exists()
+            if not default.exists() and not in_pod:
+                raise PluginError(
+                    f"no cluster: no kubeconfig at {default} (set KUBECONFIG or pass --kubeconfig)"
+                )
+            path = None if in_pod else default
+        return LiteClient(load_access(path, context=context), max_connections=10)
+    except ConfigError as e:
+        raise PluginError(f"no cluster: {e}") from None
+
+
+def _verb(method: str, name: str | None) -> str:
+    return {"GET": "get" if name else "list", "PATCH": "patch"}.get(method, method.lower())
+
+
+def explain_api_error(err: ApiError, verb: str, resource: Resource, name: str | None) -> str:
+    """The one line for a refused request."""
+    what = f"{resource} {name}" if name else str(resource)
+    if err.status == 403:
+        detail = err.message.split(": ", 1)[-1] if err.message else ""
+        return f"no permission to {verb} {resource}: {detail or 'forbidden'}"
+    if err.status == 401:
+        return f"not authorised: the cluster refused the credentials ({err.message or err.reason})"
+    if err.status == 404 and resource == BOOTC_NODE_POOLS and name:
+        return f'no such pool "{name}" (kubectl get bootcnodepools lists them)'
+    if err.status == 404 and name:
+        return f'no such {resource.kind or resource} "{name}"'
+    if err.status == 404:
+        return f"{resource} is not served: are the bootc-operator CRDs installed?"
+    return f"cannot {verb} {what}: {err}"
+
+
+class Cluster:
+    """The reads and writes ``kubectl bootc`` makes; errors become :class:`PluginError`."""
+
+    def __init__(self, client: LiteClient) -> None:
+        self.client = client
+
+    async def __aenter__(self) -> Cluster:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.client.close()
+
+    async def _call(self, method: str, resource: Resource, name: str | None, coro: Any) -> Any:
+        try:
+            return await coro
+        except ApiError as e:
+            raise PluginError(explain_api_error(e, _verb(method, name), resource, name)) from None
+        except aiohttp.ClientConnectorError as e:
+            raise PluginError(
+                f"no cluster: cannot connect to {self.client.host}: {e.os_error.strerror or e}"
+            ) from None
+        except (aiohttp.ClientError, TimeoutError) as e:
+            raise PluginError(f"no cluster: {self.client.host}: {e or type(e).__name__}") from None
+
+    async def get(self, resource: Resource, name: str, namespace: str | None = None) -> Obj:
+        return dict(
+            await self._call(
+                "GET", resource, name, get_object(self.client, resource, name, namespace)
+            )
+        )
+
+    async def list_all(
+        self,
+        resource: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str = "",
+        field_selector: str = "",
+    ) -> tuple[list[Obj], str]:
+        items, rv = await self._call(
+            "GET",
+            resource,
+            None,
+            list_objects(
+                self.client,
+                resource,
+                namespace,
+                label_selector=label_selector,
+                field_selector=field_selector,
+            ),
+        )
+        return list(items), str(rv)
+
+    async def patch(self, resource: Resource, name: str, body: Mapping[str, Any]) -> Obj:
+        return dict(
+            await self._call(
+                "PATCH", resource, name, patch_object(self.client, resource, name, dict(body))
+            )
+        )
+
+    async def pool_objects(
+        self, pool: str | None
+    ) -> tuple[list[Obj], list[Obj], dict[str, Obj], dict[str, str]]:
+        """The pool (or every pool), the BootcNodes, the Nodes by name, and the lists'
+        resourceVersions by resource (for a watch)."""
+        label = f"{c.POOL_LABEL}={pool}" if pool else ""
+
+        async def pools() -> tuple[list[Obj], str]:
+            if pool is None:
+                return await self.list_all(BOOTC_NODE_POOLS)
+            return [await self.get(BOOTC_NODE_POOLS, pool)], ""
+
+        results = await asyncio.gather(
+            pools(),
+            self.list_all(BOOTC_NODES, label_selector=label),
+            self.list_all(NODES),
+            return_exceptions=True,
+        )
+        for result in results:  # the first failure in this order, whichever came first
+            if isinstance(result, BaseException):
+                raise result
+        (ps, prv), (bns, brv), (ns, nrv) = results  # type: ignore[misc]
+        versions = {"pools": prv, "bootcnodes": brv, "nodes": nrv}
+        return ps, bns, {str(n["metadata"]["name"]): n for n in ns}, versions
+
+    async def pods_on(self, nodes: list[str]) -> dict[str, list[Obj]]:
+        """The Pods on each of ``nodes`` (for a ``pods`` health check); a node whose
+        pods cannot be listed (no permission) is left out."""
+
+        async def one(node: str) -> tuple[str, list[Obj] | None]:
+            try:
+                items, _ = await self.list_all(PODS, field_selector=f"spec.nodeName={node}")
+            except PluginError:
+                return node, None
+            return node, items
+
+        found = await asyncio.gather(*(one(n) for n in nodes))
+        return {n: items for n, items in found if items is not None}
+
+    async def events(self, namespace: str | None) -> list[Obj]:
+        items, _ = await self.list_all(CORE_EVENTS, namespace)
+        return items
+
+    async def wait_change(self, versions: Mapping[str, str], seconds: float) -> None:
+        """Return when a pool, BootcNode or Node changes after ``versions``, or after
+        ``seconds`` (times shown move on)."""
+        resources = {"pools": BOOTC_NODE_POOLS, "bootcnodes": BOOTC_NODES, "nodes": NODES}
+
+        async def watch(key: str) -> None:
+            rv = versions.get(key)
+            query: dict[str, str | int | bool] = {"watch": "true", "allowWatchBookmarks": "false"}
+            if rv:
+                query["resourceVersion"] = rv
+            query["timeoutSeconds"] = max(1, int(seconds))
+            resource = resources[key]
+            try:
+                async with open_stream(self.client, resource.path(), query=query) as resp:
+                    async for _line in resp.content:
+                        return
+            except (ApiError, aiohttp.ClientError):
+                await asyncio.sleep(seconds)  # the next full read reports the error
+
+        tasks = [asyncio.create_task(watch(k)) for k in resources]
+        try:
+            await asyncio.wait(tasks, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
