@@ -30,7 +30,7 @@ from bootc_operator.api import constants as c
 from bootc_operator.kubectl.table import NodeRow, condition_of, node_row, short
 from bootc_operator.policy.health import GateResult, Verdict, arrived, gate_results, pod_health
 from bootc_operator.policy.nodestate import NodeView, view
-from bootc_operator.policy.poolspec import PoolSpecCheck, check_pool
+from bootc_operator.policy.poolspec import PoolPolicy, check_pool
 from bootc_operator.policy.poolstatus import (
     Counts,
     MemberState,
@@ -91,7 +91,7 @@ class PoolReport:
     name: str
     pool: Obj
     now: dt.datetime
-    check: PoolSpecCheck
+    check: PoolPolicy
     views: dict[str, NodeView]
     rows: tuple[NodeRow, ...]
     counts: Counts
