@@ -7,7 +7,6 @@ from typing import Any
 import pytest
 
 from bootc_operator.reconcilers.triggers import node_changed, pool_changed, pools_selecting
-from bootc_operator.runtime.httpserver import parse_bind_address
 from bootc_operator.runtime.leaderelection import Decision, LeaseRecord, decide
 
 ME = "me"
@@ -84,16 +83,3 @@ def test_pools_selecting_old_or_new_labels_and_skips_invalid() -> None:
     ]
     assert pools_selecting(pools, {"r": "a"}, {"r": "b"}) == {"a", "b"}
     assert pools_selecting(pools, {"r": "c"}) == set()
-
-
-@pytest.mark.parametrize(
-    ("addr", "expected"),
-    [(":8080", ("0.0.0.0", 8080)), ("127.0.0.1:0", ("127.0.0.1", 0)), ("0", None), ("", None)],
-)
-def test_bind_addresses(addr: str, expected: tuple[str, int] | None) -> None:
-    assert parse_bind_address(addr) == expected
-
-
-def test_bad_bind_address() -> None:
-    with pytest.raises(ValueError, match="HOST:PORT"):
-        parse_bind_address("localhost")

@@ -9,11 +9,18 @@ Interface::
 
 Both addresses may be the same; each endpoint is then served once. ``/readyz``
 answers 503 with the reason until ``ready()`` is true.
+
+An address without a host (``":8081"``) listens on every interface, IPv4 and
+IPv6, on one port (one dual-stack socket, as Go's ``net.Listen(":8081")`` does):
+an IPv6-only cluster's kubelet probes the Pod's IPv6 address. Where the kernel
+has no IPv6 it falls back to IPv4 alone.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
+import socket
 from collections.abc import Callable
 
 from aiohttp import web
@@ -23,14 +30,35 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 log = logging.getLogger("http")
 
 
+#: errors that mean "this kernel has no IPv6" (disabled, or no address to bind)
+_NO_IPV6 = frozenset({errno.EAFNOSUPPORT, errno.EADDRNOTAVAIL, errno.EPROTONOSUPPORT})
+
+
 def parse_bind_address(addr: str) -> tuple[str, int] | None:
-    """``":8080"`` → ("0.0.0.0", 8080); ``"127.0.0.1:0"`` → ephemeral; ``"0"`` → None."""
+    """``":8080"`` → ("", 8080): every interface; ``"127.0.0.1:0"`` → ephemeral;
+    ``"[::1]:80"`` → ("::1", 80); ``"0"`` (or empty) → None: disabled."""
     if addr in ("", "0"):
         return None
     host, sep, port = addr.rpartition(":")
-    if not sep or not port.isdigit():
+    if not sep or not port.isdigit() or int(port) > 65535:
         raise ValueError(f"bind address {addr!r} must look like HOST:PORT or :PORT")
-    return (host.strip("[]") or "0.0.0.0"), int(port)
+    if host.startswith("[") != host.endswith("]") or (":" in host and not host.startswith("[")):
+        raise ValueError(f"bind address {addr!r}: write an IPv6 host in brackets, [::1]:PORT")
+    return host.strip("[]"), int(port)
+
+
+def listen_socket(host: str, port: int) -> socket.socket:
+    """A listening TCP socket; ``host`` "" is every interface, IPv4 and IPv6 on one port."""
+    if host:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        return socket.create_server((host, port), family=family)
+    try:
+        return socket.create_server(("::", port), family=socket.AF_INET6, dualstack_ipv6=True)
+    except OSError as exc:
+        if exc.errno not in _NO_IPV6:
+            raise
+        log.info("no IPv6 on this host (%s): listening on IPv4 only", exc.strerror)
+        return socket.create_server(("0.0.0.0", port))
 
 
 class ProbeServer:
@@ -80,13 +108,17 @@ class ProbeServer:
                 app.router.add_get("/readyz", self._readyz)
             runner = web.AppRunner(app, access_log=None)
             await runner.setup()
-            site = web.TCPSite(runner, host, port)
-            await site.start()
             self._runners.append(runner)
-            bound = runner.addresses[0][1] if runner.addresses else port
+            sock = listen_socket(host, port)
+            site = web.SockSite(runner, sock)
+            await site.start()
+            bound = sock.getsockname()[1]
             for role in roles:
                 self.ports[role] = bound
-            log.info("serving %s on %s:%s", "+".join(roles), host, bound)
+            where = f"[{host}]" if ":" in host else host
+            log.info(
+                "serving %s on %s:%s", "+".join(roles), where or "all interfaces (IPv4+IPv6)", bound
+            )
 
     async def stop(self) -> None:
         for runner in self._runners:
