@@ -134,6 +134,43 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_serving(
+    p: argparse.ArgumentParser, *, metrics: str, probes: str, probe_paths: str
+) -> None:
+    """The probe and metrics endpoints' flags (kubebuilder's names and defaults)."""
+    p.add_argument(
+        "--metrics-bind-address",
+        default=metrics,
+        help="address for /metrics, HOST:PORT or :PORT (every interface, IPv4 and IPv6); "
+        "'0' disables",
+    )
+    p.add_argument(
+        "--metrics-secure",
+        action=BoolFlag,
+        default=True,
+        help="serve /metrics over HTTPS, only to bearer tokens that pass a TokenReview and "
+        "a SubjectAccessReview for get on /metrics (ClusterRole bootc-operator-metrics-reader); "
+        "false: plain HTTP open to anyone who reaches the port (local development)",
+    )
+    p.add_argument(
+        "--metrics-cert-path",
+        default="",
+        help="directory with the metrics serving certificate (reloaded when it changes); "
+        "empty: a self-signed one made at start",
+    )
+    p.add_argument(
+        "--metrics-cert-name", default="tls.crt", help="certificate file in --metrics-cert-path"
+    )
+    p.add_argument(
+        "--metrics-cert-key", default="tls.key", help="private key file in --metrics-cert-path"
+    )
+    p.add_argument(
+        "--health-probe-bind-address",
+        default=probes,
+        help=f"address for {probe_paths} (always plain HTTP); '0' disables",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="bootc-operator",
@@ -184,14 +221,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=2.0,
         help="interval between leader-election attempts",
     )
-    ctl.add_argument(
-        "--metrics-bind-address", default=":8080", help="address for /metrics ('0' disables)"
-    )
-    ctl.add_argument(
-        "--health-probe-bind-address",
-        default=":8081",
-        help="address for /healthz and /readyz ('0' disables)",
-    )
+    _add_serving(ctl, metrics=":8080", probes=":8081", probe_paths="/healthz and /readyz")
     ctl.add_argument(
         "--tag-resolution-interval",
         type=parse_duration,
@@ -304,12 +334,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=300.0,
         help="the longest delay between such retries",
     )
-    dmn.add_argument(
-        "--metrics-bind-address", default=":8090", help="address for /metrics ('0' disables)"
-    )
-    dmn.add_argument(
-        "--health-probe-bind-address", default=":8091", help="address for /healthz ('0' disables)"
-    )
+    _add_serving(dmn, metrics=":8090", probes=":8091", probe_paths="/healthz and /readyz")
     dmn.add_argument(
         "--namespace",
         default=os.environ.get("POD_NAMESPACE", DEFAULT_NAMESPACE),

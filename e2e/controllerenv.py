@@ -142,8 +142,13 @@ LEASE = "bootc-operator-controller"
 
 
 class ControllerProcess:
-    def __init__(self, name: str, kubeconfig: Path, log_dir: Path) -> None:
+    def __init__(
+        self, name: str, kubeconfig: Path, log_dir: Path, *, metrics_secure: bool = False
+    ) -> None:
+        """``metrics_secure``: /metrics over HTTPS behind the token check, as installed
+        (else plain HTTP, the local-development mode)."""
         self.name = name
+        self.metrics_secure = metrics_secure
         self.metrics_port = free_port()
         self.probe_port = free_port()
         self.log_path = log_dir / f"{name}.log"
@@ -156,6 +161,7 @@ class ControllerProcess:
             "--renew-deadline=2s",
             "--retry-period=0.5s",
             f"--metrics-bind-address=127.0.0.1:{self.metrics_port}",
+            f"--metrics-secure={str(metrics_secure).lower()}",
             f"--health-probe-bind-address=127.0.0.1:{self.probe_port}",
         ]
         env = {**os.environ, "POD_NAME": name}
@@ -163,6 +169,11 @@ class ControllerProcess:
         self.proc = subprocess.Popen(
             argv, stdout=self.log, stderr=subprocess.STDOUT, env=env, start_new_session=True
         )
+
+    @property
+    def metrics_url(self) -> str:
+        scheme = "https" if self.metrics_secure else "http"
+        return f"{scheme}://127.0.0.1:{self.metrics_port}/metrics"
 
     async def get(self, path: str, port: int | None = None) -> tuple[int, str]:
         url = f"http://127.0.0.1:{port or self.metrics_port}{path}"

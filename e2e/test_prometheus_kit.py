@@ -48,6 +48,8 @@ KIT = ROOT / "manifests" / "prometheus"
 PROM_CRDS = Path(__file__).parent / "testdata" / "prometheus-operator-crds"
 NAMESPACE = "bootc-operator"
 SERVICES = ("bootc-operator-controller-metrics", "bootc-operator-daemon-metrics")
+# The token of the Prometheus Pod's ServiceAccount, sent by the ServiceMonitors.
+SA_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 # Labels the scrape adds (Prometheus, the ServiceMonitors' relabelings).
 TARGET_LABELS = {"job", "instance", "namespace", "pod", "service", "endpoint", "container", "node"}
 # Grafana's template variables, replaced by something valid before parsing.
@@ -604,6 +606,11 @@ def test_kit_renders_the_expected_objects(kit_yaml: str) -> None:
         assert len(matched) == 1, sm["metadata"]["name"]
         ports = {p["name"] for p in matched[0]["spec"]["ports"]}
         assert {e["port"] for e in sm["spec"]["endpoints"]} <= ports
+        # /metrics is HTTPS with a token allowed to read it (manifests/rbac/metrics.yaml).
+        for endpoint in sm["spec"]["endpoints"]:
+            assert endpoint["scheme"] == "https", sm["metadata"]["name"]
+            assert endpoint["bearerTokenFile"] == SA_TOKEN
+            assert endpoint["tlsConfig"] == {"insecureSkipVerify": True}
 
 
 async def test_kit_passes_server_side_dry_run(control_plane: ControlPlane, kit_yaml: str) -> None:

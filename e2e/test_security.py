@@ -229,6 +229,9 @@ CONTROLLER_NEEDS: list[Check] = [
     chk("get", "leases", group="coordination.k8s.io", ns=NS, name=LEASE),
     chk("update", "leases", group="coordination.k8s.io", ns=NS, name=LEASE),
     *(chk(v, "secrets", ns=NS) for v in ("get", "list", "watch")),
+    # /metrics callers' tokens reviewed (manifests/rbac/metrics.yaml).
+    chk("create", "tokenreviews", group="authentication.k8s.io"),
+    chk("create", "subjectaccessreviews", group="authorization.k8s.io"),
 ]
 CONTROLLER_DENIED: list[Check] = [
     # Secrets: nowhere but the operator's namespace.
@@ -278,6 +281,8 @@ DAEMON_NEEDS: list[Check] = [
     *(chk(v, "bootcnodes", group=B) for v in ("get", "list", "watch")),
     chk("patch", "bootcnodes", group=B, sub="status"),
     chk("get", "secrets", ns=NS),
+    chk("create", "tokenreviews", group="authentication.k8s.io"),
+    chk("create", "subjectaccessreviews", group="authorization.k8s.io"),
 ]
 DAEMON_DENIED: list[Check] = [
     # BootcNode spec is the controller's; no create/delete; status by patch only.
@@ -368,7 +373,7 @@ def rules_review(cp: ControlPlane, sa: str, namespace: str) -> set[tuple[str, st
     for rule in status["resourceRules"]:
         for group in rule.get("apiGroups", [""]):
             for resource in rule["resources"]:
-                if resource.startswith("selfsubject") or group == "authentication.k8s.io":
+                if resource.startswith("selfsubject"):  # every user's (system:basic-user)
                     continue
                 for verb in rule["verbs"]:
                     names = ",".join(sorted(rule.get("resourceNames", [])))
@@ -393,10 +398,14 @@ node.bootc.dev bootcnodes get,list,watch,create,patch,delete
 core nodes get,list,watch,patch
 core pods list,watch
 core pods/eviction create
+authentication.k8s.io tokenreviews create
+authorization.k8s.io subjectaccessreviews create
 """
 DAEMON_CLUSTER = """
 node.bootc.dev bootcnodes get,list,watch
 node.bootc.dev bootcnodes/status patch
+authentication.k8s.io tokenreviews create
+authorization.k8s.io subjectaccessreviews create
 """
 
 

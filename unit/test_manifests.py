@@ -139,6 +139,7 @@ def test_controller_deployment() -> None:
     assert args.leader_election_id == "bootc-operator-controller"
     ports = {p["name"]: p["containerPort"] for p in ctr["ports"]}
     assert args.metrics_bind_address == f":{ports['metrics']}" == ":8080"
+    assert args.metrics_secure is True, "metrics over HTTPS with the token check"
     assert args.health_probe_bind_address == f":{ports['health']}" == ":8081"
     assert ctr["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
     assert ctr["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
@@ -176,6 +177,7 @@ def test_daemon_daemonset() -> None:
     assert args.host_root == "/proc/1/root"
     ports = {p["name"]: p["containerPort"] for p in ctr["ports"]}
     assert args.metrics_bind_address == f":{ports['metrics']}" == ":8090"
+    assert args.metrics_secure is True, "metrics over HTTPS with the token check"
     assert args.health_probe_bind_address == f":{ports['health']}" == ":8091"
     assert _env_field(ctr, "NODE_NAME") == "spec.nodeName"
     assert ctr["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
@@ -233,13 +235,13 @@ def test_every_rbac_rule_has_a_justification_comment() -> None:
 def test_rbac_has_no_wildcards_and_no_dangerous_verbs() -> None:
     for doc in rbac_docs():
         for rule in doc.get("rules", []):
-            for key in ("apiGroups", "resources", "verbs"):
+            for key in ("apiGroups", "resources", "verbs", "nonResourceURLs"):
                 assert "*" not in rule.get(key, []), (doc["metadata"]["name"], rule)
             assert not {"escalate", "bind", "impersonate", "deletecollection"} & set(
                 rule["verbs"]
             ), rule
             assert not {"pods/exec", "pods/attach", "serviceaccounts/token"} & set(
-                rule["resources"]
+                rule.get("resources", [])
             ), rule
 
 
@@ -249,7 +251,7 @@ def test_secret_rules_are_bound_only_in_the_operator_namespace() -> None:
         (d["kind"], d["metadata"]["name"])
         for d in docs
         if d["kind"] in ("ClusterRole", "Role")
-        and any("secrets" in r["resources"] for r in d.get("rules", []))
+        and any("secrets" in r.get("resources", []) for r in d.get("rules", []))
     }
     assert secret_roles == {
         ("ClusterRole", "bootc-operator-controller-secrets"),
@@ -275,9 +277,32 @@ def test_each_binding_targets_one_of_our_service_accounts() -> None:
     assert sas == {"bootc-operator-controller", "bootc-operator-daemon"}
     for d in rbac_docs():
         if d["kind"] in ("RoleBinding", "ClusterRoleBinding"):
-            (subject,) = d["subjects"]
-            assert subject["kind"] == "ServiceAccount"
-            assert (subject["namespace"], subject["name"]) in {(NAMESPACE, s) for s in sas}
+            assert d["subjects"], d["metadata"]["name"]
+            for subject in d["subjects"]:
+                assert subject["kind"] == "ServiceAccount"
+                assert (subject["namespace"], subject["name"]) in {(NAMESPACE, s) for s in sas}
+
+
+def test_metrics_roles_reviews_for_both_processes_and_a_reader_role_unbound() -> None:
+    """Both processes review scrapers' tokens (TokenReview + SubjectAccessReview); the
+    reader ClusterRole grants get on /metrics alone and is left for the admin to bind
+    to their Prometheus."""
+    docs = {(d["kind"], d["metadata"]["name"]): d for d in rbac_docs() if "metadata" in d}
+    auth = docs[("ClusterRole", "bootc-operator-metrics-auth")]
+    assert [(r["apiGroups"], r["resources"], r["verbs"]) for r in auth["rules"]] == [
+        (["authentication.k8s.io"], ["tokenreviews"], ["create"]),
+        (["authorization.k8s.io"], ["subjectaccessreviews"], ["create"]),
+    ]
+    binding = docs[("ClusterRoleBinding", "bootc-operator-metrics-auth")]
+    assert binding["roleRef"]["name"] == "bootc-operator-metrics-auth"
+    assert {s["name"] for s in binding["subjects"]} == {
+        "bootc-operator-controller",
+        "bootc-operator-daemon",
+    }
+    reader = docs[("ClusterRole", "bootc-operator-metrics-reader")]
+    assert reader["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+    bound = {d["roleRef"]["name"] for d in docs.values() if "roleRef" in d}
+    assert "bootc-operator-metrics-reader" not in bound
 
 
 def test_admission_policy_matches_the_daemon_service_account() -> None:

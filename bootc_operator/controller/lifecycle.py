@@ -89,7 +89,9 @@ async def run(args: argparse.Namespace) -> int:
             await controller.factory.stop()
             m.IS_LEADER.set(0)
 
-    return await serve(args, work, ready=controller.ready, close=(api.close, watch_api.close))
+    return await serve(
+        args, work, ready=controller.ready, close=(api.close, watch_api.close), api=api
+    )
 
 
 async def _lead_and_work(

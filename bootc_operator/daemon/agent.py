@@ -776,6 +776,8 @@ async def run(args: argparse.Namespace) -> int:
         await agent.run(stop)
         return 0
 
-    code = await serve(args, work, ready=agent.ready, healthy=agent.healthy, close=(api.close,))
+    code = await serve(
+        args, work, ready=agent.ready, healthy=agent.healthy, close=(api.close,), api=api
+    )
     log.info("stopped", extra={"node": config.node_name})
     return code

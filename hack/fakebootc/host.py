@@ -126,8 +126,10 @@ class Host:
 
         The daemon is the running virtualenv's console script, talking to the cluster of
         ``kubeconfig`` (``KUBECONFIG`` is left out of the environment), serving metrics
-        and probes on loopback; its default ``--host-exec`` nsenter line resolves to this
-        host's shim. Append further flags to the argv.
+        (plain HTTP, ``--metrics-secure=false``: append ``--metrics-secure`` for the
+        HTTPS and token check of an install) and probes on loopback; its default
+        ``--host-exec`` nsenter line resolves to this host's shim. Append further
+        flags to the argv.
         """
         argv = [
             str(Path(sys.executable).with_name("bootc-operator")),
@@ -140,6 +142,7 @@ class Host:
             str(self.root),
             "--metrics-bind-address",
             f"127.0.0.1:{metrics_port}",
+            "--metrics-secure=false",
             "--health-probe-bind-address",
             f"127.0.0.1:{probe_port}",
         ]

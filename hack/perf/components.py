@@ -108,6 +108,10 @@ def start_controller(
         "--workers",
         str(workers),
     ]
+    # Read by the benchmark itself, on loopback: plain HTTP (a "before" source older
+    # than the flag serves plain HTTP anyway and would refuse it).
+    if source is None or "--metrics-secure" in (source / "bootc_operator" / "cli.py").read_text():
+        argv.append("--metrics-secure=false")
     env = None
     if source is not None:
         env = {**os.environ, "PYTHONPATH": str(source)}
