@@ -10,7 +10,8 @@ build on.
 Then the whole system (``slow``): one ``hack/sim`` of 5 nodes with its Prometheus
 (``SimConfig(prometheus=True)``, ``hack.simlib.monitoring``) scraping both
 controllers and the managed nodes' daemons each second, labelled as the kit's
-ServiceMonitors' scrape would, with the kit's alerting
+ServiceMonitors' scrape would (HTTPS, with the token of a ServiceAccount bound to
+``bootc-operator-metrics-reader``), with the kit's alerting
 rules loaded. **The rules run on the simulation's clock: every ``for`` is divided
 by 60** (minutes become seconds: ``for: 30m`` fires after 30 s; ``for: 15m`` of
 ``BootcOperatorDaemonDown`` still outlasts a simulated reboot of 1 s plus the
@@ -58,6 +59,9 @@ from kubernetes_asyncio.client import ApiClient
 from bootc_operator.api import constants as c
 from bootc_operator.kube import ApiError
 from bootc_operator.kube.rest import delete_object
+from bootc_operator.runtime.httpserver import ProbeServer
+from bootc_operator.runtime.metricsauth import UNAUTHENTICATED, Verdict, bearer_token
+from bootc_operator.runtime.servingcert import self_signed
 from e2e.controllerenv import create_blocking_pdb, create_pod
 from e2e.helpers import unique_name, wait_for
 from e2e.simenv import PoolRun, booted_image, digest_of, push
@@ -66,6 +70,7 @@ from hack.simlib.monitoring import scrape_targets
 from hack.simlib.reaper import leftovers, teardown
 from hack.testenv import api_client
 from hack.testenv.controlplane import REPO_ROOT
+from hack.testenv.metricsreader import scrape
 from hack.testenv.monitor import PDBS
 from hack.testenv.procs import pid_alive
 from hack.testenv.prometheus import (
@@ -76,6 +81,7 @@ from hack.testenv.prometheus import (
     PrometheusClient,
     Target,
     alert_rule,
+    bearer_https,
     finite,
     render_rules,
 )
@@ -176,6 +182,42 @@ async def test_a_new_job_is_added_while_running(kit_prom: Prometheus, gauges: Ga
     assert found
 
 
+async def test_the_kit_scrapes_https_with_a_bearer_token(tmp_path: Path) -> None:
+    """``bearer_https``: the operator's metrics server (HTTPS, self-signed, a request
+    check; the real TokenReview is the sim's, below) scraped with the token file's
+    token, and refused (401) to a job whose file holds another."""
+    good, bad = tmp_path / "good", tmp_path / "bad"
+    good.write_text("let-me-in")
+    bad.write_text("wrong")
+
+    async def check(header: str | None) -> Verdict:
+        return Verdict(200, "") if bearer_token(header) == "let-me-in" else UNAUTHENTICATED
+
+    server = ProbeServer(ready=lambda: True, metrics_tls=await self_signed(), authorize=check)
+    await server.start(metrics_addr="127.0.0.1:0", probe_addr="0")
+    address = f"127.0.0.1:{server.ports['metrics']}"
+    try:
+        with Prometheus(
+            tmp_path / "prom",
+            targets={"ok": [Target(address)], "refused": [Target(address)]},
+            scrape={"ok": bearer_https(good), "refused": bearer_https(bad)},
+        ) as prom:
+
+            def scraped() -> dict[str, Any]:
+                """Each job's target once both were scraped ({} until then)."""
+                jobs = {t["labels"]["job"]: t for t in prom.targets()}
+                done = all(t.get("lastScrape", "").startswith("2") for t in jobs.values())
+                return jobs if len(jobs) == 2 and done and jobs["ok"]["health"] == "up" else {}
+
+            jobs = await wait_for(scraped, 30, "both jobs scraped once")
+            assert jobs["ok"]["scrapeUrl"] == f"https://{address}/metrics"
+            assert jobs["refused"]["health"] == "down"
+            assert "401" in jobs["refused"]["lastError"], jobs["refused"]
+            assert prom.query('python_info{job="ok"}')
+    finally:
+        await server.stop()
+
+
 # ------------------------------------------------------------------ the whole system
 
 
@@ -256,6 +298,10 @@ def test_the_sim_prometheus_scrapes_the_controllers_and_loads_the_rules(
         assert seen["health"] == "up", seen
         assert seen["labels"]["job"] == CONTROLLER_JOB
         assert target.labels.items() <= seen["labels"].items()
+        # Scraped as installed: HTTPS with a token allowed to read /metrics, which
+        # a scrape without one is refused.
+        assert seen["scrapeUrl"] == f"https://{target.address}/metrics", seen
+        assert scrape(seen["scrapeUrl"])[0] == 401
     leaders = prom.query("max by (pod) (bootc_operator_leader) == 1")
     assert len(leaders) == 1 and leaders[0][0]["pod"] in ("controller-1", "controller-2")
     rules = [r for g in prom.rules() for r in g["rules"]]
@@ -300,9 +346,9 @@ STATUS_READS = "bootc_operator_daemon_bootc_command_duration_seconds_count"
 def daemon_status_reads(sim: Sim, node: str) -> float | None:
     """The node's daemon's own count of bootc status reads (its /metrics)."""
     port = (sim.processes().get(f"daemon/{node}") or {}).get("metrics_port")
-    url = f"http://127.0.0.1:{port}/metrics"
-    with urllib.request.urlopen(url, timeout=5) as resp:
-        text = resp.read().decode()
+    token = Path(sim.info.metrics_token).read_text()
+    status, text = scrape(f"https://127.0.0.1:{port}/metrics", token)
+    assert status == 200, text
     found = re.search(rf'^{STATUS_READS}{{command="status"}} (\S+)$', text, re.M)
     return float(found[1]) if found else None
 

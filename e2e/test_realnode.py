@@ -9,7 +9,8 @@ daemon pod nsenters into the simulated host (the node's PID 1) and stages, the
 controller cordons, evicts a pod under a PodDisruptionBudget and asks for the
 reboot, the node reboots (every container killed, the staged image booted, the
 node started again), the daemon pod restarts, the node is uncordoned and the pool
-turns UpToDate. Then what users see (logs, Lease, metrics, the node's Event) and
+turns UpToDate. Then what users see (logs, Lease, metrics over HTTPS with a
+reader's token, the node's Event) and
 the uninstall in the README's order (pools, then ``kubectl delete -f``). Figures are
 printed (``pytest -s``). Needs root; a missing prerequisite fails in one line.
 """
@@ -21,7 +22,6 @@ import json
 import os
 import subprocess
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,6 +31,7 @@ from e2e.helpers import run_ok, wait_for
 from hack.fakebootc.host import make_host
 from hack.testenv import certs
 from hack.testenv.controlplane import DEFAULT_CONTROLLERS, REPO_ROOT, ControlPlane
+from hack.testenv.metricsreader import reader_token, scrape
 from hack.testenv.pools import pool_body
 from hack.testenv.realnode import (
     NODE_CONTROLLERS,
@@ -204,8 +205,13 @@ async def test_install_and_one_rollout_on_real_nodes(cp: ControlPlane, tmp_path:
             kubectl(cp, "-n", NS, "get", "lease", "bootc-operator-controller", "-o", "json")
         )
         assert lease["spec"]["holderIdentity"].startswith(controller.strip().split("/")[1])
+        # HTTPS with a token allowed to read them (the install's RBAC reviews it).
+        token = reader_token(cp.kubectl, "monitoring", "prometheus")
         for address in (f"{infra.node_ip}:8080", f"{node.node_ip}:8090"):
-            assert b"bootc_operator" in scrape(address)
+            url = f"https://{address}/metrics"
+            assert scrape(url)[0] == 401
+            status, text = scrape(url, token)
+            assert status == 200 and "bootc_operator" in text, (status, text[:500])
 
         # Uninstall in the README's order: the pools first, while the controller runs
         # (it releases their nodes and removes its finalizer), then the install. The
@@ -233,12 +239,6 @@ def daemon_rss_kib(node: RealNode) -> int:
                     if line.startswith("VmRSS:"):
                         return int(line.split()[1])
     raise AssertionError("no daemon process of this node")
-
-
-def scrape(address: str) -> bytes:
-    with urllib.request.urlopen(f"http://{address}/metrics", timeout=10) as r:
-        body: bytes = r.read()
-    return body
 
 
 def node_ready(cp: ControlPlane, name: str) -> bool:

@@ -124,6 +124,9 @@ class SimInfo:
     first_image: str = ""
     #: the URL of the simulation's Prometheus ("" when it runs none)
     prometheus: str = ""
+    #: a file with the token Prometheus scrapes /metrics with (a ServiceAccount bound
+    #: to bootc-operator-metrics-reader; "" without Prometheus)
+    metrics_token: str = ""
     #: the apiserver's audit log ("" without ``SimConfig.audit``)
     audit_log: str = ""
     #: a kubeconfig per process (``controller-1``, ``daemon/worker-1``) that does not

@@ -15,7 +15,11 @@ shows.) The targets carry what the ServiceMonitors' scrape adds:
 ``job="bootc-operator-controller-metrics"`` / ``"bootc-operator-daemon-metrics"``
 (the metrics Services' names, which the rules and the dashboard select on),
 ``namespace``, ``pod`` (the process' POD_NAME: ``controller-1``, ``daemon-worker-1``),
-``service``, ``endpoint`` and, for daemons, ``node``.
+``service``, ``endpoint`` and, for daemons, ``node``. Like the ServiceMonitors,
+it scrapes over HTTPS (the self-signed certificates accepted) with a bearer
+token: ServiceAccount ``monitoring/prometheus``'s, bound to the ClusterRole
+``bootc-operator-metrics-reader`` (``reader_token_file``); the processes review it
+with the API server.
 
 The simulation runs on a compressed clock (reboots of seconds, not minutes), so
 the rules' ``for`` durations are compressed too: ``FOR_SCALE`` (minutes become
@@ -45,18 +49,24 @@ from typing import Any, Self
 from bootc_operator.api import constants as c
 from hack.simlib.common import MARKER_ENV, NAMESPACE
 from hack.testenv.controlplane import ControlPlane
+from hack.testenv.metricsreader import reader_token
 from hack.testenv.prometheus import (
     CONTROLLER_JOB,
     DAEMON_JOB,
     Prometheus,
     PrometheusError,
     Target,
+    bearer_https,
     render_rules,
 )
 
 #: the rules' ``for`` durations on the simulation's clock: minutes become seconds
 FOR_SCALE = 1 / 60
 RULES_NAME = "bootc-operator"
+#: whom Prometheus scrapes as (a token of this ServiceAccount, bound to the
+#: bootc-operator-metrics-reader ClusterRole, as the README tells admins to do)
+PROMETHEUS_NAMESPACE = "monitoring"
+PROMETHEUS_ACCOUNT = "prometheus"
 
 
 log = logging.getLogger("sim.monitoring")
@@ -88,13 +98,30 @@ def scrape_targets(
     return jobs
 
 
-def new_prometheus(state_dir: Path, *, die_with_parent: bool = True) -> Prometheus:
-    """The simulation's Prometheus (not started), with the kit's rules on its clock."""
+def reader_token_file(cp: ControlPlane, state_dir: Path) -> Path:
+    """The token Prometheus scrapes with, as on a cluster: ServiceAccount
+    ``monitoring/prometheus`` bound to ``bootc-operator-metrics-reader``, in
+    ``DIR/prometheus/token`` (mode 0600)."""
+    path = state_dir / "prometheus" / "token"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    token = reader_token(cp.kubectl, PROMETHEUS_NAMESPACE, PROMETHEUS_ACCOUNT)
+    path.touch(mode=0o600)
+    path.write_text(token)
+    return path
+
+
+def new_prometheus(
+    state_dir: Path, token_file: Path, *, die_with_parent: bool = True
+) -> Prometheus:
+    """The simulation's Prometheus (not started), with the kit's rules on its clock,
+    scraping over HTTPS with the token in ``token_file`` (``reader_token_file``)."""
+    secure = bearer_https(token_file)
     return Prometheus(
         state_dir / "prometheus",
         rules={RULES_NAME: render_rules(for_scale=FOR_SCALE)},
         die_with_parent=die_with_parent,
         env={MARKER_ENV: str(state_dir)},
+        scrape={CONTROLLER_JOB: secure, DAEMON_JOB: secure},
     )
 
 

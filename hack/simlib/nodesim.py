@@ -218,7 +218,6 @@ class NodeSim:
             f"--renew-deadline={self.cfg.renew_deadline}",
             f"--retry-period={self.cfg.retry_period}",
             f"--metrics-bind-address=127.0.0.1:{metrics}",
-            "--metrics-secure=false",
             f"--health-probe-bind-address=127.0.0.1:{probe}",
             f"--log-level={self.cfg.log_level}",
             f"--tag-resolution-interval={self.cfg.tag_resolution_interval}",
@@ -245,7 +244,6 @@ class NodeSim:
             "--backoff-initial=2s",
             "--backoff-max=30s",
             f"--metrics-bind-address=127.0.0.1:{metrics}",
-            "--metrics-secure=false",
             f"--health-probe-bind-address=127.0.0.1:{probe}",
             f"--log-level={self.cfg.log_level}",
         ]

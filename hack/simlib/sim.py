@@ -366,8 +366,12 @@ class Sim(SimOps, Component):
     def _launch_prometheus(self) -> None:
         """Prometheus with the rules and no targets yet (the controllers get its URL)."""
         self.say("starting Prometheus (the controllers, the managed nodes' daemons, the rules)")
+        cp = self.control_plane
+        assert cp is not None
+        token_file = monitoring.reader_token_file(cp, self.state_dir)
+        self.info.metrics_token = str(token_file)
         self.prometheus = monitoring.new_prometheus(
-            self.state_dir, die_with_parent=self.die_with_parent
+            self.state_dir, token_file, die_with_parent=self.die_with_parent
         ).start()
         self.info.prometheus = self.prometheus.url
         self._record_pids()

@@ -8,7 +8,9 @@ Owns running the Prometheus process of the e2e tier and of ``hack/sim up
 rules={"kit": render_rules(for_scale=1/60)})`` writes ``tmpdir/prometheus.yml``
 (scrape and evaluation interval 1 s), one file-based service discovery file per
 job (``tmpdir/targets/JOB.json``: each target with its own labels, e.g. the
-``pod``/``node`` a ServiceMonitor would add) and one rules file per name
+``pod``/``node`` a ServiceMonitor would add; ``scrape={job: {...}}`` adds settings
+to a job's scrape config, e.g. ``bearer_https(token_file)`` for the operator's
+HTTPS metrics with a ServiceAccount token) and one rules file per name
 (``tmpdir/rules/NAME.yml``); ``start()`` runs ``prometheus`` on
 ``127.0.0.1:<free port>`` (TSDB in ``tmpdir/data``, ``--web.enable-lifecycle``
 for reloads; ``env`` added to its environment) as a child in its own session
@@ -315,6 +317,17 @@ class Target:
     labels: Mapping[str, str] = field(default_factory=dict)
 
 
+def bearer_https(token_file: Path) -> Doc:
+    """A job's scrape settings for the operator's /metrics as installed: HTTPS (its
+    self-signed certificate accepted, like the ServiceMonitors' insecureSkipVerify)
+    and the bearer token in ``token_file`` (re-read by Prometheus on every scrape)."""
+    return {
+        "scheme": "https",
+        "authorization": {"type": "Bearer", "credentials_file": str(token_file)},
+        "tls_config": {"insecure_skip_verify": True},
+    }
+
+
 class Prometheus(PrometheusClient, ServerComponent):
     """One prometheus process on 127.0.0.1 (see the module docstring)."""
 
@@ -331,8 +344,10 @@ class Prometheus(PrometheusClient, ServerComponent):
         binary: str | None = None,
         die_with_parent: bool = True,
         env: Mapping[str, str] | None = None,
+        scrape: Mapping[str, Doc] | None = None,
     ) -> None:
         self.dir = Path(tmpdir)
+        self.scrape = dict(scrape or {})
         self.env = dict(env or {})
         self.interval = interval
         self.binary = binary
@@ -365,6 +380,7 @@ class Prometheus(PrometheusClient, ServerComponent):
                 "file_sd_configs": [
                     {"files": [str(self._targets_file(job))], "refresh_interval": "5s"}
                 ],
+                **self.scrape.get(job, {}),
             }
             for job in sorted(self._jobs)
         ]
