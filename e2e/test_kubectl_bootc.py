@@ -8,7 +8,8 @@ plugin says it waits for (``status -o json``'s ``waitsFor``, the text of
 PodDisruptionBudget holds, a closed maintenance window, a blocking alert (a
 Prometheus that cannot be queried: the gate fails closed), a health check still
 running, approval of the canaries' digest (then ``approve`` and the rollout's end,
-``pause``/``resume``, ``events``). Errors: no such pool, no permission (a
+``pause``/``resume``, ``events``); ``status -w -o json`` streaming one document
+per change through a rollout. Errors: no such pool, no permission (a
 ServiceAccount token without rights), no cluster.
 """
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import itertools
 import json
 import os
 import subprocess
@@ -28,7 +30,14 @@ from kubernetes_asyncio.client import ApiClient
 
 from bootc_operator.alerts import PrometheusOptions
 from bootc_operator.api import constants as c
-from bootc_operator.kube import BOOTC_NODE_POOLS, PODS, ApiError, delete_object, request_json
+from bootc_operator.kube import (
+    BOOTC_NODE_POOLS,
+    PODS,
+    ApiError,
+    delete_object,
+    patch_object,
+    request_json,
+)
 from e2e.controllerenv import (
     add_nodes,
     create_blocking_pdb,
@@ -355,3 +364,56 @@ def _server(control_plane: Any) -> str:
 
     doc = yaml.safe_load(control_plane.kubeconfig.read_text())
     return str(doc["clusters"][0]["cluster"]["server"])
+
+
+async def test_status_watch_prints_each_change_until_the_rollout_ends(
+    api: ApiClient, fleet: Fleet, control_plane: Any
+) -> None:
+    """``status -w -o json``: one document per change, read as it streams: the pool
+    awaiting approval, then (approved through the API) done."""
+    group = unique_name("kb-watch")
+    await add_nodes(fleet, group, 2, image(1))
+    body = pool_body(
+        group, {"group": group}, image(2), 1, canary={"nodes": 1, "requireApproval": True}
+    )
+    env = {
+        **os.environ,
+        "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+        "KUBECONFIG": str(control_plane.kubeconfig),
+    }
+    async with running_controller(api):
+        await create_pool(api, body)
+        proc = await asyncio.create_subprocess_exec(
+            str(control_plane.bin_dir / "kubectl"),
+            *("bootc", "status", group, "-w", "-o", "json"),
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        assert proc.stdout is not None
+        seen: list[tuple[str, str]] = []
+        lines: list[bytes] = []
+
+        async def until(kind: str, phase: str) -> None:
+            async with asyncio.timeout(TIMEOUT):
+                while True:
+                    line = await proc.stdout.readline()  # type: ignore[union-attr]
+                    assert line, f"the watch ended; saw {seen}"
+                    lines.append(line)
+                    doc = json.loads(line)
+                    seen.append((doc["waitsFor"]["kind"], doc["phase"]))
+                    if seen[-1] == (kind, phase):
+                        return
+
+        try:
+            await until("Approval", c.PHASE_AWAITING_APPROVAL)
+            await patch_object(
+                api, BOOTC_NODE_POOLS, group, {"spec": {"rollout": {"approvedDigest": digest(2)}}}
+            )
+            await until("Nothing", c.PHASE_UP_TO_DATE)
+        finally:
+            proc.terminate()
+            await proc.wait()
+        # printed on change only: no document repeats the one before it
+        assert all(a != b for a, b in itertools.pairwise(lines)), seen
+    await delete_quietly(api, BOOTC_NODE_POOLS, group)

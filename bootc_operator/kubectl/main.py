@@ -9,6 +9,9 @@ Start-up is kept short: this module imports only ``argparse``; each subcommand
 imports what it needs (``kube.lite``'s aiohttp client, never ``kubernetes_asyncio``
 nor pydantic). ``hack/perf/kubectl_startup.py`` measures it.
 
+``-w`` redraws in place on a terminal; otherwise it prints the block again on each
+change (text: after a blank line; YAML: after ``---``; JSON: one document per line).
+
 Errors are one line on stderr (``error: ...``) and exit code 1; usage errors exit 2.
 """
 
@@ -117,11 +120,12 @@ async def _reports(cluster: Cluster, pool: str | None) -> tuple[list[PoolReport]
     return reports, versions
 
 
-def _dump(data: Any, output: str) -> str:
+def _dump(data: Any, output: str, *, stream: bool = False) -> str:
+    """JSON or YAML; ``stream`` (``-w``): JSON as one line per document."""
     if output == "json":
         import json  # noqa: PLC0415
 
-        return json.dumps(data, indent=2)
+        return json.dumps(data, separators=(",", ":")) if stream else json.dumps(data, indent=2)
     import yaml  # noqa: PLC0415
 
     return str(yaml.safe_dump(data, sort_keys=False)).rstrip("\n")
@@ -139,9 +143,10 @@ async def _status(cluster: Cluster, args: argparse.Namespace) -> int:
         if args.output == "text":
             text = "\n".join(status_lines(reports, color=tty))
         elif args.pool:
-            text = _dump(pool_data(reports[0]), args.output)
+            text = _dump(pool_data(reports[0]), args.output, stream=args.watch)
         else:
-            text = _dump({"pools": [pool_data(r) for r in reports]}, args.output)
+            data = {"pools": [pool_data(r) for r in reports]}
+            text = _dump(data, args.output, stream=args.watch)
         if text != shown:
             if screen is not None:
                 screen.draw(text.splitlines())
