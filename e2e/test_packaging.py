@@ -106,6 +106,8 @@ def test_wheel_contents_and_metadata(wheel: Path) -> None:
     assert "bootc_operator/py.typed" in names
     assert not any(n.startswith(("unit/", "e2e/", "hack/")) for n in names)
     assert "bootc-operator = bootc_operator.cli:main" in entry_points
+    # the kubectl plugin: kubectl finds `kubectl-bootc` on PATH as `kubectl bootc`
+    assert "kubectl-bootc = bootc_operator.kubectl.main:main" in entry_points
     requires = [
         line.split(":", 1)[1].strip()
         for line in meta.splitlines()
@@ -126,6 +128,13 @@ def test_help_runs_from_a_clean_venv(clean_venv: Path, mode: str) -> None:
         assert flag in out
     assert ("--leader-elect" in out) == (mode == "controller")
     assert ("--node-name" in out) == (mode == "daemon")
+
+
+def test_the_kubectl_plugin_runs_from_a_clean_venv(clean_venv: Path) -> None:
+    out = run(clean_venv / "bin" / "kubectl-bootc", "--help", cwd=clean_venv, env=_clean_env())
+    assert "usage: kubectl bootc" in out
+    for command in ("status", "why", "approve", "pause", "resume", "events"):
+        assert command in out
 
 
 def test_modes_import_from_the_installed_wheel(clean_venv: Path) -> None:
