@@ -34,6 +34,8 @@ from bootc_operator.kube.rest import (
 )
 
 CORE_EVENTS = Resource("", "v1", "events", namespaced=True, kind="Event")
+#: what ``status -w`` watches: (resource, from resourceVersion, selector query)
+Watches = list[tuple[Resource, str, dict[str, str]]]
 
 
 class PluginError(Exception):
@@ -141,15 +143,16 @@ class Cluster:
 
     async def pool_objects(
         self, pool: str | None
-    ) -> tuple[list[Obj], list[Obj], dict[str, Obj], dict[str, str]]:
-        """The pool (or every pool), the BootcNodes, the Nodes by name, and the lists'
-        resourceVersions by resource (for a watch)."""
+    ) -> tuple[list[Obj], list[Obj], dict[str, Obj], Watches]:
+        """The pool (or every pool), the BootcNodes, the Nodes by name, and where to
+        watch each from (the reads' resourceVersions and selectors)."""
         label = f"{c.POOL_LABEL}={pool}" if pool else ""
 
         async def pools() -> tuple[list[Obj], str]:
             if pool is None:
                 return await self.list_all(BOOTC_NODE_POOLS)
-            return [await self.get(BOOTC_NODE_POOLS, pool)], ""
+            obj = await self.get(BOOTC_NODE_POOLS, pool)
+            return [obj], str(obj["metadata"].get("resourceVersion") or "")
 
         results = await asyncio.gather(
             pools(),
@@ -161,8 +164,12 @@ class Cluster:
             if isinstance(result, BaseException):
                 raise result
         (ps, prv), (bns, brv), (ns, nrv) = results  # type: ignore[misc]
-        versions = {"pools": prv, "bootcnodes": brv, "nodes": nrv}
-        return ps, bns, {str(n["metadata"]["name"]): n for n in ns}, versions
+        watches: Watches = [
+            (BOOTC_NODE_POOLS, prv, {"fieldSelector": f"metadata.name={pool}"} if pool else {}),
+            (BOOTC_NODES, brv, {"labelSelector": label} if label else {}),
+            (NODES, nrv, {}),
+        ]
+        return ps, bns, {str(n["metadata"]["name"]): n for n in ns}, watches
 
     async def pods_on(self, nodes: list[str]) -> dict[str, list[Obj]]:
         """The Pods on each of ``nodes`` (for a ``pods`` health check); a node whose
@@ -182,18 +189,18 @@ class Cluster:
         items, _ = await self.list_all(CORE_EVENTS, namespace)
         return items
 
-    async def wait_change(self, versions: Mapping[str, str], seconds: float) -> None:
-        """Return when a pool, BootcNode or Node changes after ``versions``, or after
-        ``seconds`` (times shown move on)."""
-        resources = {"pools": BOOTC_NODE_POOLS, "bootcnodes": BOOTC_NODES, "nodes": NODES}
+    async def wait_change(self, watches: Watches, seconds: float) -> None:
+        """Return when an object of ``watches`` changes after its resourceVersion, or
+        after ``seconds`` (the times shown move on)."""
 
-        async def watch(key: str) -> None:
-            rv = versions.get(key)
-            query: dict[str, str | int | bool] = {"watch": "true", "allowWatchBookmarks": "false"}
+        async def watch(resource: Resource, rv: str, selector: Mapping[str, str]) -> None:
+            query: dict[str, str | int | bool] = {
+                "watch": "true",
+                "timeoutSeconds": max(1, int(seconds)),
+                **selector,
+            }
             if rv:
                 query["resourceVersion"] = rv
-            query["timeoutSeconds"] = max(1, int(seconds))
-            resource = resources[key]
             try:
                 async with open_stream(self.client, resource.path(), query=query) as resp:
                     async for _line in resp.content:
@@ -201,7 +208,7 @@ class Cluster:
             except (ApiError, aiohttp.ClientError):
                 await asyncio.sleep(seconds)  # the next full read reports the error
 
-        tasks = [asyncio.create_task(watch(k)) for k in resources]
+        tasks = [asyncio.create_task(watch(*w)) for w in watches]
         try:
             await asyncio.wait(tasks, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
         finally:

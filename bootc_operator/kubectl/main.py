@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from bootc_operator.kubectl.cluster import Cluster
+    from bootc_operator.kubectl.cluster import Cluster, Watches
     from bootc_operator.kubectl.explain import PoolReport
 
 PROG = "kubectl bootc"
@@ -105,10 +105,10 @@ def _now() -> Any:
     return dt.datetime.now(dt.UTC)
 
 
-async def _reports(cluster: Cluster, pool: str | None) -> tuple[list[PoolReport], dict[str, str]]:
+async def _reports(cluster: Cluster, pool: str | None) -> tuple[list[PoolReport], Watches]:
     from bootc_operator.kubectl.explain import pods_wanted, pool_report  # noqa: PLC0415
 
-    pools, bns, nodes, versions = await cluster.pool_objects(pool)
+    pools, bns, nodes, watches = await cluster.pool_objects(pool)
     now = _now()
     reports = []
     for p in sorted(pools, key=lambda obj: str(obj["metadata"]["name"])):
@@ -117,7 +117,7 @@ async def _reports(cluster: Cluster, pool: str | None) -> tuple[list[PoolReport]
         if wanted:  # a pods health check: judge it from the Pods, as the controller does
             report = pool_report(p, bns, nodes, now, await cluster.pods_on(wanted))
         reports.append(report)
-    return reports, versions
+    return reports, watches
 
 
 def _dump(data: Any, output: str, *, stream: bool = False) -> str:
@@ -139,7 +139,7 @@ async def _status(cluster: Cluster, args: argparse.Namespace) -> int:
     screen = Screen() if tty and args.watch and args.output == "text" else None
     shown = ""
     while True:
-        reports, versions = await _reports(cluster, args.pool)
+        reports, watches = await _reports(cluster, args.pool)
         if args.output == "text":
             text = "\n".join(status_lines(reports, color=tty))
         elif args.pool:
@@ -157,7 +157,7 @@ async def _status(cluster: Cluster, args: argparse.Namespace) -> int:
             shown = text
         if not args.watch:
             return 0
-        await cluster.wait_change(versions, seconds=5.0)
+        await cluster.wait_change(watches, seconds=5.0)
 
 
 async def _find(cluster: Cluster, name: str) -> tuple[str | None, str | None]:
