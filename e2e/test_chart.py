@@ -201,6 +201,33 @@ def test_object_names_follow_the_release(
     assert f"--leader-election-id={fullname}-controller" in args
 
 
+def test_metrics_plain_http_and_own_certificate(helm: Helm) -> None:
+    """metrics.secure=false: plain HTTP, no review RBAC, ServiceMonitors scrape
+    http; metrics.certSecret: the Secret is mounted and named by
+    --metrics-cert-path (the default is install.yaml's: HTTPS, self-signed)."""
+    parser = cli.build_parser()
+    on = {"enabled": True}
+    plain = helm.template(values={"metrics": {"secure": False, "serviceMonitor": on}})
+    assert not [k for k in plain if "metrics-" in k[2] and k[0].startswith("ClusterRole")]
+    for kind, name in (("Deployment", "controller"), ("DaemonSet", "daemon")):
+        box = container(plain, kind, f"bootc-operator-{name}")
+        assert parser.parse_args(box["args"]).metrics_secure is False
+        (endpoint,) = plain[("ServiceMonitor", NS, f"bootc-operator-{name}")]["spec"]["endpoints"]
+        assert endpoint["scheme"] == "http"
+        assert "bearerTokenFile" not in endpoint and "tlsConfig" not in endpoint
+    own = helm.template(values={"metrics": {"certSecret": "bootc-operator-metrics-tls"}})
+    for kind, name in (("Deployment", "controller"), ("DaemonSet", "daemon")):
+        pod = own[(kind, NS, f"bootc-operator-{name}")]["spec"]["template"]["spec"]
+        box = pod["containers"][0]
+        parsed = parser.parse_args(box["args"])
+        assert parsed.metrics_secure is True
+        mount = next(m for m in box["volumeMounts"] if m["name"] == "metrics-cert")
+        assert parsed.metrics_cert_path == mount["mountPath"]
+        assert mount["readOnly"] is True
+        volume = next(v for v in pod["volumes"] if v["name"] == "metrics-cert")
+        assert volume["secret"] == {"secretName": "bootc-operator-metrics-tls"}
+
+
 def test_leader_election_off_renders_no_election_flags(helm: Helm) -> None:
     values = {"controller": {"replicas": 1, "leaderElection": {"enabled": False}}}
     args = container(helm.template(values=values), "Deployment", "bootc-operator-controller")[

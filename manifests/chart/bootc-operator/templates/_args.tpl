@@ -13,3 +13,46 @@ imagePullSecrets:
   {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end -}}
+
+{{/* The metrics flags both processes take (after --metrics-bind-address). */}}
+{{- define "bootc-operator.metricsArgs" -}}
+{{- if not .Values.metrics.secure }}
+- --metrics-secure=false
+{{- else if .Values.metrics.certSecret }}
+- --metrics-cert-path={{ include "bootc-operator.metricsCertDir" . }}
+{{- end }}
+{{- end -}}
+
+{{- define "bootc-operator.metricsCertDir" -}}
+/var/run/bootc-operator/metrics-cert
+{{- end -}}
+
+{{/* The serving certificate's volume mount and volume (metrics.certSecret). */}}
+{{- define "bootc-operator.metricsCertMount" -}}
+{{- if and .Values.metrics.secure .Values.metrics.certSecret }}
+- name: metrics-cert
+  mountPath: {{ include "bootc-operator.metricsCertDir" . }}
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{- define "bootc-operator.metricsCertVolume" -}}
+{{- if and .Values.metrics.secure .Values.metrics.certSecret }}
+- name: metrics-cert
+  secret:
+    secretName: {{ .Values.metrics.certSecret }}
+{{- end }}
+{{- end -}}
+
+{{/* A ServiceMonitor endpoint's scheme and credentials (metrics.secure). */}}
+{{- define "bootc-operator.scrapeSecurity" -}}
+{{- if .Values.metrics.secure -}}
+scheme: https
+# The Prometheus Pod's token; bind <fullname>-metrics-reader to its account.
+bearerTokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token
+tlsConfig:
+  {{- toYaml .Values.metrics.serviceMonitor.tlsConfig | nindent 2 }}
+{{- else -}}
+scheme: http
+{{- end -}}
+{{- end -}}
