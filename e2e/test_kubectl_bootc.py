@@ -52,6 +52,7 @@ from e2e.test_alert_gate import closed_port
 from e2e.test_kube_lite import TokenKit, token_file_kubeconfig
 from hack.testenv.fleet import Fleet
 from hack.testenv.pools import pool_body
+from hack.testenv.prometheus import Prometheus
 
 TIMEOUT = 90.0
 VENV_BIN = str(Path(sys.executable).parent)
@@ -223,6 +224,36 @@ async def test_a_blocking_alert_is_what_the_pool_waits_for(
         )
         assert f"cannot query Prometheus at {url}" in doc["waitsFor"]["message"], doc
         assert doc["phase"] == c.PHASE_BLOCKED
+    await delete_quietly(api, BOOTC_NODE_POOLS, group)
+
+
+async def test_a_firing_alert_is_named_and_resolving_it_lets_the_rollout_finish(
+    api: ApiClient, fleet: Fleet, control_plane: Any, tmp_path: Path
+) -> None:
+    """A real Prometheus with a firing alert the pool's blockingAlerts match."""
+    group = unique_name("kb-firing")
+    await add_nodes(fleet, group, 2, image(1))
+    body = pool_body(group, {"group": group}, image(2), 1, blockingAlerts=['severity="critical"'])
+    prometheus = await asyncio.to_thread(Prometheus(tmp_path / "prometheus").start)
+    try:
+        await prometheus.fire("NodeDown", {"severity": "critical"})
+        options = PrometheusOptions(url=prometheus.url)
+        async with running_controller(api, prometheus=options, alert_check_interval=1.0):
+            await create_pool(api, body)
+            doc = await wait_for(
+                lambda: waits(control_plane, group, "Alert"), TIMEOUT, "the pool to wait for alerts"
+            )
+            message = doc["waitsFor"]["message"]
+            assert message.startswith(
+                'alerts to resolve: NodeDown{severity="critical"} fires; no new reboots until '
+                "resolved"
+            ), message
+            await prometheus.resolve("NodeDown")
+            await wait_for(
+                lambda: waits(control_plane, group, "Nothing"), TIMEOUT, "the rollout to finish"
+            )
+    finally:
+        await asyncio.to_thread(prometheus.close)
     await delete_quietly(api, BOOTC_NODE_POOLS, group)
 
 

@@ -264,6 +264,35 @@ def test_a_pods_check_without_listed_pods_uses_the_controllers_note() -> None:
     assert "n0 (pods: default/web is not Ready (0/1 Ready); " in e.waits_for(r).message
 
 
+def test_a_failed_boot_halts_and_two_unhealthy_holders_halt() -> None:
+    arrived = holding(120, **{c.REBOOT_REQUESTED_ANNOTATION: ts(100)})
+    failed = updated("n0", annotations=arrived)
+    failed["status"]["bootAssessment"] = {"state": "Failed", "message": "greenboot failed"}
+    r = report(pool(health={"bootComplete": True}), [failed, bn("n1")])
+    wait = e.waits_for(r)
+    assert wait.kind == e.HEALTH_FAILED
+    assert wait.message.startswith(
+        f"the nodes to recover or a new target: n0 failed its health check on {D2}: "
+        "bootComplete: greenboot failed; it keeps its reboot slot"
+    ), wait.message
+    degraded = [bn(n, annotations=holding(60), idle=("False", "Staged")) for n in ("n0", "n1")] + [
+        bn("n2")
+    ]
+    for b in degraded[:2]:
+        b["status"]["conditions"][1] = {
+            "type": "Degraded", "status": "True", "reason": "Error", "message": "disk full"
+        }  # fmt: skip
+    r = report(pool({"maxUnavailable": 2}), degraded)
+    assert e.waits_for(r) == e.Wait(
+        e.HALTED,
+        "2 nodes holding reboot slots are unhealthy (n0, n1; maxUnhealthy is 2); no new "
+        "reboots until they recover",
+    )
+    assert e.why_node(r, "n0") == (
+        "n0 is degraded (disk full); it takes no reboot slot until it recovers."
+    )
+
+
 def test_done_and_invalid() -> None:
     r = report(pool(phase="UpToDate"), [updated("n0"), updated("n1")])
     assert e.waits_for(r) == e.Wait(e.NOTHING, f"nothing: all 2 nodes run {D2[7:19]}")
