@@ -9,5 +9,6 @@
   with ``hack/bench-informer``);
 - :mod:`hack.perf.observer`, :mod:`hack.perf.analysis`: timestamped watch events and
   the figures computed from them;
-- :mod:`hack.perf.components`, :mod:`hack.perf.procinfo`: processes, /proc, metrics.
+- :mod:`hack.perf.components`, :mod:`hack.perf.procinfo`: processes, /proc, metrics;
+- :mod:`hack.perf.kubectl_startup`: ``kubectl bootc``'s start-up time (its own command).
 """
