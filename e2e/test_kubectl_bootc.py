@@ -384,6 +384,18 @@ async def test_errors_are_one_line_and_exit_non_zero(
     assert offline.returncode == 1
     assert len(offline.stderr.splitlines()) == 1, offline.stderr
     assert offline.stderr.startswith("error: no cluster: cannot connect to https://127.0.0.1:")
+    # --kubeconfig wins over $KUBECONFIG, as in kubectl; --context picks a context
+    flag = await run(
+        control_plane,
+        f"--kubeconfig={control_plane.kubeconfig}",
+        "status",
+        "no-such-pool",
+        kubeconfig=nowhere,
+    )
+    assert flag.stderr.startswith('error: no such pool "no-such-pool"'), flag.stderr
+    context = await run(control_plane, "--context", "elsewhere", "status")
+    assert context.returncode == 1
+    assert context.stderr.strip().endswith("no context named 'elsewhere'"), context.stderr
     absent = await run(control_plane, "status", kubeconfig=tmp_path / "absent")
     assert absent.returncode == 1 and absent.stderr.startswith(
         "error: no cluster: no kubeconfig at "
