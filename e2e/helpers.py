@@ -8,8 +8,7 @@
 - ``push(registry, ref, image)``: push an image (or one made from a content string) to
   a kit registry (``hack.testenv.registry``), logging in when it has auth;
 - ``run_ok(*argv)``: run a command, assert it succeeded (its output in the message),
-  return its stdout;
-- ``token_kubeconfig(admin_kubeconfig, token, path)``: the same cluster as a bearer token.
+  return its stdout.
 """
 
 from __future__ import annotations
@@ -19,7 +18,6 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import yaml
 from kubernetes_asyncio.client import ApiClient
 
 from bootc_operator.kube import ApiError
@@ -104,14 +102,3 @@ def run_ok(
     )
     assert res.returncode == 0, f"{argv} failed ({res.returncode}):\n{res.stdout}\n{res.stderr}"
     return res.stdout
-
-
-def token_kubeconfig(admin_kubeconfig: Path, token: str, path: Path) -> Path:
-    """``admin_kubeconfig``'s cluster, authenticating with ``token``; written to ``path``."""
-    doc = yaml.safe_load(admin_kubeconfig.read_text())
-    doc["users"] = [{"name": "token", "user": {"token": token}}]
-    for ctx in doc["contexts"]:
-        ctx["context"]["user"] = "token"
-    path.write_text(yaml.safe_dump(doc))
-    path.chmod(0o600)
-    return path

@@ -43,11 +43,11 @@ from bootc_operator import cli
 from bootc_operator.api import constants as c
 from bootc_operator.kube import BOOTC_NODES, ApiError
 from bootc_operator.kube.rest import patch_object
-from e2e.helpers import token_kubeconfig
 from hack.installgen import INSTALL_YAML, kustomize
 from hack.testenv import ControlPlane, api_client, wait_for
 from hack.testenv.controlplane import DEFAULT_CONTROLLERS
 from hack.testenv.helm import CHART, Helm, Key, Obj, objects_by_key, resolve_helm
+from hack.testenv.kube import token_kubeconfig
 
 ROOT = Path(__file__).resolve().parents[1]
 NS = "bootc-operator"

@@ -39,10 +39,11 @@ from e2e.daemonenv import (
     settled,
     slot_image,
 )
-from e2e.helpers import REPO, condition, digest, image, token_kubeconfig, unique_name, wait_for
+from e2e.helpers import REPO, condition, digest, image, unique_name, wait_for
 from hack.fakebootc import Host, make_host
 from hack.fakebootc.shims import unit_record
 from hack.testenv import ControlPlane
+from hack.testenv.kube import token_kubeconfig
 
 D1, D2, D3 = image(1), image(2), image(3)
 WAIT = 60.0
