@@ -1,7 +1,10 @@
 """The ``bootc-operator`` command: one image, two modes (``controller``, ``daemon``).
 
 Flags are declared here so ``--help`` lists every one with its default; each
-mode's ``run(args)`` receives the parsed namespace. A mode returns a process exit
+mode's ``run(args)`` receives the parsed namespace. One parser builder per mode
+(``_controller_parser``, ``_daemon_parser``); flags that belong together (leader
+election, the probe and metrics endpoints, registries, the alert gate) are added
+by one function each. A mode returns a process exit
 code; bad flags exit 2 with one readable line naming the flag.
 
 Boolean flags read the way controller-runtime (Go's pflag) users type them:
@@ -17,13 +20,16 @@ import os
 import re
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import NoReturn, TypeAlias
 
 from bootc_operator import __version__
 from bootc_operator.logs import FORMATS, setup_logging
 
 DEFAULT_HOST_EXEC = "nsenter --target 1 --mount --pid --cgroup --setuid 0 --setgid 0 --env --"
 DEFAULT_NAMESPACE = "bootc-operator"
+
+#: what ``add_subparsers`` returns (argparse names no public type): modes are added to it
+_Modes: TypeAlias = "argparse._SubParsersAction[_Parser]"
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
@@ -172,6 +178,8 @@ def _add_serving(
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """``bootc-operator [--version] MODE ...``: one sub-parser per mode, each built by its own
+    function below (``--help`` of each lists its flags in the order they are added)."""
     parser = _Parser(
         prog="bootc-operator",
         description="Roll bootc OS images out to Kubernetes nodes safely.",
@@ -179,48 +187,27 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     modes = parser.add_subparsers(dest="mode", metavar="MODE", required=True)
+    _controller_parser(modes)
+    _daemon_parser(modes)
+    return parser
 
-    ctl = modes.add_parser(
+
+def _mode(modes: _Modes, name: str, *, help: str, description: str) -> argparse.ArgumentParser:
+    """Mode ``name``'s sub-parser, with the flags every mode has."""
+    p = modes.add_parser(name, help=help, description=description, formatter_class=_HelpFormatter)
+    _add_common(p)
+    return p
+
+
+def _controller_parser(modes: _Modes) -> None:
+    """``bootc-operator controller``: the cluster controller (a Deployment)."""
+    ctl = _mode(
+        modes,
         "controller",
         help="run the cluster controller (Deployment)",
         description="Run the controller: membership, rollout and status reconcilers.",
-        formatter_class=_HelpFormatter,
     )
-    _add_common(ctl)
-    ctl.add_argument(
-        "--leader-elect",
-        action=BoolFlag,
-        default=False,
-        help="elect a leader on a coordination.k8s.io Lease; standbys do no writes",
-    )
-    ctl.add_argument(
-        "--leader-election-namespace",
-        default=os.environ.get("POD_NAMESPACE", DEFAULT_NAMESPACE),
-        help="namespace of the leader-election Lease",
-    )
-    ctl.add_argument(
-        "--leader-election-id",
-        default="bootc-operator-controller",
-        help="name of the leader-election Lease",
-    )
-    ctl.add_argument(
-        "--lease-duration",
-        type=parse_duration,
-        default=15.0,
-        help="leader lease duration (seconds or 15s)",
-    )
-    ctl.add_argument(
-        "--renew-deadline",
-        type=parse_duration,
-        default=10.0,
-        help="leader gives up if it cannot renew within this",
-    )
-    ctl.add_argument(
-        "--retry-period",
-        type=parse_duration,
-        default=2.0,
-        help="interval between leader-election attempts",
-    )
+    _add_leader_election(ctl)
     _add_serving(ctl, metrics=":8080", probes=":8081", probe_paths="/healthz and /readyz")
     ctl.add_argument(
         "--tag-resolution-interval",
@@ -229,19 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="how often tag image refs are resolved to digests",
     )
     ctl.add_argument("--workers", type=int, default=4, help="workers per reconciler workqueue")
-    ctl.add_argument(
-        "--registry-ca-file",
-        default="",
-        help="PEM bundle trusted (besides the system CAs) when resolving tags",
-    )
-    ctl.add_argument(
-        "--insecure-registry",
-        action="append",
-        metavar="HOST[:PORT]",
-        default=[],
-        help="registry spoken to without TLS verification (plain HTTP if it has no TLS); "
-        "repeatable, for test registries only",
-    )
+    _add_registry(ctl)
     ctl.add_argument(
         "--node-events",
         choices=("summary", "verbose"),
@@ -250,46 +225,18 @@ def build_parser() -> argparse.ArgumentParser:
         "summary, or a Warning when something went wrong); verbose = also Cordoned and "
         "RebootRequested (pool Events are batched either way)",
     )
-    ctl.add_argument(
-        "--prometheus-url",
-        default="",
-        metavar="URL",
-        help="Prometheus (or any server of its query API) asked for the firing alerts of "
-        "pools' spec.rollout.blockingAlerts, e.g. http://prometheus.monitoring:9090",
-    )
-    ctl.add_argument(
-        "--prometheus-ca-file", default="", help="PEM bundle trusted for --prometheus-url"
-    )
-    ctl.add_argument(
-        "--prometheus-bearer-token-file",
-        default="",
-        help="file holding a bearer token for --prometheus-url (re-read on every query)",
-    )
-    ctl.add_argument(
-        "--prometheus-insecure-skip-verify",
-        action=BoolFlag,
-        default=False,
-        help="do not verify --prometheus-url's TLS certificate (labs only)",
-    )
-    ctl.add_argument(
-        "--alert-check-interval",
-        type=parse_duration,
-        default=30.0,
-        help="how often a pool's blocking alerts are checked",
-    )
-    ctl.add_argument(
-        "--namespace",
-        default=os.environ.get("POD_NAMESPACE", DEFAULT_NAMESPACE),
-        help="the operator's own namespace",
-    )
+    _add_alert_gate(ctl)
+    _add_namespace(ctl)
 
-    dmn = modes.add_parser(
+
+def _daemon_parser(modes: _Modes) -> None:
+    """``bootc-operator daemon``: the node agent (a DaemonSet)."""
+    dmn = _mode(
+        modes,
         "daemon",
         help="run the node agent (DaemonSet)",
         description="Run the node agent: drives bootc on this host from its BootcNode.",
-        formatter_class=_HelpFormatter,
     )
-    _add_common(dmn)
     dmn.add_argument(
         "--node-name",
         default=os.environ.get("NODE_NAME", ""),
@@ -335,12 +282,101 @@ def build_parser() -> argparse.ArgumentParser:
         help="the longest delay between such retries",
     )
     _add_serving(dmn, metrics=":8090", probes=":8091", probe_paths="/healthz and /readyz")
-    dmn.add_argument(
+    _add_namespace(dmn)
+
+
+def _add_leader_election(p: argparse.ArgumentParser) -> None:
+    """The controller's leader election on a Lease (controller-runtime's flags)."""
+    p.add_argument(
+        "--leader-elect",
+        action=BoolFlag,
+        default=False,
+        help="elect a leader on a coordination.k8s.io Lease; standbys do no writes",
+    )
+    p.add_argument(
+        "--leader-election-namespace",
+        default=os.environ.get("POD_NAMESPACE", DEFAULT_NAMESPACE),
+        help="namespace of the leader-election Lease",
+    )
+    p.add_argument(
+        "--leader-election-id",
+        default="bootc-operator-controller",
+        help="name of the leader-election Lease",
+    )
+    p.add_argument(
+        "--lease-duration",
+        type=parse_duration,
+        default=15.0,
+        help="leader lease duration (seconds or 15s)",
+    )
+    p.add_argument(
+        "--renew-deadline",
+        type=parse_duration,
+        default=10.0,
+        help="leader gives up if it cannot renew within this",
+    )
+    p.add_argument(
+        "--retry-period",
+        type=parse_duration,
+        default=2.0,
+        help="interval between leader-election attempts",
+    )
+
+
+def _add_registry(p: argparse.ArgumentParser) -> None:
+    """How the controller talks to registries when it resolves tags."""
+    p.add_argument(
+        "--registry-ca-file",
+        default="",
+        help="PEM bundle trusted (besides the system CAs) when resolving tags",
+    )
+    p.add_argument(
+        "--insecure-registry",
+        action="append",
+        metavar="HOST[:PORT]",
+        default=[],
+        help="registry spoken to without TLS verification (plain HTTP if it has no TLS); "
+        "repeatable, for test registries only",
+    )
+
+
+def _add_alert_gate(p: argparse.ArgumentParser) -> None:
+    """The Prometheus the alert gate (``spec.rollout.blockingAlerts``) asks."""
+    p.add_argument(
+        "--prometheus-url",
+        default="",
+        metavar="URL",
+        help="Prometheus (or any server of its query API) asked for the firing alerts of "
+        "pools' spec.rollout.blockingAlerts, e.g. http://prometheus.monitoring:9090",
+    )
+    p.add_argument(
+        "--prometheus-ca-file", default="", help="PEM bundle trusted for --prometheus-url"
+    )
+    p.add_argument(
+        "--prometheus-bearer-token-file",
+        default="",
+        help="file holding a bearer token for --prometheus-url (re-read on every query)",
+    )
+    p.add_argument(
+        "--prometheus-insecure-skip-verify",
+        action=BoolFlag,
+        default=False,
+        help="do not verify --prometheus-url's TLS certificate (labs only)",
+    )
+    p.add_argument(
+        "--alert-check-interval",
+        type=parse_duration,
+        default=30.0,
+        help="how often a pool's blocking alerts are checked",
+    )
+
+
+def _add_namespace(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
         "--namespace",
         default=os.environ.get("POD_NAMESPACE", DEFAULT_NAMESPACE),
         help="the operator's own namespace",
     )
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
