@@ -21,9 +21,10 @@ import pytest
 from kubernetes_asyncio.client import ApiClient
 
 from bootc_operator.api import constants as c
-from bootc_operator.kube import BOOTC_NODES, SECRETS, ApiError, create_object, patch_object
+from bootc_operator.kube import BOOTC_NODES, ApiError, create_object, patch_object
 from bootc_operator.kube.resources import Resource
 from bootc_operator.kube.rest import delete_object, request_json
+from bootc_operator.sealing import seal
 from e2e.daemonenv import (
     SWITCH_UNIT,
     Daemons,
@@ -411,18 +412,22 @@ def dockerconfig(user: str) -> bytes:
     return json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
 
 
-async def put_secret(api: ApiClient, name: str, content: bytes, *, create: bool) -> None:
-    body = {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {"name": name, "namespace": "default"},
-        "type": "kubernetes.io/dockerconfigjson",
-        "data": {".dockerconfigjson": base64.b64encode(content).decode()},
-    }
-    if create:
-        await create_object(api, SECRETS, body, "default")
-    else:
-        await patch_object(api, SECRETS, name, {"data": body["data"]}, "default")
+async def seal_to_daemon(
+    api: ApiClient, node: str, content: bytes, secret_hash: str, *, not_key: str | None = None
+) -> str:
+    """What the controller does: wait for the daemon's ``status.sealingKey`` (another
+    than ``not_key``), seal ``content`` to it and write the hash and the blob in one
+    patch. Returns the key."""
+    obj = await wait_bn(
+        api,
+        node,
+        lambda o: (o.get("status") or {}).get("sealingKey") not in (None, not_key),
+        "the daemon's sealing key published",
+    )
+    key = str(obj["status"]["sealingKey"])
+    sealed = seal(content, key, node=node, secret_hash=secret_hash)
+    await set_spec(api, node, pullSecretHash=secret_hash, sealedPullSecret=sealed.to_wire())
+    return key
 
 
 def auth_file(host: Host) -> tuple[bytes, int] | None:
@@ -435,81 +440,90 @@ def auth_file(host: Host) -> tuple[bytes, int] | None:
 async def test_pull_secret_written_rewritten_and_removed(
     api: ApiClient, daemons: Daemons, node: str, tmp_path: Path
 ) -> None:
+    """The daemon reads no Secret: the controller (here the test) seals the content to
+    the key the daemon publishes."""
     host = new_host(tmp_path)
     secret = unique_name("pull")
     first, second = dockerconfig("alice"), dockerconfig("bob")
-    await put_secret(api, secret, first, create=True)
-    try:
-        ref = {"name": secret, "namespace": "default"}
-        await create_bootc_node(api, node, D1, pullSecretRef=ref, pullSecretHash="h1")
-        daemon = daemons.start(node, host)
-        await wait_for(lambda: auth_file(host) == (first, 0o600), WAIT, "auth.json written, 0600")
+    ref = {"name": secret, "namespace": "default"}
+    await create_bootc_node(api, node, D1, pullSecretRef=ref, pullSecretHash="h1")
+    daemon = daemons.start(node, host)
+    key = await seal_to_daemon(api, node, first, "h1")
+    await wait_for(lambda: auth_file(host) == (first, 0o600), WAIT, "auth.json written, 0600")
 
-        await put_secret(api, secret, second, create=False)
-        await set_spec(api, node, pullSecretHash="h2")
-        await wait_for(lambda: auth_file(host) == (second, 0o600), WAIT, "auth.json rewritten")
-        assert not list(host.auth_file.parent.glob(".auth.json.*")), "no temporary files left"
+    assert await seal_to_daemon(api, node, second, "h2") == key, "one key per process"
+    await wait_for(lambda: auth_file(host) == (second, 0o600), WAIT, "auth.json rewritten")
+    assert not list(host.auth_file.parent.glob(".auth.json.*")), "no temporary files left"
 
-        # an unusable secret on an up-to-date node: noted, not Degraded (nothing to
-        # pull), and the last good file stays
-        await set_spec(
-            api,
-            node,
-            pullSecretRef={"name": "missing", "namespace": "default"},
-            pullSecretHash="h3",
-        )
-        problem = "pull secret default/missing: not found (keeping the previous file)"
-        obj = await wait_bn(
-            api,
-            node,
-            lambda o: settled(o) and problem in condition(o, c.COND_IDLE).get("message", ""),
-            "the pull secret problem noted in Idle",
-        )
-        assert condition(obj, c.COND_IDLE)["status"] == "True"
-        assert (
-            condition(obj, c.COND_IDLE)["message"] == f"{problem} (not needed now: nothing to pull)"
-        )
-        assert not is_degraded(obj)
-        assert auth_file(host) == (second, 0o600)
-        # ... but Degraded as soon as the node has to pull with it
-        host.set_fault("switch-fail", message="Switching: Pulling: unauthorized")
-        await set_spec(api, node, desiredImage=D2)
-        obj = await wait_bn(api, node, lambda o: settled(o) and is_degraded(o), "Degraded")
-        assert problem in degraded_message(obj)
-        host.clear_faults()
-        await set_spec(api, node, desiredImage=D1)
+    # a blob that does not open (bound to another secret version) on an up-to-date
+    # node: noted, not Degraded (nothing to pull), and the last good file stays
+    await set_spec(api, node, pullSecretHash="h3")
+    problem = f"pull secret default/{secret}: the sealed pull secret does not open for node {node}"
+    obj = await wait_bn(
+        api,
+        node,
+        lambda o: settled(o) and problem in condition(o, c.COND_IDLE).get("message", ""),
+        "the pull secret problem noted in Idle",
+    )
+    assert condition(obj, c.COND_IDLE)["status"] == "True"
+    message = condition(obj, c.COND_IDLE)["message"]
+    assert message.endswith("(keeping the previous file) (not needed now: nothing to pull)")
+    assert not is_degraded(obj)
+    assert auth_file(host) == (second, 0o600)
+    # ... but Degraded as soon as the node has to pull with it
+    host.set_fault("switch-fail", message="Switching: Pulling: unauthorized")
+    await set_spec(api, node, desiredImage=D2)
+    obj = await wait_bn(api, node, lambda o: settled(o) and is_degraded(o), "Degraded")
+    assert problem in degraded_message(obj)
+    host.clear_faults()
+    await set_spec(api, node, desiredImage=D1)
 
-        await set_spec(api, node, pullSecretRef=None, pullSecretHash=None)
-        await wait_for(lambda: auth_file(host) is None, WAIT, "auth.json removed")
-        await wait_bn(api, node, is_idle, "healthy without a pull secret")
-        log_text = daemon.log(100_000)
-        assert "secret-alice" not in log_text and "secret-bob" not in log_text
-        assert base64.b64encode(first).decode() not in log_text
-    finally:
-        with contextlib.suppress(ApiError):
-            await delete_object(api, SECRETS, secret, "default")
+    await set_spec(api, node, pullSecretRef=None, pullSecretHash=None, sealedPullSecret=None)
+    await wait_for(lambda: auth_file(host) is None, WAIT, "auth.json removed")
+    await wait_bn(api, node, is_idle, "healthy without a pull secret")
+    log_text = daemon.log(100_000)
+    assert "secret-alice" not in log_text and "secret-bob" not in log_text
+    assert base64.b64encode(first).decode() not in log_text
 
 
-async def test_pull_secret_is_rewritten_after_a_reboot(
+async def test_a_restarted_daemon_waits_for_the_secret_sealed_to_its_new_key(
     api: ApiClient, daemons: Daemons, node: str, tmp_path: Path
 ) -> None:
+    """The private key lives in the daemon's memory: after a restart (here with a
+    reboot, which empties /run) the daemon publishes a new key and stages nothing that
+    needs a pull until the secret is sealed to it, saying so; then it writes the file
+    and stages."""
     host = new_host(tmp_path)
-    secret = unique_name("pull")
     content = dockerconfig("carol")
-    await put_secret(api, secret, content, create=True)
-    try:
-        ref = {"name": secret, "namespace": "default"}
-        await create_bootc_node(api, node, D1, pullSecretRef=ref, pullSecretHash="h1")
-        daemon = daemons.start(node, host)
-        await wait_for(lambda: auth_file(host) == (content, 0o600), WAIT, "auth.json written")
-        assert await daemon.stop() == 0
-        host.reboot()  # /run is a tmpfs
-        assert auth_file(host) is None
-        daemons.start(node, host)
-        await wait_for(lambda: auth_file(host) == (content, 0o600), WAIT, "auth.json rewritten")
-    finally:
-        with contextlib.suppress(ApiError):
-            await delete_object(api, SECRETS, secret, "default")
+    ref = {"name": unique_name("pull"), "namespace": "default"}
+    await create_bootc_node(api, node, D1, pullSecretRef=ref, pullSecretHash="h1")
+    daemon = daemons.start(node, host)
+    old = await seal_to_daemon(api, node, content, "h1")
+    await wait_for(lambda: auth_file(host) == (content, 0o600), WAIT, "auth.json written")
+    assert await daemon.stop() == 0
+    host.reboot()  # /run is a tmpfs
+    assert auth_file(host) is None
+    await set_spec(api, node, desiredImage=D2)  # a pull, with the old blob in the spec
+    daemons.start(node, host)
+    waiting = await wait_bn(
+        api,
+        node,
+        lambda o: (
+            (o.get("status") or {}).get("sealingKey") not in (None, old)
+            and condition(o, c.COND_IDLE).get("message", "").startswith(f"waiting to stage {D2}")
+        ),
+        "the new key published, the switch waiting for the seal",
+    )
+    idle = condition(waiting, c.COND_IDLE)
+    assert (idle["status"], idle["reason"]) == ("False", c.REASON_STAGING)
+    assert "is not sealed to this daemon's key" in idle["message"]
+    assert not is_degraded(waiting)
+    assert running_switch(host) is None and auth_file(host) is None
+    await seal_to_daemon(api, node, content, "h1", not_key=old)
+    await wait_for(lambda: auth_file(host) == (content, 0o600), WAIT, "auth.json rewritten")
+    await wait_bn(
+        api, node, lambda o: condition(o, c.COND_IDLE).get("reason") == c.REASON_STAGED, "staged"
+    )
 
 
 async def test_an_auth_file_the_daemon_did_not_write_survives_its_start(

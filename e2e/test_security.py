@@ -21,12 +21,18 @@ no CRDs, no kube-controller-manager.
   refused the DaemonSet's label; it gets no daemon token, no mirror Pod running
   as the daemon and no pull secret. The controller, with its own
   ServiceAccount's rights, strips the label from a Node without a BootcNode.
+- Sealed pull secrets: member nodes mint their daemon's token themselves (kubelet
+  certificate, TokenRequest for the daemon Pod bound to them); that token gets no
+  Secret (403), publishes a sealing key only in its own BootcNode, and the
+  controller (its own ServiceAccount) seals each member's pool secret to that key:
+  each node opens its own blob, and no other node's, of its pool or another.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import copy
 import json
 import ssl
@@ -51,6 +57,7 @@ from bootc_operator.kube.rest import (
     patch_object,
     request_json,
 )
+from bootc_operator.sealing import NodeKey, Sealed, SealedForAnotherKey, UnsealFailed
 from e2e.controllerenv import running_controller
 from e2e.helpers import condition, image, unique_name, wait_for
 from hack.installgen import INSTALL_YAML, render
@@ -280,7 +287,6 @@ CONTROLLER_DENIED: list[Check] = [
 DAEMON_NEEDS: list[Check] = [
     *(chk(v, "bootcnodes", group=B) for v in ("get", "list", "watch")),
     chk("patch", "bootcnodes", group=B, sub="status"),
-    chk("get", "secrets", ns=NS),
     chk("create", "tokenreviews", group="authentication.k8s.io"),
     chk("create", "subjectaccessreviews", group="authorization.k8s.io"),
 ]
@@ -291,9 +297,9 @@ DAEMON_DENIED: list[Check] = [
     # Pools are none of its business.
     *(chk(v, "bootcnodepools", group=B) for v in ("get", "list", "update", "patch")),
     chk("patch", "bootcnodepools", group=B, sub="status"),
-    # Secrets: get by name in the operator's namespace only.
-    chk("list", "secrets", ns=NS),
-    chk("watch", "secrets", ns=NS),
+    # Secrets: none at all, not even in the operator's namespace (its pull secret
+    # comes sealed to its own key in its BootcNode).
+    *(chk(v, "secrets", ns=NS) for v in ("get", "list", "watch")),
     *(chk(v, "secrets") for v in ("get", "list")),
     chk("get", "secrets", ns="kube-system"),
     chk("get", "secrets", ns="default"),
@@ -426,7 +432,7 @@ def test_no_rule_beyond_the_expected_ones_in_any_namespace(cluster: Cluster) -> 
         ),
         (DAEMON, "kube-system"): daemon,
         (DAEMON, "default"): daemon,
-        (DAEMON, NS): daemon | _expected("core secrets get"),
+        (DAEMON, NS): daemon,
     }
     for (sa, namespace), want in expected.items():
         assert rules_review(cp, sa, namespace) == want, (sa, namespace)
@@ -450,19 +456,10 @@ async def test_pull_secrets_elsewhere_need_an_explicit_role_binding(
         "--clusterrole=bootc-operator-controller-secrets",
         f"--serviceaccount={NS}:{CONTROLLER}",
     )
-    cp.kubectl(
-        "-n",
-        ns,
-        "create",
-        "rolebinding",
-        "bootc-operator-daemon-secrets",
-        "--clusterrole=bootc-operator-daemon-secrets",
-        f"--serviceaccount={NS}:{DAEMON}",
-    )
     for v in ("get", "list", "watch"):
         assert await can(admin, CONTROLLER, chk(v, "secrets", ns=ns))
-    assert await can(admin, DAEMON, chk("get", "secrets", ns=ns))
-    assert not await can(admin, DAEMON, chk("list", "secrets", ns=ns))
+    # the daemon needs none: the controller seals the content to each node's key
+    assert not await can(admin, DAEMON, chk("get", "secrets", ns=ns))
     assert not await can(admin, CONTROLLER, chk("get", "secrets", ns="kube-system"))
 
 
@@ -486,6 +483,17 @@ async def _node(api: ApiClient, name: str) -> None:
             },
         },
     )
+
+
+async def _unbound_client(cluster: Cluster, admin: ApiClient, sa: str, name: str) -> ApiClient:
+    """A client with a token of ``sa`` bound to no Pod (TokenRequest by the admin)."""
+    review = await request_json(
+        admin,
+        "POST",
+        f"/api/v1/namespaces/{NS}/serviceaccounts/{sa}/token",
+        body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
+    )
+    return await api_client(cluster.token_kubeconfig(review["status"]["token"], name))
 
 
 async def _pod_token(api: ApiClient, pod: Obj) -> str:
@@ -569,13 +577,7 @@ async def test_daemon_credentials_without_a_node_name_are_denied(
     node name in tokens) gets no write at all, with a message that says why."""
     node = unique_name("node-c")
     await _node(admin, node)
-    review = await request_json(
-        admin,
-        "POST",
-        f"/api/v1/namespaces/{NS}/serviceaccounts/{DAEMON}/token",
-        body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
-    )
-    client = await api_client(cluster.token_kubeconfig(review["status"]["token"], "unbound"))
+    client = await _unbound_client(cluster, admin, DAEMON, "unbound")
     async with client:
         with pytest.raises(ApiError) as denied:
             await patch_object(client, BOOTC_NODES, node, _status_patch(1), subresource="status")
@@ -718,13 +720,7 @@ async def test_the_controller_strips_the_placement_label_from_nodes_without_a_bo
             NODES_R,
             {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": initial}},
         )
-    token = await request_json(
-        admin,
-        "POST",
-        f"/api/v1/namespaces/{NS}/serviceaccounts/{CONTROLLER}/token",
-        body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
-    )
-    ctl_api = await api_client(cluster.token_kubeconfig(token["status"]["token"], "controller"))
+    ctl_api = await _unbound_client(cluster, admin, CONTROLLER, "controller")
 
     async def labels(name: str) -> dict[str, str]:
         node = await get_object(admin, NODES_R, name)
@@ -786,3 +782,137 @@ async def test_the_controller_strips_the_placement_label_from_nodes_without_a_bo
             return c.MANAGED_LABEL not in await labels(waiting)
 
         await wait_for(waiting_stripped, 60, "the node no pool selects any more unlabelled")
+
+
+# ------------------------------------------------------------------ sealed pull secrets
+
+
+def _dockerconfig(user: str) -> bytes:
+    token = base64.b64encode(f"{user}:pw-{user}".encode()).decode()
+    return json.dumps({"auths": {f"{user}.example.com": {"auth": token}}}).encode()
+
+
+async def _daemon_client_of(cluster: Cluster, admin: ApiClient, node: str) -> ApiClient:
+    """The daemon's credentials as a (compromised) member node gets them itself: with
+    its kubelet certificate it asks for a token of the daemon Pod bound to it."""
+    pod = await create_object(
+        admin, PODS_R, _pod_from("DaemonSet", NS, unique_name(DAEMON), node=node), NS
+    )
+    kubelet = await api_client(node_kubeconfig(cluster, node))
+    async with kubelet:
+        token = await _pod_token(kubelet, pod)
+    return await api_client(cluster.token_kubeconfig(token, f"daemon-{node}"))
+
+
+async def test_a_member_reads_only_its_own_pools_secret_sealed_to_its_own_key(
+    cluster: Cluster, admin: ApiClient
+) -> None:
+    """Issue 27 §2, "better still": a member node (labelled by its pool, with a daemon
+    Pod and so the daemon's token) can read no Secret at all; it gets its own pool's
+    pull secret sealed to the key its daemon published, and cannot open another
+    node's blob, of its own pool or another."""
+    group_a, group_b = unique_name("sa"), unique_name("sb")
+    a1, a2, b1 = unique_name("a1"), unique_name("a2"), unique_name("b1")
+    secret_a, secret_b = unique_name("pull-a"), unique_name("pull-b")
+    content = {secret_a: _dockerconfig("alice"), secret_b: _dockerconfig("bob")}
+    for name, raw in content.items():
+        await create_object(
+            admin,
+            SECRETS_R,
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": name, "namespace": NS},
+                "type": "kubernetes.io/dockerconfigjson",
+                "data": {".dockerconfigjson": base64.b64encode(raw).decode()},
+            },
+            NS,
+        )
+    for name, group in ((a1, group_a), (a2, group_a), (b1, group_b)):
+        await create_object(
+            admin,
+            NODES_R,
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": name, "labels": {"g": group}},
+            },
+        )
+    ctl_api = await _unbound_client(cluster, admin, CONTROLLER, "ctl-seal")
+    daemons = {n: await _daemon_client_of(cluster, admin, n) for n in (a1, a2, b1)}
+    keys = {n: NodeKey.generate() for n in daemons}
+
+    async def opened(node: str) -> bytes | None:
+        """What ``node``'s daemon reads from its own BootcNode (None: not sealed yet)."""
+        spec = (await get_object(daemons[node], BOOTC_NODES, node))["spec"]
+        sealed = spec.get("sealedPullSecret")
+        if not sealed or sealed["keyID"] != keys[node].key_id:
+            return None
+        return keys[node].unseal(
+            Sealed.from_wire(sealed), node=node, secret_hash=spec["pullSecretHash"]
+        )
+
+    async def members_opened() -> bool:
+        return (
+            await opened(a1) == await opened(a2) == content[secret_a]
+            and await opened(b1) == content[secret_b]
+        )
+
+    try:
+        async with ctl_api, running_controller(ctl_api):
+            for group, name in ((group_a, secret_a), (group_b, secret_b)):
+                pool = pool_body(group, {"g": group}, image(1))
+                pool["spec"]["pullSecretRef"] = {"name": name, "namespace": NS}
+                await create_object(admin, BOOTC_NODE_POOLS, pool)
+
+            async def members_labelled() -> bool:
+                for n in daemons:
+                    node = await get_object(admin, NODES_R, n)
+                    if not _daemonset_places_on(node["metadata"].get("labels") or {}):
+                        return False
+                return True
+
+            await wait_for(members_labelled, 60, "every member placed for the daemon")
+            # the daemons' tokens read no Secret: neither their pool's nor another's
+            for n, client in daemons.items():
+                for name in content:
+                    with pytest.raises(ApiError) as denied:
+                        await get_object(client, SECRETS_R, name, NS)
+                    assert denied.value.status == 403, (n, name, denied.value)
+            # each daemon publishes its key in its own status, and only there
+            for n, client in daemons.items():
+                await patch_object(
+                    client,
+                    BOOTC_NODES,
+                    n,
+                    {"status": {"sealingKey": keys[n].public}},
+                    subresource="status",
+                )
+            with pytest.raises(ApiError) as other:
+                await patch_object(
+                    daemons[a1],
+                    BOOTC_NODES,
+                    b1,
+                    {"status": {"sealingKey": keys[a1].public}},
+                    subresource="status",
+                )
+            assert other.value.status == 403 and POLICY in str(other.value), other.value
+            await wait_for(members_opened, 60, "each member's pool secret sealed to its key")
+            # a1 may read the other BootcNodes (RBAC cannot say "its own"), but opens none
+            # of their blobs: of its own pool (a2) or of the other pool (b1), as sent or
+            # relabelled with its own key id
+            for other_node in (a2, b1):
+                spec = (await get_object(daemons[a1], BOOTC_NODES, other_node))["spec"]
+                blob = Sealed.from_wire(spec["sealedPullSecret"])
+                with pytest.raises(SealedForAnotherKey):
+                    keys[a1].unseal(blob, node=a1, secret_hash=spec["pullSecretHash"])
+                forged = Sealed(keys[a1].key_id, blob.data)
+                for as_node in (a1, other_node):
+                    with pytest.raises(UnsealFailed):
+                        keys[a1].unseal(forged, node=as_node, secret_hash=spec["pullSecretHash"])
+    finally:
+        for client in daemons.values():
+            await client.close()
+        for group in (group_a, group_b):
+            with contextlib.suppress(ApiError):
+                await delete_object(admin, BOOTC_NODE_POOLS, group)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import copy
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -29,6 +30,7 @@ from bootc_operator.daemon.bootc_status import HostStatus, parse_document
 from bootc_operator.daemon.decide import RetryPolicy
 from bootc_operator.daemon.hostcmd import HostCommandError, HostCommands
 from bootc_operator.kube import ApiError
+from bootc_operator.sealing import NodeKey, seal
 
 NODE = "node-1"
 REPO = "quay.io/example/os"
@@ -406,43 +408,55 @@ async def test_booted_short_is_written(
     assert api.obj["status"]["bootedShort"] == "a" * 12
 
 
-@pytest.mark.parametrize(
-    ("error", "text"),
-    [
-        (
-            ApiError(500, "InternalError", "etcdserver: leader changed"),
-            "cannot read pull secret ns/pull: the API server answered 500: "
-            "etcdserver: leader changed; retrying in 10s",
-        ),
-        (TimeoutError(), "cannot read pull secret ns/pull: request timed out; retrying in 10s"),
-    ],
-)
-async def test_a_failed_pull_secret_read_is_one_line_and_retried(
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    journal: list[Any],
-    caplog: pytest.LogCaptureFixture,
-    error: Exception,
-    text: str,
-) -> None:
-    async def get_object(*_: Any, **__: Any) -> Any:
-        journal.append("get secret")
-        raise error
+def with_pull_secret(node: dict[str, Any], secret_hash: str = "h") -> dict[str, Any]:
+    node["spec"].update(
+        pullSecretRef={"name": "pull", "namespace": "ns"}, pullSecretHash=secret_hash
+    )
+    return node
 
-    monkeypatch.setattr(agent_mod, "get_object", get_object)
+
+def seal_to_published_key(agent: Agent, api: Api, content: bytes) -> None:
+    """What the controller does once the daemon published its key: seal the pull
+    secret to it (a spec change: a new generation), seen by the daemon's informer."""
+    status, spec = api.obj["status"], api.obj["spec"]
+    spec["sealedPullSecret"] = seal(
+        content, status["sealingKey"], node=NODE, secret_hash=spec["pullSecretHash"]
+    ).to_wire()
+    api.obj["metadata"]["generation"] += 1
+    agent.informer.apply("MODIFIED", copy.deepcopy(api.obj))
+
+
+CONFIG = b'{"auths": {"quay.io": {"auth": "dTpw"}}}'
+
+
+async def test_a_switch_waits_for_the_pull_secret_sealed_to_its_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, journal: list[Any]
+) -> None:
+    """The daemon reads no Secret: it publishes a key, and stages once the controller
+    sealed the pull secret to it; meanwhile it waits, saying so, not Degraded."""
     host = FakeHost(journal, host_doc(A))
-    node = bootc_node(A)
-    node["spec"].update(pullSecretRef={"name": "pull", "namespace": "ns"}, pullSecretHash="h")
+    # sealed to the key of the daemon before a restart: no use to this one
+    node = with_pull_secret(bootc_node(B))
+    node["spec"]["sealedPullSecret"] = seal(
+        CONFIG, NodeKey.generate().public, node=NODE, secret_hash="h"
+    ).to_wire()
     agent, api = make_agent(tmp_path, monkeypatch, journal, node, host)
-    assert await agent.reconcile(NODE) == 10.0
-    # the node's status is still written (the secret is not needed to report it)
-    assert journal == ["get secret", "status", ("patch", c.REASON_IDLE)]
+    await agent.reconcile(NODE)
+    key = api.obj["status"]["sealingKey"]
+    assert len(base64.b64decode(key)) == 32
+    idle = idle_cond(api)
+    assert (idle["status"], idle["reason"]) == ("False", c.REASON_STAGING)
+    assert idle["message"].startswith(f"waiting to stage {B}: pull secret ns/pull is not sealed")
     assert degraded_cond(api)["status"] == "False"
-    (warning,) = [r for r in caplog.records if r.levelno >= logging.WARNING]
-    assert warning.getMessage() == text and warning.exc_info is None
-    # retried on the next reconcile, with a longer delay
-    assert await agent.reconcile(NODE) == 20.0
-    assert journal.count("get secret") == 2
+    assert not any(isinstance(e, tuple) and e[0] == "switch" for e in journal)
+    assert not (tmp_path / "run/ostree/auth.json").exists()
+
+    seal_to_published_key(agent, api, CONFIG)
+    await agent.reconcile(NODE)
+    await asyncio.wait_for(next_trigger(agent), 10)  # the switch task ends
+    assert ("switch", B) in journal
+    assert json.loads((tmp_path / "run/ostree/auth.json").read_bytes()) == json.loads(CONFIG)
+    assert api.obj["status"]["sealingKey"] == key, "one key per process"
 
 
 # ------------------------------------------------------------------ issue 16: boot assessment
@@ -829,18 +843,11 @@ async def test_a_hostile_pull_secret_is_reported_degraded(
 ) -> None:
     content, message = HOSTILE_SECRETS[kind]
 
-    async def get_object(*_: Any, **__: Any) -> Any:
-        journal.append("get secret")
-        return {
-            "type": "kubernetes.io/dockerconfigjson",
-            "data": {".dockerconfigjson": base64.b64encode(content).decode()},
-        }
-
-    monkeypatch.setattr(agent_mod, "get_object", get_object)
     host = FakeHost(journal, host_doc(A))
-    node = bootc_node(B)  # a node that has to pull: the problem makes it Degraded
-    node["spec"].update(pullSecretRef={"name": "pull", "namespace": "ns"}, pullSecretHash="h")
+    node = with_pull_secret(bootc_node(B))  # a node that has to pull: Degraded
     agent, api = make_agent(tmp_path, monkeypatch, journal, node, host)
+    await agent.reconcile(NODE)  # publishes the key
+    seal_to_published_key(agent, api, content)
     await agent.reconcile(NODE)
     await asyncio.wait_for(next_trigger(agent), 10)  # the switch task ends
     degraded = degraded_cond(api)

@@ -1240,3 +1240,31 @@ def test_an_image_that_fails_the_crd_pattern_is_never_switched_to(image: str) ->
                 assert d.degraded.status and d.degraded.reason == c.REASON_INVALID_IMAGE
                 assert d.degraded.message.startswith("spec.desiredImage ")
                 assert d.degraded.message.endswith("; not switching to it")
+
+
+def test_a_pull_waits_for_the_sealed_pull_secret_and_nothing_else_does() -> None:
+    """``pull_wait``: the pull secret is not sealed to this daemon's key yet. A switch
+    that would pull waits (Staging, saying why, not Degraded); what pulls nothing, and
+    a switch already running, go on."""
+    wait = "pull secret ns/s is not sealed to this daemon's key k yet"
+
+    def run(desired: Desired, view: HostView, work: Work = Work()) -> Decision:  # noqa: B008
+        return decide(desired, view, work, now=NOW, retry=RETRY, pull_wait=wait)
+
+    for view in (ON_A, host(entry(A), entry(C))):  # rule 7, and 4b's re-stage
+        want = B if view is ON_A else A
+        d = run(Desired(want), view)
+        assert d.start_switch is None
+        assert d.idle == Cond(False, c.REASON_STAGING, f"waiting to stage {want}: {wait}")
+        assert d.degraded == HEALTHY
+    # a failed pull keeps its Degraded while waiting for new credentials
+    d = run(Desired(B), ON_A, Work(last=failed("switch", B, 1, 1, SWITCH_ERROR)))
+    assert d.start_switch is None and d.degraded == deg(SWITCH_ERROR)
+    # nothing to pull: unchanged
+    assert run(Desired(A), ON_A) == decide(Desired(A), ON_A, Work(), now=NOW, retry=RETRY)
+    staged = run(Desired(B, BOOTED, DRAINED), A_STAGED_B)
+    assert staged.reboot and staged.degraded == HEALTHY
+    assert run(Desired(A), B_ROLLBACK_A).rollback
+    # a switch under way goes on
+    d = run(Desired(B), ON_A, Work(switching=B))
+    assert not d.cancel_switch and d.idle is not None and d.idle.reason == c.REASON_STAGING

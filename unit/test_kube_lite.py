@@ -227,7 +227,8 @@ def test_query_strings_are_encoded_like_kubernetes_asyncio() -> None:
 def test_the_daemon_does_not_import_kubernetes_asyncio() -> None:
     """The daemon's modules and ``bootc-operator daemon --help`` stay clear of the
     generated models (~70 MiB, ~0.8 s), of the pool models (``api.v1alpha1``: the
-    daemon needs ``api.wire`` only) and of pydantic (~9 MiB with its compiled core);
+    daemon needs ``api.wire`` only), of pydantic (~9 MiB with its compiled core) and of
+    cryptography (~10 MiB; imported once a pull secret is named);
     a fresh interpreter, as this one has them."""
     code = (
         "import sys\n"
@@ -238,6 +239,8 @@ def test_the_daemon_does_not_import_kubernetes_asyncio() -> None:
         "assert 'bootc_operator.api.v1alpha1' not in sys.modules\n"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('pydantic', 'pydantic_core'))\n"
         "assert not bad, bad[:5]\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] == 'cryptography')\n"
+        "assert not bad, ('cryptography before a pull secret is named', bad[:5])\n"
         "from bootc_operator.kube import load_api_client\n"
         "assert 'kubernetes_asyncio.client' in sys.modules, 'the lazy export still works'\n"
     )

@@ -253,10 +253,8 @@ def test_secret_rules_are_bound_only_in_the_operator_namespace() -> None:
         if d["kind"] in ("ClusterRole", "Role")
         and any("secrets" in r.get("resources", []) for r in d.get("rules", []))
     }
-    assert secret_roles == {
-        ("ClusterRole", "bootc-operator-controller-secrets"),
-        ("ClusterRole", "bootc-operator-daemon-secrets"),
-    }
+    # the daemon reads none: its pull secret comes sealed to its key (issue 27 §2)
+    assert secret_roles == {("ClusterRole", "bootc-operator-controller-secrets")}
     for d in docs:
         if d["kind"] not in ("RoleBinding", "ClusterRoleBinding"):
             continue

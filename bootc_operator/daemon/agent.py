@@ -12,7 +12,7 @@ Shaped like client-go's sample-controller with a single key, the node's name:
   (the host does not depend on the BootcNode), so the first reconcile uses that
   read instead of waiting for its own;
 - one worker (``run_workers``) runs ``Agent.reconcile``, so reconciles never overlap:
-  sync the pull secret → re-read ``bootc status`` when stale (never while our switch
+  sync the pull secret (below) → re-read ``bootc status`` when stale (never while our switch
   runs: bootc holds the sysroot lock; an image staged since the last read while we ran
   no command was staged out of band: logged, and named in the status while the
   spec's image replaces it) → read the boot assessment when due →
@@ -35,8 +35,16 @@ boot), then while it is ``Pending`` or ``Unknown`` again after a short capped ba
 daemon starts afresh with the host's next boot. It is reported only; it changes no
 decision of the daemon.
 
-A failed API request (the status patch, the pull secret's GET) is one log line
-naming the BootcNode / Secret and the API server's reason — "not allowed to write
+Pull secret: the daemon reads no Secrets. When its BootcNode names a pull secret it
+makes an X25519 key pair (``sealing.NodeKey``, the private key in memory only, so a
+restart makes a new one) and publishes the public key with its next status write
+(``status.sealingKey``); the controller seals the Secret's content to it
+(``spec.sealedPullSecret``); the daemon opens it and writes the auths to the host's
+auth.json. Until the blob is sealed to this process's key, a switch that would pull
+waits, saying so (``Idle=False/Staging``, not Degraded).
+
+A failed API request (the status patch) is one log line
+naming the BootcNode and the API server's reason — "not allowed to write
 BootcNode B: ..." for a 403, e.g. a token bound to another node — and the key is
 retried after the capped backoff (``--backoff-initial`` .. ``--backoff-max``), never a
 traceback per retry. Nothing is done on the host while the status cannot be written
@@ -82,7 +90,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
@@ -91,8 +99,8 @@ from bootc_operator.daemon import metrics as m
 from bootc_operator.daemon.assessment import assess, recheck_after
 from bootc_operator.daemon.authfile import (
     PullSecretError,
+    auth_content,
     auth_path,
-    docker_config,
     remove_auth_file,
     write_auth_file,
 )
@@ -122,21 +130,22 @@ from bootc_operator.informers.objects import DeletedFinalStateUnknown, Obj
 from bootc_operator.informers.overlay import Overlay
 from bootc_operator.kube import (
     BOOTC_NODES,
-    SECRETS,
     Api,
     ApiError,
     ConfigError,
-    get_object,
     load_lite_client,
 )
 from bootc_operator.kube.rest import patch_object
 from bootc_operator.runtime.process import serve, unless_stopped, wait_first
 from bootc_operator.workqueue import RateLimitingQueue, run_workers
 
+if TYPE_CHECKING:
+    from bootc_operator.sealing import NodeKey
+
 log = logging.getLogger("daemon")
 
 SHUTDOWN_GRACE = 10.0
-SecretWant = tuple[str, str, str]
+SecretWant = tuple[str, str, str, str, str]  # namespace, name, hash, keyID, data
 
 
 @dataclass(frozen=True)
@@ -211,6 +220,8 @@ class Agent:
         self._secret_known = False
         self._secret_want: SecretWant | None = None
         self._secret_problem: str | None = None
+        self._secret_wait: str | None = None
+        self._key: NodeKey | None = None  # made when a pull secret is first named
         self._seen_spec: tuple[Any, Any] | None = None
         # API requests: consecutive failures (for the retry backoff), status fields the
         # server does not keep (an older CRD)
@@ -294,7 +305,7 @@ class Agent:
             self._host_stale = True  # decide a new spec from fresh host status
         spec = obj.get("spec") or {}
         desired = desired_from_spec(spec, meta.get("annotations"))
-        secret_problem = await self._sync_pull_secret(spec)
+        secret_problem = self._sync_pull_secret(spec)
         await self._read_host(status=self._switch_task is None and self._host_stale)
         decision = decide(
             desired,
@@ -303,6 +314,7 @@ class Agent:
             now=self.clock(),
             retry=self.config.retry,
             pull_problems=[secret_problem] if secret_problem else [],
+            pull_wait=self._secret_wait,
         )
         if decision.forget_attempt:
             self._last = None
@@ -410,7 +422,13 @@ class Agent:
                     },
                 )
         new = build_status(
-            current, decision, images, generation, dt.datetime.now(dt.UTC), self._assessment
+            current,
+            decision,
+            images,
+            generation,
+            dt.datetime.now(dt.UTC),
+            self._assessment,
+            sealing_key=self._key.public if self._key is not None else None,
         )
         for pruned in self._pruned:
             new.pop(pruned, None)
@@ -604,19 +622,39 @@ class Agent:
 
     # ------------------------------------------------------------ pull secret
 
-    async def _sync_pull_secret(self, spec: Obj) -> str | None:
-        """Make the host's auth.json follow spec.pullSecretRef/Hash; a problem text or None.
+    def _sealing_key(self) -> NodeKey:
+        """This process's key pair, made when a pull secret is first named (the private
+        key stays in memory; ``sealing`` and ``cryptography`` are imported only then)."""
+        if self._key is None:
+            from bootc_operator.sealing import NodeKey  # noqa: PLC0415 (about 10 MiB RSS)
 
-        Done at start and whenever the ref or hash changes; a problem is retried when
-        the host is re-read anyway (poll, inotify). The last good file stays.
+            self._key = NodeKey.generate()
+            log.info(
+                "made a key for the sealed pull secret; publishing it in status.sealingKey",
+                extra={**self._ctx, "key_id": self._key.key_id[:12]},
+            )
+        return self._key
+
+    def _sync_pull_secret(self, spec: Obj) -> str | None:
+        """Make the host's auth.json follow spec.sealedPullSecret; a problem text or None.
+
+        Done at start and whenever the ref, hash or sealed blob changes; a problem is
+        retried when the host is re-read anyway (poll, inotify). The last good file
+        stays. A blob not sealed to this process's key (none yet, or sealed to the key
+        of the daemon before a restart) is not a problem: ``_secret_wait`` says what
+        the daemon waits for, and a switch waits with it (``decide``'s ``pull_wait``).
         """
         ref = spec.get("pullSecretRef") or None
         want: SecretWant | None = None
         if isinstance(ref, dict):
+            sealed = spec.get("sealedPullSecret")
+            sealed = sealed if isinstance(sealed, dict) else {}
             want = (
                 str(ref.get("namespace") or ""),
                 str(ref.get("name") or ""),
                 str(spec.get("pullSecretHash") or ""),
+                str(sealed.get("keyID") or ""),
+                str(sealed.get("data") or ""),
             )
         if (
             self._secret_known
@@ -625,6 +663,7 @@ class Agent:
         ):
             return self._secret_problem
         self._secret_known, self._secret_want = True, want
+        self._secret_wait = None
         path = auth_path(self.config.host_root)
         if want is None:
             self._secret_problem = None
@@ -642,29 +681,32 @@ class Agent:
                 self._secret_problem = f"cannot remove {path}: {exc.strerror}"
                 log.warning(self._secret_problem, extra=self._ctx)
             return self._secret_problem
-        namespace, name, secret_hash = want
+        namespace, name, secret_hash, kid, data = want
+        where = f"pull secret {namespace}/{name}"
         problem: str | None = None
         try:
             if not namespace or not name:
                 raise PullSecretError("pullSecretRef needs both name and namespace")
-            secret = await get_object(self.api, SECRETS, name, namespace)
-            changed = write_auth_file(self.config.host_root, docker_config(secret))
-        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
-            self._secret_known = False  # transient: try again on the retry
-            self._api_error(f"read pull secret {namespace}/{name}", exc)
-            return self._secret_problem
-        except ApiError as exc:
-            if exc.status not in (403, 404):
-                self._secret_known = False  # transient: try again on the retry
-                self._api_error(f"read pull secret {namespace}/{name}", exc)
-                return self._secret_problem
-            problem = f"pull secret {namespace}/{name}: " + (
-                "not found" if exc.not_found else f"cannot read it: {exc.message or exc.reason}"
-            )
+            key = self._sealing_key()
+            if kid != key.key_id:
+                self._secret_problem = None
+                self._secret_wait = (
+                    f"{where} is not sealed to this daemon's key {key.key_id[:12]} yet "
+                    "(status.sealingKey); waiting for the controller"
+                )
+                log.info(self._secret_wait, extra=self._ctx)
+                return None
+            from bootc_operator.sealing import Sealed, SealingError  # noqa: PLC0415
+
+            try:
+                content = key.unseal(Sealed(kid, data), node=self.node, secret_hash=secret_hash)
+            except SealingError as exc:
+                raise PullSecretError(str(exc)) from None
+            changed = write_auth_file(self.config.host_root, auth_content(content))
         except PullSecretError as exc:
-            problem = f"pull secret {namespace}/{name}: {exc}"
+            problem = f"{where}: {exc}"
         except OSError as exc:
-            problem = f"pull secret {namespace}/{name}: cannot write {path}: {exc.strerror}"
+            problem = f"{where}: cannot write {path}: {exc.strerror}"
         else:
             if changed:
                 log.info(

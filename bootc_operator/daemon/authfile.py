@@ -7,8 +7,10 @@ win over whatever the image or the admin put in ``/etc`` and ``/usr/lib`` (those
 are never touched), and vanish at reboot (``/run`` is a tmpfs): the daemon writes the
 file again when it starts.
 
-- ``docker_config(secret)``: what to write for a Secret's ``.dockerconfigjson`` (type
-  ``kubernetes.io/dockerconfigjson``): only its ``auths``, re-serialised by
+- ``auth_content(content)`` (the bytes of a ``.dockerconfigjson``, as the daemon
+  unseals them from its BootcNode's ``spec.sealedPullSecret``) and
+  ``docker_config(secret)`` (the same from a Secret object of type
+  ``kubernetes.io/dockerconfigjson``): what to write: only its ``auths``, re-serialised by
   ``registry.hostauth.host_auth_json`` (a ``credHelpers`` or ``credsStore`` key would
   make bootc run a program as root); ``PullSecretError`` otherwise, with a message
   that never contains the secret's content.
@@ -72,6 +74,12 @@ def docker_config(secret: Mapping[str, Any]) -> bytes:
         content = base64.b64decode(encoded, validate=True)
     except (binascii.Error, ValueError):
         raise PullSecretError(f"{DOCKER_CONFIG_KEY} is not valid base64") from None
+    return auth_content(content)
+
+
+def auth_content(content: bytes) -> bytes:
+    """What to write for the bytes of a ``.dockerconfigjson`` (e.g. unsealed from
+    ``spec.sealedPullSecret``): only its ``auths``, re-serialised."""
     try:
         doc = safejson.loads(content)
     except safejson.JSONInputError as exc:

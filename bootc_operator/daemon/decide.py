@@ -125,7 +125,11 @@ time; a newer desired image wins). ``pull_problems`` (an unusable pull secret) m
 the node has to pull (rules 1, 4b's re-stage, 7) or is Degraded anyway (2, 3); a node
 that runs or has staged its desired image, or rolls back to it (4a, 6: ``bootc
 rollback`` pulls nothing), needs no credentials, so there the problem is only noted in
-the ``Idle`` message.
+the ``Idle`` message. ``pull_wait`` (the pull secret is not sealed to this daemon's
+key yet: it has just published the key, or restarted with a new one) holds back a
+switch that would pull (4b, 7): ``Idle=False/Staging`` "waiting to stage X: ...", not
+Degraded; the controller's seal arrives as a BootcNode update and the daemon decides
+again. A switch already running (1) and everything that pulls nothing go on.
 """
 
 from __future__ import annotations
@@ -462,13 +466,22 @@ def _stage(
     action: Literal["switch", "rollback"] = "switch",
     queued: bool = False,
     notes: tuple[str, ...] = (),
+    wait: str | None = None,
 ) -> Decision:
     """Start (or retry after the backoff) a switch to ``image``, or a ``bootc rollback``
     (``action``); ``idle`` while it runs. ``extra`` problems make Degraded, ``notes``
     (pull problems where nothing is pulled) go into the Idle message; ``queued``: bootc
-    status shows a queued rollback."""
+    status shows a queued rollback; ``wait``: why the credentials for a switch are not
+    there yet (no switch until they are)."""
     failed = last if last is not None and last.action == action else None
     forget = forget or (last is not None and last.action != action)
+    if wait is not None and action == "switch":
+        problem = attempt_problem(failed, staged_image) if failed is not None else None
+        return Decision(
+            Cond(False, c.REASON_STAGING, f"waiting to stage {image}: {wait}"),
+            degraded_by(problem, extra),
+            cancel_switch=other_switch,
+        )
     start_switch = image if action == "switch" else None
     rollback = action == "rollback"
     if failed is not None:
@@ -553,6 +566,7 @@ def decide(
     now: float,
     retry: RetryPolicy,
     pull_problems: Sequence[str] = (),
+    pull_wait: str | None = None,
 ) -> Decision:
     """The next step for this node; see the module docstring for the rules."""
     bad_image = desired_image_problem(desired.image) if desired is not None else None
@@ -646,6 +660,7 @@ def decide(
             retry=retry,
             other_switch=other_switch,
             extra=extra,
+            wait=pull_wait,
         )
 
     # 5. the desired image boots next: staged, or the rollback deployment, queued
@@ -762,4 +777,5 @@ def decide(
         retry=retry,
         other_switch=other_switch,
         extra=extra,
+        wait=pull_wait,
     )

@@ -14,6 +14,8 @@ Pure functions over wire dicts (camelCase, as the API server stores them):
   new ``booted`` next to an old ``Complete`` would pass a health gate the new boot
   never passed. None (not read) writes none. ``lastRebootKind`` is the decision's
   ``reboot_kind`` when it reboots (written with ``Idle=False/Rebooting``), else kept.
+  ``sealingKey`` is this process's public key (``sealing_key``), or none: a key an
+  earlier process published is removed (its private key died with it).
 - ``completed_reboot(current, images)``: the kind of the reboot the host just came
   back from (``lastRebootKind``, ``Full`` if unset), when the status on the server is
   the ``Idle=False/Rebooting`` one the daemon wrote before rebooting and bootc now
@@ -52,6 +54,7 @@ SLOTS = ("booted", "staged", "rollback")
 BOOTED_SHORT: Final = "bootedShort"
 BOOT_ASSESSMENT: Final = "bootAssessment"
 LAST_REBOOT_KIND: Final = "lastRebootKind"
+SEALING_KEY: Final = "sealingKey"
 SHORT_HEX: Final = 12
 _DIGEST = re.compile(r"[a-z0-9]+(?:[.+_-][a-z0-9]+)*:([0-9a-fA-F]{32,})")
 
@@ -81,6 +84,8 @@ def build_status(
     generation: int | None,
     now: dt.datetime,
     assessment: BootAssessment | None = None,
+    *,
+    sealing_key: str | None = None,
 ) -> Status:
     current = current or {}
     conditions = [dict(cond) for cond in current.get("conditions") or ()]
@@ -110,6 +115,7 @@ def build_status(
     status[BOOT_ASSESSMENT] = None if assessment is None else assessment.to_wire()
     kind = decision.reboot_kind
     status[LAST_REBOOT_KIND] = kind.value if kind is not None else current.get(LAST_REBOOT_KIND)
+    status[SEALING_KEY] = sealing_key
     status["conditions"] = conditions
     return status
 
@@ -168,4 +174,9 @@ def same_status(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> boo
 
 def status_patch(status: Mapping[str, Any]) -> dict[str, Any]:
     """The merge patch that makes the server's status exactly ``status``."""
-    return {"status": {**dict.fromkeys((*SLOTS, BOOTED_SHORT, BOOT_ASSESSMENT)), **status}}
+    return {
+        "status": {
+            **dict.fromkeys((*SLOTS, BOOTED_SHORT, BOOT_ASSESSMENT, SEALING_KEY)),
+            **status,
+        }
+    }
