@@ -116,13 +116,17 @@ def test_the_comparison_sees_a_change_either_way() -> None:
     """A verb added to a rule, and a rule dropped, both show."""
     docs = _objects()
     before = manifest_grants(docs)
-    daemon = next(d for d in docs if d["metadata"]["name"] == "bootc-operator-daemon-secrets")
-    daemon["rules"][0]["verbs"].append("list")
-    assert manifest_grants(docs) - before == {
-        ("daemon", f"ns {NAMESPACE}", "core", "secrets", "", "list")
-    }
+    daemon = next(
+        d
+        for d in docs
+        if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "bootc-operator-daemon"
+    )
+    status = next(r for r in daemon["rules"] if r["resources"] == ["bootcnodes/status"])
+    status["verbs"].append("update")
+    grant = ("daemon", "cluster", "node.bootc.dev", "bootcnodes/status", "")
+    assert manifest_grants(docs) - before == {(*grant, "update")}
     daemon["rules"] = []
-    assert ("daemon", f"ns {NAMESPACE}", "core", "secrets", "", "get") not in manifest_grants(docs)
+    assert (*grant, "patch") not in manifest_grants(docs)
     reader = {
         "kind": "ClusterRole",
         "metadata": {"name": "bootc-operator-metrics-reader"},
