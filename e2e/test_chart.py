@@ -184,8 +184,11 @@ def test_values_reach_the_objects(helm: Helm) -> None:
         ("bootc-operator", "", "bootc-operator"),
         ("my-bootc-operator", "", "my-bootc-operator"),
         ("edge", "", "edge-bootc-operator"),
-        ("edge", "bop", "bop"),
+        ("bootc-operator-x", "", "bootc-operator-x-bootc-operator"),
+        ("r" * 53, "", "r" * 29 + "-bootc-operator"),
+        ("edge", "prod-bootc-operator", "prod-bootc-operator"),
     ],
+    ids=["default", "suffix", "other", "infix", "long", "override"],
 )
 def test_object_names_follow_the_release(
     helm: Helm, release: str, override: str, fullname: str
@@ -199,6 +202,15 @@ def test_object_names_follow_the_release(
             assert namespace in ("", "ops") or name == f"{fullname}-events", (kind, name)
     args = container(objs, "Deployment", f"{fullname}-controller", "ops")["args"]
     assert f"--leader-election-id={fullname}-controller" in args
+    # The alerting rules and the dashboard find the metrics jobs (Service names).
+    services = [name for kind, _, name in objs if kind == "Service"]
+    assert all(len(name) <= 63 for name in services), services
+    kit = (CHART / "files" / "prometheusrule.yaml").read_text()
+    kit += (CHART / "files" / "grafana-dashboard.json").read_text().replace('\\"', '"')
+    jobs = set(re.findall(r'job=~"([^"]+)"', kit))
+    assert jobs
+    for pattern in jobs:
+        assert [n for n in services if re.fullmatch(pattern, n)], (pattern, services)
 
 
 def test_metrics_plain_http_and_own_certificate(helm: Helm) -> None:
@@ -267,6 +279,10 @@ def test_packaged_chart_renders_the_same(helm: Helm, tmp_path: Path) -> None:
             ("--set", "daemon.extraArgs={poll-interval=60s}"),
             r"at '/daemon/extraArgs/0': 'poll-interval=60s' does not match pattern '\^-'",
         ),
+        (
+            ("--set", "fullnameOverride=bootc-operator-prod"),
+            r"at '/fullnameOverride': 'bootc-operator-prod' does not match pattern",
+        ),
         # the templates' own checks
         (
             ("--set", "controller.leaderElection.enabled=false"),
@@ -274,7 +290,7 @@ def test_packaged_chart_renders_the_same(helm: Helm, tmp_path: Path) -> None:
         ),
         (("--namespace", "default"), r'namespace "default": install with --namespace NAME'),
     ],
-    ids=["enum", "digest", "unknown-key", "minimum", "args", "replicas", "namespace"],
+    ids=["enum", "digest", "unknown-key", "minimum", "args", "fullname", "replicas", "namespace"],
 )
 def test_bad_values_fail_with_a_clear_message(
     helm: Helm, args: tuple[str, ...], message: str

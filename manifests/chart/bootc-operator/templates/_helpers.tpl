@@ -5,14 +5,20 @@ so that the default render equals install.yaml object for object (Helm stamps it
 own meta.helm.sh/release-* annotations and managed-by label on the live objects).
 */}}
 
-{{/* "<release>" if it contains "bootc-operator", else "<release>-bootc-operator". */}}
+{{/*
+The names' prefix: the release name if it ends with "bootc-operator" (and is at
+most 44 characters: "<fullname>-controller-metrics" is a Service name, at most
+63), else "<release, cut to 29>-bootc-operator". It always ends with
+"bootc-operator": the alerting rules and the dashboard find the metrics jobs
+(the Service names) by "bootc-operator-controller" and "bootc-operator-daemon".
+*/}}
 {{- define "bootc-operator.fullname" -}}
 {{- if .Values.fullnameOverride -}}
-{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" -}}
-{{- else if contains .Chart.Name .Release.Name -}}
-{{- .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- .Values.fullnameOverride -}}
+{{- else if and (hasSuffix .Chart.Name .Release.Name) (le (len .Release.Name) 44) -}}
+{{- .Release.Name -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 40 | trimSuffix "-" -}}
+{{- printf "%s-%s" (.Release.Name | trunc 29 | trimSuffix "-") .Chart.Name -}}
 {{- end -}}
 {{- end -}}
 
