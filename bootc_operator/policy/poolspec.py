@@ -127,10 +127,6 @@ class PoolPolicy:
         )
 
 
-#: the name this type had before it held the whole policy
-PoolSpecCheck = PoolPolicy
-
-
 def check_pool(pool: Mapping[str, Any], resolved: Mapping[str, str] | None = None) -> PoolPolicy:
     """The pool's policy; ``resolved``: tag ref -> digest, as this process resolved it."""
     spec = pool.get("spec") or {}
