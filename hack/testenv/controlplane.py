@@ -30,6 +30,7 @@ import base64
 import contextlib
 import json
 import os
+import random
 import shutil
 import socket
 import ssl
@@ -86,14 +87,47 @@ class ControlPlaneError(RuntimeError):
 
 
 _HANDED_OUT: set[int] = set()
+#: private, seeded from the OS: tests that seed the global ``random`` must not make
+#: two processes pick the same ports
+_PICK = random.Random()
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    """The kernel's range for ``bind(0)`` and outgoing connections."""
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def free_port() -> int:
     """A currently free TCP port on 127.0.0.1, never one this process handed out before.
 
-    The kernel may give a just-released port to the next ``bind(0)``: two daemons of
-    one test were once handed the same probe port before either bound it, and one
-    died with "address already in use"."""
+    Picked at random *below* the kernel's ephemeral range, where neither ``bind(0)`` nor
+    an outgoing connection (of this or any other process on the machine) lands: a port
+    from ``bind(0)`` could be taken by such a connection between the hand-out and the
+    child's bind, and a daemon once died with "address already in use". Only another
+    test process picking the same random port in that window could still collide.
+    Falls back to ``bind(0)`` where the ephemeral range leaves no room below it.
+    """
+    low, _ = _ephemeral_range()
+    floor = 10000
+    if low - floor >= 1000:
+        for _ in range(200):
+            port = _PICK.randrange(floor, low)
+            if port not in _HANDED_OUT and _bindable(port):
+                _HANDED_OUT.add(port)
+                return port
     while True:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             s.bind(("127.0.0.1", 0))
