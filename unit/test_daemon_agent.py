@@ -818,7 +818,7 @@ async def test_hostile_bootc_status_is_reported_degraded(
     agent, api = make_agent(tmp_path, monkeypatch, journal, bootc_node(A), host)
     assert await agent.reconcile(NODE) == 10.0  # retried after the backoff, no traceback
     degraded = degraded_cond(api)
-    assert (degraded["status"], degraded["reason"]) == ("True", c.REASON_ERROR)
+    assert (degraded["status"], degraded["reason"]) == ("True", c.REASON_UNREADABLE_STATUS)
     assert degraded["message"].startswith(f"bootc status output is not JSON ({reason})")
 
 

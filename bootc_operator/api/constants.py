@@ -148,3 +148,6 @@ REASON_ERROR: Final = "Error"
 REASON_REBOOT_NOT_ALLOWED: Final = "RebootNotAllowed"
 # spec.desiredImage fails the CRD's pattern (checked again on the node): not switching.
 REASON_INVALID_IMAGE: Final = "InvalidImage"
+#: node Degraded: bootc status ran but printed what the daemon cannot read (not JSON,
+#: nested too deep, a number too long, an unknown shape); bootc's own failures stay Error
+REASON_UNREADABLE_STATUS: Final = "UnreadableStatus"

@@ -116,7 +116,7 @@ from bootc_operator.daemon.decide import (
     desired_from_spec,
     out_of_band_stage,
 )
-from bootc_operator.daemon.hostcmd import HostCommandError, HostCommands
+from bootc_operator.daemon.hostcmd import HostCommandError, HostCommands, UnreadableStatus
 from bootc_operator.daemon.hostwatch import HostWatch
 from bootc_operator.daemon.status_report import (
     Status,
@@ -196,6 +196,7 @@ class Agent:
         # what bootc status said
         self._host_status: HostStatus | None = None
         self._host_error: str | None = None
+        self._host_unreadable = False
         self._status_failures = 0
         self._host_stale = True
         self._host_changes = 0  # host_changed calls: a read clears staleness only if none came
@@ -327,7 +328,9 @@ class Agent:
         return until if requeue is None else min(requeue, until)
 
     def _host_view(self) -> HostView:
-        return HostView(self._host_status, self._host_error, self._status_failures)
+        return HostView(
+            self._host_status, self._host_error, self._status_failures, self._host_unreadable
+        )
 
     def _work(self) -> Work:
         return Work(
@@ -356,12 +359,14 @@ class Agent:
             if message != self._host_error:
                 log.warning("cannot read bootc status: %s", message, extra=self._ctx)
             self._host_error = message
+            self._host_unreadable = isinstance(exc, UnreadableStatus)
             self._status_failures += 1
             return
         if self._host_error is not None:
             log.info("bootc status readable again", extra=self._ctx)
         self._note_out_of_band(status)
         self._host_status, self._host_error, self._status_failures = status, None, 0
+        self._host_unreadable = False
         # a change reported while bootc status ran may not be in what it printed
         self._host_stale = self._host_changes != changes
 

@@ -206,6 +206,8 @@ class HostView:
     error: str | None = None
     #: consecutive failed reads (for the re-read backoff)
     failures: int = 0
+    #: the read ran but its output was refused (``UnreadableStatus``), not a bootc failure
+    unreadable: bool = False
 
 
 @dataclass(frozen=True)
@@ -377,19 +379,22 @@ def reverting(image: str, queued: str | None) -> Cond:
     )
 
 
-def degraded(*problems: str | None) -> Cond:
-    """``Degraded=True/Error`` with the problems joined, or ``False/Healthy`` if none."""
+def degraded(*problems: str | None, reason: str = c.REASON_ERROR) -> Cond:
+    """``Degraded=True/Error`` (or ``reason``) with the problems joined, or
+    ``False/Healthy`` if none."""
     found = [p for p in problems if p]
-    return Cond(True, c.REASON_ERROR, "; ".join(found)) if found else HEALTHY
+    return Cond(True, reason, "; ".join(found)) if found else HEALTHY
 
 
-def degraded_by(problem: str | None, pull_problems: Sequence[str]) -> Cond:
+def degraded_by(
+    problem: str | None, pull_problems: Sequence[str], *, reason: str = c.REASON_ERROR
+) -> Cond:
     """``degraded`` for ``problem`` plus the pull-secret problems; the reason is
     ``PullSecretError`` when the pull secret is all that is wrong (e.g. a secret with a
     ``credHelpers`` key, refused on the node), so it is told apart from bootc's errors."""
     if problem is None and any(pull_problems):
         return Cond(True, c.REASON_PULL_SECRET_ERROR, "; ".join(p for p in pull_problems if p))
-    return degraded(problem, *pull_problems)
+    return degraded(problem, *pull_problems, reason=reason)
 
 
 def reboot_not_allowed(image: str, missing: Sequence[str]) -> Cond:
@@ -594,9 +599,10 @@ def decide(
     # 2. no usable host status
     if host.error is not None or host.status is None:
         error = host.error or "bootc status has not been read yet"
+        why = c.REASON_UNREADABLE_STATUS if host.unreadable else c.REASON_ERROR
         return Decision(
             None,
-            degraded_by(error, extra),
+            degraded_by(error, extra, reason=why),
             cancel_switch=other_switch,
             requeue_after=retry.delay(max(1, host.failures)),
         )

@@ -144,6 +144,10 @@ class CommandTimeout(HostCommandError):
     pass
 
 
+class UnreadableStatus(HostCommandError):
+    """``bootc status`` exited 0 but printed something the parser refuses."""
+
+
 @dataclass(frozen=True)
 class Result:
     argv: tuple[str, ...]
@@ -279,7 +283,7 @@ class HostCommands:
             host = parse_status(result.stdout)
         except BootcStatusError as exc:
             m.COMMAND_FAILURES.labels("status").inc()
-            raise HostCommandError(str(exc)) from None
+            raise UnreadableStatus(str(exc)) from None
         m.LAST_STATUS_REFRESH.set(time.time())
         return host
 
