@@ -33,6 +33,9 @@ DESIRED_DIGEST_LABEL: Final = "bootc.dev/desired-digest"
 # BootcNode annotations: the rollout's only memory, so a restarted controller resumes.
 IN_REBOOT_SLOT_ANNOTATION: Final = "bootc.dev/in-reboot-slot"
 WAS_CORDONED_ANNOTATION: Final = "bootc.dev/was-cordoned"
+# What the Node carried under the autoscaler annotations a slot holder gets (JSON of
+# the keys present), restored when the slot ends (policy/autoscaler.py).
+AUTOSCALER_PRIOR_ANNOTATION: Final = "bootc.dev/autoscaler-prior"
 # When the controller asked a slot holder to reboot (set desiredImageState: Booted);
 # rebootTimeoutSeconds counts from here.
 REBOOT_REQUESTED_ANNOTATION: Final = "bootc.dev/reboot-requested"

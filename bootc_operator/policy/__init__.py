@@ -12,6 +12,8 @@ these, and write what they decide; ``kubectl bootc`` explains with the same code
 - ``placement_plan``: which Nodes carry the daemon's placement label;
 - ``nodestate``: one member's row of the state table (``NodeView``);
 - ``slots``: reboot-slot planning and the slot protocol (take, release, uncordon);
+- ``autoscaler``: living alongside cluster autoscalers (annotations a slot holder
+  carries and their restoration; nodes an autoscaler is removing);
 - ``drainplan``: which pods a drain evicts, how its outcome reads;
 - ``poolstatus``: pool status aggregation (counts, conditions, phase).
 """

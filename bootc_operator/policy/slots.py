@@ -53,6 +53,7 @@ from typing import Any
 
 from bootc_operator.api import constants as c
 from bootc_operator.api.wire import DesiredImageState
+from bootc_operator.policy.autoscaler import PROTECT, restore_annotations
 from bootc_operator.policy.health import GateResult, Verdict, choose_canaries
 from bootc_operator.policy.nodestate import NodeState, NodeView
 from bootc_operator.policy.poolspec import PoolPolicy
@@ -130,16 +131,36 @@ def is_unhealthy_holder(v: NodeView, now: dt.datetime, reboot_timeout: float | N
 # place that spells them; rollout and membership both use them.
 
 
-def take_patch(taken_at: str, *, was_cordoned: bool) -> dict[str, Any]:
-    """The BootcNode merge patch that takes a slot (written *before* cordoning)."""
-    return {
-        "metadata": {
-            "annotations": {
-                c.IN_REBOOT_SLOT_ANNOTATION: taken_at,
-                c.WAS_CORDONED_ANNOTATION: "true" if was_cordoned else "false",
-            }
-        }
+def take_patch(
+    taken_at: str, *, was_cordoned: bool, autoscaler_prior: str | None = None
+) -> dict[str, Any]:
+    """The BootcNode merge patch that takes a slot (written *before* cordoning);
+    ``autoscaler_prior``: ``autoscaler.prior_record`` of the Node."""
+    annotations = {
+        c.IN_REBOOT_SLOT_ANNOTATION: taken_at,
+        c.WAS_CORDONED_ANNOTATION: "true" if was_cordoned else "false",
     }
+    if autoscaler_prior is not None:
+        annotations[c.AUTOSCALER_PRIOR_ANNOTATION] = autoscaler_prior
+    return {"metadata": {"annotations": annotations}}
+
+
+def node_take_patch() -> dict[str, Any]:
+    """The Node merge patch of a slot taken (after ``take_patch``): cordon, and the
+    autoscalers told to leave it alone (``autoscaler.PROTECT``)."""
+    return {"spec": {"unschedulable": True}, "metadata": {"annotations": dict(PROTECT)}}
+
+
+def node_release_patch(annotations: Mapping[str, str]) -> dict[str, Any]:
+    """The Node merge patch that gives a slot (or the node) back, from the BootcNode's
+    ``annotations``: uncordon per ``must_uncordon``, the autoscaler annotations as
+    recorded (``autoscaler.restore_annotations``). Empty: nothing to write."""
+    patch: dict[str, Any] = {}
+    if must_uncordon(annotations):
+        patch["spec"] = {"unschedulable": None}
+    if restore := restore_annotations(annotations):
+        patch["metadata"] = {"annotations": restore}
+    return patch
 
 
 def release_annotations() -> dict[str, str | None]:
@@ -147,6 +168,7 @@ def release_annotations() -> dict[str, str | None]:
     return {
         c.IN_REBOOT_SLOT_ANNOTATION: None,
         c.WAS_CORDONED_ANNOTATION: None,
+        c.AUTOSCALER_PRIOR_ANNOTATION: None,
         c.REBOOT_REQUESTED_ANNOTATION: None,
         c.HEALTH_CHECK_ANNOTATION: None,
         c.DRAIN_SUMMARY_ANNOTATION: None,

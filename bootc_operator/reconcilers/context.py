@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +38,7 @@ from bootc_operator.kube import (
     ApiError,
     create_object,
     delete_object,
+    get_object,
     patch_object,
 )
 from bootc_operator.kube.rest import request_json
@@ -45,6 +46,7 @@ from bootc_operator.policy.nodestate import NodeView, ViewCache
 from bootc_operator.policy.ownership import POOL_INDEX, pool_of
 from bootc_operator.policy.placement_plan import managed_label_patch
 from bootc_operator.policy.poolspec import PoolPolicy, check_pool
+from bootc_operator.policy.slots import node_release_patch, node_take_patch
 from bootc_operator.runtime.events import EventRecorder, ObjectRef
 
 Obj = dict[str, Any]
@@ -291,6 +293,29 @@ class Context:
         if trust_cache and bool(node.get("spec", {}).get("unschedulable")) == value:
             return True
         return await self.patch_node(name, {"spec": {"unschedulable": value or None}}) is not None
+
+    async def live_node(self, name: str) -> Obj | None:
+        """Node ``name`` as the API server has it now (None: gone), for what a lagging
+        cache must not decide: what a slot records as the Node's prior state."""
+        try:
+            return await get_object(self.api, NODES, name)
+        except ApiError as err:
+            if err.not_found:
+                return None
+            raise
+
+    async def hold_node(self, name: str) -> bool:
+        """A slot taken: cordon Node ``name`` and tell the autoscalers to leave it alone
+        (``slots.node_take_patch``), whatever the cache says; True when it exists."""
+        return await self.patch_node(name, node_take_patch()) is not None
+
+    async def give_node_back(self, name: str, annotations: Mapping[str, str]) -> None:
+        """Restore what a slot changed on Node ``name``, from its BootcNode's
+        ``annotations`` (``slots.node_release_patch``). Sent whatever the cache says
+        the Node carries (see ``set_unschedulable``)."""
+        patch = node_release_patch(annotations)
+        if patch and self.node(name) is not None:
+            await self.patch_node(name, patch)
 
     async def set_managed_label(self, name: str, managed: bool) -> bool:
         """Label a member for the daemon (or unlabel it); True when it wrote."""

@@ -20,7 +20,8 @@
   ``desiredImageState: Staged`` in one request;
 - every BootcNode of the pool whose Node left (label change, deletion,
   conflict lost) is released: its drain cancelled, the Node's cordon restored
-  per ``bootc.dev/was-cordoned``, the managed label removed (unless another pool
+  per ``bootc.dev/was-cordoned`` and its autoscaler annotations per
+  ``bootc.dev/autoscaler-prior``, the managed label removed (unless another pool
   owns the Node), the BootcNode deleted.
 
 Departures are handled before arrivals; within each, nodes are handled
@@ -54,7 +55,6 @@ from bootc_operator.policy.sealing_plan import SealAction, seal_action
 from bootc_operator.policy.slots import (
     STAGED,
     gives_slot_back_on_retarget,
-    must_uncordon,
     release_annotations,
 )
 from bootc_operator.reconcilers.context import Context, Obj, pool_ref
@@ -300,8 +300,7 @@ class MembershipReconciler:
                 if gives_slot_back_on_retarget(held, current.get("desiredImageState", "")):
                     # Cordon restored first, so a failure never leaves a node cordoned
                     # without a slot.
-                    if must_uncordon(held):
-                        await ctx.set_unschedulable(node_name, False)
+                    await ctx.give_node_back(node_name, held)
                     annotations.update(release_annotations())
             label = desired_digest_label(current.get("desiredImage"))
             have = bn["metadata"].get("labels") or {}
@@ -338,8 +337,7 @@ class MembershipReconciler:
         name = bn["metadata"]["name"]
         pool_name = pool_of(bn) or ""
         self._cancel_drain(name)
-        if must_uncordon(bn["metadata"].get("annotations") or {}):
-            await ctx.set_unschedulable(name, False)
+        await ctx.give_node_back(name, bn["metadata"].get("annotations") or {})
         if not still_managed:
             await ctx.set_managed_label(name, False)
         await ctx.delete_bootc_node(bn)

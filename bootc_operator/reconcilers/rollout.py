@@ -10,10 +10,13 @@ keep their order:
 
 1. **release** holders that are done (UpToDate, Idle, Ready) or whose target
    moved before they rebooted: cancel the drain, uncordon unless
-   ``bootc.dev/was-cordoned: "true"``, remove the slot annotations;
+   ``bootc.dev/was-cordoned: "true"``, put the autoscaler annotations back as
+   ``bootc.dev/autoscaler-prior`` recorded them (``policy/autoscaler.py``),
+   remove the slot annotations;
 2. **take** new slots: annotate the BootcNode (``bootc.dev/in-reboot-slot`` =
-   time taken, ``bootc.dev/was-cordoned``) *then* cordon the Node, then start
-   its drain;
+   time taken, ``bootc.dev/was-cordoned``, ``bootc.dev/autoscaler-prior``, read
+   from the live Node) *then* cordon the Node and annotate it for the
+   autoscalers (one write), then start its drain;
 3. **health gate** (``spec.health``, ``health.py``): a holder that rebooted into
    the target keeps its slot until its checks pass; its BootcNode's
    ``bootc.dev/health-check`` annotation says which check is pending. A failed
@@ -48,6 +51,7 @@ import logging
 from bootc_operator.api import constants as c
 from bootc_operator.api.timefmt import now_rfc3339, parse_time
 from bootc_operator.api.v1alpha1 import RebootKind
+from bootc_operator.policy.autoscaler import prior_record
 from bootc_operator.policy.health import (
     GateResult,
     Verdict,
@@ -62,7 +66,6 @@ from bootc_operator.policy.slots import (
     adoption,
     adoption_patch,
     must_restore_staged,
-    must_uncordon,
     next_reboot_deadline,
     plan_pool,
     release_patch,
@@ -264,8 +267,7 @@ class RolloutReconciler:
         ctx = self.ctx
         name = v.name
         self.drains.cancel(name)
-        if must_uncordon(bn["metadata"].get("annotations") or {}):
-            await ctx.set_unschedulable(name, False)
+        await ctx.give_node_back(name, bn["metadata"].get("annotations") or {})
         taken = slot_taken_at(bn)
         # a rolled-back node keeps the note saying why it was held back
         keep = {c.HEALTH_CHECK_ANNOTATION: v.health_note} if v.rolling_back else None
@@ -345,10 +347,14 @@ class RolloutReconciler:
     async def _take(self, pool: Obj, bn: Obj, now: dt.datetime) -> None:
         ctx = self.ctx
         name = bn["metadata"]["name"]
-        node = ctx.node(name)
+        # What the slot will restore is read from the server: a lagging cache could
+        # show our own annotations of an earlier slot as the admin's.
+        node = await ctx.live_node(name)
         was_cordoned = bool((node or {}).get("spec", {}).get("unschedulable"))
-        await ctx.patch_bootc_node(bn, take_patch(now_rfc3339(now), was_cordoned=was_cordoned))
-        await ctx.set_unschedulable(name, True)
+        prior = prior_record((node or {}).get("metadata", {}).get("annotations") or {})
+        taking = take_patch(now_rfc3339(now), was_cordoned=was_cordoned, autoscaler_prior=prior)
+        await ctx.patch_bootc_node(bn, taking)
+        await ctx.hold_node(name)
         pool_name = pool["metadata"]["name"]
         if was_cordoned:
             # Someone else cordoned it: we did not, and we will leave it cordoned.
@@ -404,8 +410,7 @@ class RolloutReconciler:
             return drain_timeout - elapsed + 0.5
         message = f"drain timed out after {int(drain_timeout)}s: {res.message(name)}"
         self.drains.cancel(name)
-        if must_uncordon(bn["metadata"].get("annotations") or {}):
-            await ctx.set_unschedulable(name, False)
+        await ctx.give_node_back(name, bn["metadata"].get("annotations") or {})
         spec_state = (bn.get("spec") or {}).get("desiredImageState", STAGED)
         blocked = {c.DRAIN_BLOCKED_ANNOTATION: message[:1000]}
         await ctx.patch_bootc_node(bn, release_patch(spec_state, blocked))

@@ -865,6 +865,7 @@ def test_release_patch_clears_the_whole_memory_and_never_leaves_booted(state: st
     assert patch["metadata"]["annotations"] == {
         SLOT: None,
         WAS: None,
+        c.AUTOSCALER_PRIOR_ANNOTATION: None,
         REQ: None,
         c.HEALTH_CHECK_ANNOTATION: None,
         c.DRAIN_SUMMARY_ANNOTATION: None,

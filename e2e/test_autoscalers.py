@@ -1,0 +1,141 @@
+"""Rollouts alongside cluster autoscalers (issue 29 §3), on the real API server.
+
+The daemons are simulated (``Fleet``); a node in ``Fleet.never_ready`` stays in its
+reboot, so it holds its slot until the test lets it come back:
+
+- a slot holder's Node carries Cluster Autoscaler's ``scale-down-disabled`` and
+  Karpenter's ``do-not-disrupt``; when its slot ends the Node gets back exactly
+  what it had (the admin's own value, or nothing), also after a controller restart
+  mid-slot (the record lives on the BootcNode);
+- a node deleted while it holds the slot gives it back at once: the next node
+  takes it while the deleted one could never have come back.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubernetes_asyncio.client import ApiClient
+
+from bootc_operator.api import constants as c
+from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, NODES, ApiError
+from bootc_operator.kube.rest import delete_object, get_object, patch_object
+from bootc_operator.policy.autoscaler import DO_NOT_DISRUPT, PROTECT
+from e2e.controllerenv import add_nodes, create_pool, delete_quietly, get_pool, running_controller
+from e2e.helpers import condition, image, unique_name, wait_for
+from hack.testenv.fleet import Fleet
+from hack.testenv.monitor import SafetyMonitor
+from hack.testenv.pools import pool_body
+
+KEYS = tuple(PROTECT)
+
+
+async def node_annotations(api: ApiClient, name: str) -> dict[str, str]:
+    node = await get_object(api, NODES, name)
+    return {k: v for k, v in (node["metadata"].get("annotations") or {}).items() if k in KEYS}
+
+
+async def holders(api: ApiClient, names: list[str]) -> list[str]:
+    """The nodes among ``names`` whose BootcNode holds a reboot slot."""
+    held = []
+    for name in names:
+        try:
+            bn = await get_object(api, BOOTC_NODES, name)
+        except ApiError as err:
+            if err.not_found:
+                continue
+            raise
+        if c.IN_REBOOT_SLOT_ANNOTATION in (bn["metadata"].get("annotations") or {}):
+            held.append(name)
+    return held
+
+
+async def up_to_date(api: ApiClient, pool: str, n: int, count: int) -> bool:
+    p = await get_pool(api, pool)
+    s: dict[str, Any] = p.get("status") or {}
+    return bool(
+        condition(p, "UpToDate").get("status") == "True"
+        and s.get("targetDigest") == image(n).split("@")[1]
+        and s.get("updatedCount") == count
+    )
+
+
+async def test_slot_holders_carry_the_autoscaler_annotations_and_get_back_what_they_had(
+    api: ApiClient, fleet: Fleet
+) -> None:
+    """Two nodes, one slot: ``a`` had the admin's own ``do-not-disrupt: "false"``, ``b``
+    had neither annotation. Each carries both of ours while in its slot, kept there by
+    a reboot that does not end; the controller is restarted while the first holds it.
+    Once updated, ``a`` has ``do-not-disrupt: "false"`` again (and no scale-down
+    annotation), ``b`` has none."""
+    group = unique_name("autoscale")
+    a, b = await add_nodes(fleet, group, 2, image(1))
+    admins = {a: {DO_NOT_DISRUPT: "false"}, b: {}}
+    await patch_object(api, NODES, a, {"metadata": {"annotations": admins[a]}})
+    fleet.never_ready.update((a, b))
+    async with SafetyMonitor(api, group, 1) as monitor:
+        async with running_controller(api):
+            await create_pool(api, pool_body(group, {"group": group}, image(1)))
+            await wait_for(lambda: up_to_date(api, group, 1, 2), 30, "pool UpToDate on image 1")
+            await patch_object(api, BOOTC_NODE_POOLS, group, {"spec": {"image": {"ref": image(2)}}})
+            first = (await wait_for(lambda: holders(api, [a, b]), 30, "a slot holder"))[0]
+            await wait_for(
+                lambda: _equal(node_annotations(api, first), dict(PROTECT)),
+                30,
+                f"{first} annotated for the autoscalers",
+            )
+        # a new controller (fresh caches) finishes the slot from the BootcNode's record
+        async with running_controller(api):
+            fleet.never_ready.discard(first)
+            fleet.poke(first)
+            second = b if first == a else a
+            await wait_for(lambda: _equal(holders(api, [a, b]), [second]), 30, "the next slot")
+            assert await node_annotations(api, first) == admins[first], "not restored after restart"
+            await wait_for(
+                lambda: _equal(node_annotations(api, second), dict(PROTECT)),
+                30,
+                f"{second} annotated for the autoscalers",
+            )
+            fleet.never_ready.discard(second)
+            fleet.poke(second)
+            await wait_for(lambda: up_to_date(api, group, 2, 2), 30, "pool UpToDate on image 2")
+            for name in (a, b):
+                assert await node_annotations(api, name) == admins[name], name
+                assert not (await get_object(api, NODES, name))["spec"].get("unschedulable")
+    assert monitor.summary.max_slots == 1, monitor.timeline
+    await delete_quietly(api, BOOTC_NODE_POOLS, group)
+
+
+async def _equal(got: Any, expected: Any) -> bool:
+    return bool(await got == expected)
+
+
+async def test_a_node_deleted_in_its_slot_gives_the_slot_back_at_once(
+    api: ApiClient, fleet: Fleet
+) -> None:
+    """Two nodes, one slot, reboots that never end: the first holder's Node is deleted
+    mid-reboot; the other node takes the slot (it could not before: the holder never
+    comes back), and the pool finishes with one node."""
+    group = unique_name("gone")
+    a, b = await add_nodes(fleet, group, 2, image(1))
+    fleet.never_ready.update((a, b))
+    async with SafetyMonitor(api, group, 1) as monitor, running_controller(api):
+        await create_pool(api, pool_body(group, {"group": group}, image(1)))
+        await wait_for(lambda: up_to_date(api, group, 1, 2), 30, "pool UpToDate on image 1")
+        await patch_object(api, BOOTC_NODE_POOLS, group, {"spec": {"image": {"ref": image(2)}}})
+        first = (await wait_for(lambda: holders(api, [a, b]), 30, "a slot holder"))[0]
+        second = b if first == a else a
+        await wait_for(
+            lambda: _equal(node_annotations(api, first), dict(PROTECT)),
+            30,
+            f"{first} holds its slot",
+        )
+        assert await holders(api, [a, b]) == [first]
+        fleet.forget(first)
+        await delete_object(api, NODES, first)
+        await wait_for(lambda: _equal(holders(api, [a, b]), [second]), 30, "the slot passed on")
+        fleet.never_ready.discard(second)
+        fleet.poke(second)
+        await wait_for(lambda: up_to_date(api, group, 2, 1), 30, "pool UpToDate on image 2")
+    assert monitor.summary.max_slots == 1, monitor.timeline
+    await delete_quietly(api, BOOTC_NODE_POOLS, group)
