@@ -54,6 +54,13 @@ HEALTH_FAILED_ANNOTATION: Final = "bootc.dev/health-failed"
 HEALTH_CHECK_ANNOTATION: Final = "bootc.dev/health-check"
 # Node label: canaries are chosen among labelled nodes first (then by name).
 CANARY_LABEL: Final = "bootc.dev/canary"
+#: a qualified label key (optional DNS-subdomain prefix and "/", then a name of 1-63)
+LABEL_KEY_PATTERN: Final = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
+#: a label value (may be empty)
+LABEL_VALUE_PATTERN: Final = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
 # Finalizer on pools: nodes are unlabelled/uncordoned before BootcNodes are collected.
 POOL_FINALIZER: Final = "node.bootc.dev/pool-cleanup"
 # The Go bootc-operator's finalizer for the same cleanup: a pool taken over from it

@@ -104,6 +104,7 @@ POOL_COLUMNS: list[dict[str, Any]] = [
     {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
     {"name": "Image", "type": "string", "jsonPath": ".status.imageShort"},
     {"name": "Target", "type": "string", "jsonPath": ".status.targetShort", "priority": 1},
+    {"name": "Domain", "type": "string", "jsonPath": ".status.currentDomain", "priority": 1},
     {"name": "Nodes", "type": "integer", "jsonPath": ".status.nodeCount"},
     {"name": "Updated", "type": "integer", "jsonPath": ".status.updatedCount"},
     {"name": "Updating", "type": "integer", "jsonPath": ".status.updatingCount"},

@@ -247,6 +247,35 @@ class CanarySpec(WireModel):
     )
 
 
+class TopologySpec(WireModel):
+    """Failure domains: reboots stay inside one domain until it is done."""
+
+    key: str = Field(
+        min_length=1,
+        max_length=317,
+        pattern=c.LABEL_KEY_PATTERN,
+        description="the Node label whose value names a node's domain, e.g. "
+        "topology.kubernetes.io/zone. Nodes without it (or with an empty value) form one "
+        "domain of their own, updated last.",
+    )
+    order: list[str] | None = Field(
+        default=None,
+        max_length=64,
+        description="the domains to update first, in this order; the others follow by name. "
+        "Unset: every domain by name.",
+        json_schema_extra={
+            "x-kubernetes-list-type": "atomic",
+            "items": {"type": "string", "pattern": c.LABEL_VALUE_PATTERN, "maxLength": 63},
+            "x-kubernetes-validations": [
+                {
+                    "rule": "self.all(x, self.exists_one(y, y == x))",
+                    "message": "topology.order must name each domain once",
+                }
+            ],
+        },
+    )
+
+
 class RolloutSpec(WireModel):
     """How updates roll out across the pool's nodes."""
 
@@ -318,6 +347,13 @@ class RolloutSpec(WireModel):
         default=None,
         description="canary nodes update first, alone, and must pass the health gate before "
         "any other node takes a reboot slot; unset: no canaries.",
+    )
+    topology: TopologySpec | None = Field(
+        default=None,
+        description="zone by zone: reboot slots stay inside one failure domain (the value of a "
+        "Node label) until every node there is updated, then move to the next domain; "
+        "maxUnavailable applies inside the domain, stageAhead may stage across domains. "
+        "Unset: slots go to any node.",
     )
     approved_digest: str | None = Field(
         default=None,
@@ -484,6 +520,12 @@ class BootcNodePoolStatus(WireModel):
     )
     target_short: str | None = Field(
         default=None, description="the first 12 hex digits of targetDigest (kubectl get -o wide)."
+    )
+    current_domain: str | None = Field(
+        default=None,
+        description="with spec.rollout.topology, the failure domain whose nodes may take reboot "
+        'slots now; "(unlabelled)" for the nodes without the topology label (kubectl get -o '
+        "wide). Unset when no node is left to update.",
     )
 
 

@@ -88,6 +88,15 @@ class NodeView:
     rollback_image: str | None = None
     booted_desired: bool = False  # the booted deployment runs spec.desiredImage
     canary_label: bool = False  # the Node carries ``bootc.dev/canary``
+    #: the Node's labels, sorted (a tuple, so views stay hashable)
+    labels: tuple[tuple[str, str], ...] = ()
+
+    def label(self, key: str) -> str | None:
+        """The Node's label ``key`` (None: absent)."""
+        for name, value in self.labels:
+            if name == key:
+                return value
+        return None
 
     @property
     def rolling_back(self) -> bool:
@@ -172,6 +181,7 @@ def view(
     if held_back and state is NodeState.UP_TO_DATE:
         state = NodeState.PENDING  # it failed there: runs it only until rolled back
     desired_digest = _digest(desired)
+    node_labels: Mapping[str, str] = ((node or {}).get("metadata") or {}).get("labels") or {}
     return NodeView(
         name=meta.get("name", ""),
         state=state,
@@ -198,7 +208,8 @@ def view(
         rollback_image=rollback_ref(status.get("rollback")),
         booted_desired=desired_digest is not None
         and deployment_matches(status.get("booted"), frozenset({desired_digest})),
-        canary_label=c.CANARY_LABEL in (((node or {}).get("metadata") or {}).get("labels") or {}),
+        canary_label=c.CANARY_LABEL in node_labels,
+        labels=tuple(sorted(node_labels.items())),
     )
 
 

@@ -19,10 +19,12 @@ The target digest:
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from bootc_operator.api import constants as c
 from bootc_operator.api.imageref import InvalidImageRef, parse_image_ref
 from bootc_operator.api.intstr import (
     InvalidIntOrPercent,
@@ -32,6 +34,7 @@ from bootc_operator.api.intstr import (
 from bootc_operator.api.wire import DEFAULT_HEALTH_TIMEOUT_SECONDS
 from bootc_operator.policy.health import HealthPolicy
 from bootc_operator.policy.selectors import InvalidSelector, validate_selector
+from bootc_operator.policy.topology import Topology
 from bootc_operator.policy.windows import Window, parse_windows
 
 DEFAULT_MAX_UNHEALTHY = 2
@@ -71,6 +74,7 @@ class PoolPolicy:
     require_approval: bool = False
     approved_digest: str | None = None
     reboot_policy: str | None = None  # members' spec.rebootPolicy (None: RebootOnly)
+    topology: Topology | None = None  # spec.rollout.topology; None: slots go anywhere
 
     @property
     def awaiting_approval(self) -> bool:
@@ -186,6 +190,7 @@ def check_pool(pool: Mapping[str, Any], resolved: Mapping[str, str] | None = Non
     elif canary is not None:
         problems.append("spec.rollout.canary must be an object")
 
+    topology = _topology(rollout.get("topology"), problems)
     drain_timeout = _seconds(rollout, "drainTimeoutSeconds", problems)
     reboot_timeout = _seconds(rollout, "rebootTimeoutSeconds", problems)
     return PoolPolicy(
@@ -209,7 +214,35 @@ def check_pool(pool: Mapping[str, Any], resolved: Mapping[str, str] | None = Non
         require_approval=isinstance(canary, Mapping) and bool(canary.get("requireApproval")),
         approved_digest=rollout.get("approvedDigest"),
         reboot_policy=_reboot_policy(spec),
+        topology=topology,
     )
+
+
+def _topology(topology: Any, problems: list[str]) -> Topology | None:
+    """``spec.rollout.topology`` as a ``Topology`` (the CRD checks the same; a CRD
+    installed without validation still gets a clear message here)."""
+    if topology is None:
+        return None
+    if not isinstance(topology, Mapping):
+        problems.append("spec.rollout.topology must be an object")
+        return None
+    key = topology.get("key")
+    if not isinstance(key, str) or not re.match(c.LABEL_KEY_PATTERN, key) or len(key) > 317:
+        problems.append(
+            f"spec.rollout.topology.key must be a label key "
+            f"(e.g. topology.kubernetes.io/zone), not {json.dumps(key)}"
+        )
+        return None
+    order = topology.get("order") or []
+    if not isinstance(order, list) or not all(isinstance(d, str) for d in order):
+        problems.append("spec.rollout.topology.order must be a list of label values")
+        return None
+    if dupes := sorted({d for d in order if order.count(d) > 1}):
+        problems.append(
+            f"spec.rollout.topology.order must name each domain once: {', '.join(dupes)} repeated"
+        )
+        return None
+    return Topology(key=key, order=tuple(order))
 
 
 def _reboot_policy(spec: Mapping[str, Any]) -> str | None:

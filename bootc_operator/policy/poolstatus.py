@@ -189,6 +189,7 @@ class RolloutFacts:
     canaries: str = ""  # "canaries first: ..." while canaries go alone
     awaiting_approval: str = ""  # canaries passed, approvedDigest not the target
     blocked_by_alerts: str = ""  # the alert gate's message while it blocks new slots
+    domain: str = ""  # with a topology: "updating topology.kubernetes.io/zone=a (1 of 3)"
 
 
 def rollout_condition(facts: RolloutFacts) -> tuple[bool, str, str]:
@@ -231,6 +232,8 @@ def rollout_condition(facts: RolloutFacts) -> tuple[bool, str, str]:
         return False, c.REASON_AWAITING_APPROVAL, f"{f.awaiting_approval}; {progress}"
     if f.canaries:
         progress += f"; {f.canaries}"
+    if f.domain:
+        progress += f"; {f.domain}"
     if f.health_pending:
         return False, c.REASON_HEALTH_CHECK_PENDING, f"{progress}; {f.health_pending}"
     if f.max_unavailable == 0:

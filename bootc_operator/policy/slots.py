@@ -26,6 +26,9 @@ reconciler turns its answer into API writes. Rules (DESIGN §3):
   (``window_open``); only healthy, Ready, Staged nodes whose spec already names
   the target. Order is deterministic: already-unavailable (unschedulable) nodes
   first, then the one staged longest (Idle condition's transition), then by name.
+- With a topology (``spec.rollout.topology``) only members of the current
+  domain take slots (``topology.current_domain``); candidates elsewhere wait
+  (``other_domains``).
 - A holder that is Staged with ``desiredImageState: Staged`` must be drained;
   after the drain the reconciler sets ``Booted``.
 - ``desiredImageState: Booted`` is only ever legitimate on a node holding a
@@ -57,6 +60,7 @@ from bootc_operator.policy.autoscaler import PROTECT, restore_annotations
 from bootc_operator.policy.health import GateResult, Verdict, choose_canaries
 from bootc_operator.policy.nodestate import NodeState, NodeView
 from bootc_operator.policy.poolspec import PoolPolicy
+from bootc_operator.policy.topology import Topology, current_domain
 from bootc_operator.policy.windows import WindowState, window_state
 
 BOOTED = DesiredImageState.BOOTED.value
@@ -91,6 +95,9 @@ class RolloutPlan:
     canary_pending: tuple[str, ...] = ()  # canaries not yet updated (and passed)
     awaiting_approval: bool = False  # canaries passed; approvedDigest is not the target
     alerts_blocked: bool = False  # candidates wait: a blocking alert fires (or unknown)
+    # spec.rollout.topology: the domain slots stay in (None: no topology, or all done)
+    domain: str | None = None
+    other_domains: tuple[str, ...] = ()  # candidates waiting in a later domain
 
     @property
     def health_halted(self) -> bool:
@@ -348,13 +355,15 @@ def plan_rollout(
     canaries: frozenset[str] = frozenset(),
     approval_needed: bool = False,
     alerts_blocked: bool = False,
+    topology: Topology | None = None,
 ) -> RolloutPlan:
     """The slot decisions (module doc). ``gates``: health-gate verdicts of the holders
     that arrived on the target (``health.gate_results``); a failed one with
     ``rollback_on_failure`` and a rollback deployment is rolled back, else it keeps
     its slot; either halts the rollout. ``canaries``: while any of them is not
     updated, only they may take slots; then, with ``approval_needed``, none.
-    ``alerts_blocked``: a blocking alert fires (the alert gate): no new slots."""
+    ``alerts_blocked``: a blocking alert fires (the alert gate): no new slots.
+    ``topology``: slots stay inside the current domain."""
     gates = gates or {}
     nodes = sorted(views, key=lambda v: v.name)
     release: list[str] = []
@@ -405,6 +414,17 @@ def plan_rollout(
         candidates = [v for v in candidates if v.name in canaries]
     elif approval_needed and candidates:
         awaiting_approval = True
+    domain: str | None = None
+    other_domains: list[str] = []
+    if topology is not None:
+        domain = current_domain(
+            topology,
+            nodes,
+            holders={v.name for v in kept},
+            only=frozenset(canary_pending) if canary_pending else None,
+        )
+        other_domains = [v.name for v in candidates if topology.domain(v) != domain]
+        candidates = [v for v in candidates if topology.domain(v) == domain]
     stopped = halted or bool(health_failed or rollback or held_back) or awaiting_approval
     stopped = stopped or alerts_blocked
     capacity = 0 if paused or stopped or not window_open else max(0, max_unavailable - len(kept))
@@ -438,7 +458,7 @@ def plan_rollout(
         holders=tuple(sorted([v.name for v in kept] + take)),
         unhealthy=tuple(unhealthy),
         halted=halted,
-        waiting=tuple(waiting),
+        waiting=tuple(waiting + other_domains),
         outside=tuple(outside),
         budget_blocked=budget_blocked,
         window_closed=not window_open and bool(candidates),
@@ -452,11 +472,16 @@ def plan_rollout(
         canary_pending=tuple(canary_pending),
         awaiting_approval=awaiting_approval,
         alerts_blocked=alerts_blocked and bool(candidates),
+        domain=domain,
+        other_domains=tuple(other_domains),
     )
 
 
 def plan_staging(
-    views: Iterable[NodeView], stage_ahead: int | None, canaries: frozenset[str] = frozenset()
+    views: Iterable[NodeView],
+    stage_ahead: int | None,
+    canaries: frozenset[str] = frozenset(),
+    topology: Topology | None = None,
 ) -> tuple[str, ...]:
     """Members to point at the target now, under ``spec.rollout.stageAhead``.
 
@@ -465,7 +490,9 @@ def plan_staging(
     staging, or staged and waiting for a slot). Members already running the target
     are retargeted at once (nothing to stage); degraded ones do not count (they
     are not staging). Among the rest: already-unavailable members first (they
-    take slots first), then by name; canaries before all of them. Members held
+    take slots first), then by name; canaries before all of them; with a
+    ``topology``, domain by domain in its order (so the current domain never waits
+    for room taken by a later one). Members held
     back from the target (rolled back) never. None: unlimited, membership retargets
     everyone (nothing left here).
     """
@@ -483,7 +510,12 @@ def plan_staging(
     free = [v.name for v in behind if v.state is NodeState.UP_TO_DATE]
     rest = sorted(
         (v for v in behind if v.state is not NodeState.UP_TO_DATE),
-        key=lambda v: (v.name not in canaries, not v.unschedulable, v.name),
+        key=lambda v: (
+            v.name not in canaries,
+            topology.rank(topology.domain(v)) if topology is not None else (0, 0, ""),
+            not v.unschedulable,
+            v.name,
+        ),
     )
     room = max(0, stage_ahead - on_the_way)
     return tuple(free + [v.name for v in rest[:room]])
@@ -516,8 +548,9 @@ def plan_pool(
         canaries=canaries,
         approval_needed=policy.awaiting_approval,
         alerts_blocked=alerts_blocked,
+        topology=policy.topology,
     )
-    stage = plan_staging(views, budgets.stage_ahead, canaries=canaries)
+    stage = plan_staging(views, budgets.stage_ahead, canaries=canaries, topology=policy.topology)
     return replace(plan, stage=stage), window
 
 

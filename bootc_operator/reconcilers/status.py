@@ -45,6 +45,7 @@ from bootc_operator.policy.poolstatus import (
 )
 from bootc_operator.policy.selectors import is_empty
 from bootc_operator.policy.slots import GateNews, gate_news, next_reboot_deadline, plan_pool
+from bootc_operator.policy.topology import display, domain_news
 from bootc_operator.policy.windows import ALWAYS_OPEN, describe_opening
 from bootc_operator.reconcilers import metrics as m
 from bootc_operator.reconcilers.context import Context, Obj, pool_ref
@@ -61,6 +62,7 @@ STATUS_FIELDS = (
     "phase",
     "imageShort",
     "targetShort",
+    "currentDomain",
     "targetDigest",
     "deployedDigest",
     "updateAvailable",
@@ -144,6 +146,8 @@ class StatusReconciler:
         waiting_on = ""  # members outside the rollout that use up the budget
         gated = GateNews()
         blocked_by_alerts = ""
+        domain: str | None = None  # status.currentDomain
+        domain_note = ""
         if policy.valid and policy.targets:
             alert_gate = ctx.alert_gate(pool)
             plan, window = plan_pool(
@@ -157,6 +161,9 @@ class StatusReconciler:
             if plan.alerts_blocked and alert_gate is not None:
                 blocked_by_alerts = alert_gate.message
             gated = gate_news(plan, {v.name: v for v in views}, policy)
+            if policy.topology is not None and plan.domain is not None:
+                domain = display(plan.domain)
+                domain_note = domain_news(policy.topology, views, plan.domain)
             if gated.failed:
                 problems[c.REASON_HEALTH_CHECK_FAILED] = gated.failed
             for gate in gates.values():
@@ -202,6 +209,7 @@ class StatusReconciler:
             canaries=gated.canaries,
             awaiting_approval=gated.approval,
             blocked_by_alerts=blocked_by_alerts,
+            domain=domain_note,
             selects_all=policy.selector_ok and is_empty(policy.selector),
         )
         up, up_reason, up_message = rollout_condition(facts)
@@ -250,6 +258,7 @@ class StatusReconciler:
             "phase": phase(up_reason, deg, deg_reason),
             "imageShort": display_ref(policy.image_ref),
             "targetShort": short_digest(shown_target) or None,
+            "currentDomain": domain,
             "nextMaintenanceWindow": now_rfc3339(window.next_opening)
             if not window.open and window.next_opening is not None
             else None,
