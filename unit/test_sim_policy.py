@@ -81,6 +81,20 @@ def test_flags_set_the_rollout_fields() -> None:
     )
 
 
+def test_topology_flags_set_zone_by_zone() -> None:
+    args = parse("--topology-key=topology.kubernetes.io/zone", "--topology-order=zone-c, zone-a")
+    assert wants_pool(args)
+    rollout = pool_manifest(args, image=IMAGE)["spec"]["rollout"]
+    assert rollout == {
+        "topology": {"key": "topology.kubernetes.io/zone", "order": ["zone-c", "zone-a"]}
+    }
+    assert describe_rollout(rollout) == (
+        "maxUnavailable 1, zone by zone by topology.kubernetes.io/zone, zone-c then zone-a first"
+    )
+    with pytest.raises(PolicyError, match="--topology-order needs --topology-key"):
+        pool_manifest(parse("--topology-order=a"), image=IMAGE)
+
+
 def test_a_pool_file_is_filled_in_and_flags_beat_its_fields(tmp_path: Path) -> None:
     path = tmp_path / "pool.yaml"
     path.write_text(

@@ -198,6 +198,8 @@ def rollout_condition(facts: RolloutFacts) -> tuple[bool, str, str]:
     progress = progress_message(f.counts)
     if f.selects_all:
         progress += "; spec.nodeSelector is empty, so the pool selects every node"
+    if f.domain:
+        progress += f"; {f.domain}"
     if f.invalid:
         return False, c.REASON_INVALID_SPEC, f"{f.invalid}; {progress}"
     if not f.target_known:
@@ -232,8 +234,6 @@ def rollout_condition(facts: RolloutFacts) -> tuple[bool, str, str]:
         return False, c.REASON_AWAITING_APPROVAL, f"{f.awaiting_approval}; {progress}"
     if f.canaries:
         progress += f"; {f.canaries}"
-    if f.domain:
-        progress += f"; {f.domain}"
     if f.health_pending:
         return False, c.REASON_HEALTH_CHECK_PENDING, f"{progress}; {f.health_pending}"
     if f.max_unavailable == 0:

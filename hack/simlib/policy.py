@@ -8,6 +8,8 @@
   simulation's current image);
 - ``--max-unavailable``, ``--max-unhealthy``, ``--stage-ahead``: an integer or a
   percentage (``"25%"``), written to ``spec.rollout``;
+- ``--topology-key KEY`` and ``--topology-order A,B``: ``spec.rollout.topology``
+  (zone by zone; the simulated workers carry ``topology.kubernetes.io/zone``);
 - ``--blocking-alert MATCHERS`` (repeatable; ``hack/sim`` only, ``alerts=True``):
   ``spec.rollout.blockingAlerts``, e.g. ``'severity="critical"'`` (the alert gate;
   ``hack/sim fault alert`` fires one). ``check_alert_gate`` refuses it for a
@@ -160,6 +162,17 @@ def add_pool_arguments(
         help='repeatable; e.g. "Mon-Fri 22:00 4h Europe/Berlin", or "+1m 2m" (opens in a '
         "minute, for two)",
     )
+    group.add_argument(
+        "--topology-key",
+        metavar="KEY",
+        help="spec.rollout.topology.key: reboots zone by zone, e.g. topology.kubernetes.io/zone",
+    )
+    group.add_argument(
+        "--topology-order",
+        type=lambda text: [d.strip() for d in text.split(",") if d.strip()],
+        metavar="A,B",
+        help="spec.rollout.topology.order: the domains to update first (needs --topology-key)",
+    )
     if not alerts:
         return
     group.add_argument(
@@ -175,7 +188,8 @@ def add_pool_arguments(
 def wants_pool(args: argparse.Namespace) -> bool:
     """Whether any pool option was given (``hack/sim up`` creates no pool otherwise)."""
     alerts = getattr(args, "blocking_alert", None)
-    return bool(args.pool_file or args.maintenance_window or alerts) or any(
+    topology = getattr(args, "topology_key", None)
+    return bool(args.pool_file or args.maintenance_window or alerts or topology) or any(
         getattr(args, dest) is not None for dest, _ in FLAG_FIELDS
     )
 
@@ -226,6 +240,13 @@ def pool_manifest(
         rollout["maintenanceWindows"] = [parse_window(w, when) for w in args.maintenance_window]
     if getattr(args, "blocking_alert", None):
         rollout["blockingAlerts"] = list(args.blocking_alert)
+    if getattr(args, "topology_order", None) and not getattr(args, "topology_key", None):
+        raise PolicyError("--topology-order needs --topology-key")
+    if getattr(args, "topology_key", None):
+        topology: dict[str, Any] = {"key": args.topology_key}
+        if args.topology_order:
+            topology["order"] = list(args.topology_order)
+        rollout["topology"] = topology
     if rollout:
         spec["rollout"] = rollout
     return {**doc, "apiVersion": c.API_VERSION, "kind": c.POOL_KIND, "metadata": meta, "spec": spec}
@@ -239,6 +260,10 @@ def describe_rollout(rollout: Mapping[str, Any]) -> str:
             parts.append(f"{key} {rollout[key]}")
     if rollout.get("paused"):
         parts.append("paused")
+    if topology := rollout.get("topology"):
+        order = topology.get("order")
+        first = f", {' then '.join(order)} first" if order else ""
+        parts.append(f"zone by zone by {topology.get('key')}{first}")
     if rollout.get("blockingAlerts"):
         parts.append("blocking alerts " + " or ".join(rollout["blockingAlerts"]))
     windows = rollout.get("maintenanceWindows") or []

@@ -57,6 +57,16 @@ when given, so a scenario checks what its pool asks for:
   run it yet, holds no slot and is not Degraded (the planner does not count
   degraded members: they are not staging).
 
+- ``topology_key`` (``spec.rollout.topology.key``): the reboot slots of the
+  pool's members are never in more than one domain (the value of that Node label;
+  ``(unlabelled)`` without it) at once. Judged on the BootcNode stream alone (one
+  stream, so no lag between two watches), with each node's label as the Node
+  watch has it (labels do not change during a scenario). ``summary.max_domains``
+  is the most domains seen with slots at once; ``domains`` lists each change of
+  the set of disrupted domains (monitor time, domains), ``reboot_order`` the
+  nodes in the order they took slots, ``current_domains`` each value the pool's
+  ``status.currentDomain`` took (recorded whatever the options).
+
 Optional invariants of the system tiers, each on only when given:
 
 - ``audit_log`` (the apiserver's, ``ControlPlane(audit=True)``): **at most one
@@ -167,6 +177,8 @@ class Summary:
     #: most pool members on their way to ``target`` at once (with ``target`` only)
     max_on_the_way: int = 0
     reboots: int = 0
+    #: most domains with reboot slots at once (with ``topology_key``)
+    max_domains: int = 0
     #: most controllers seen writing in one leadership term (with ``audit_log``)
     max_writers: int = 0
     #: seconds from ``faults_stopped()`` to the pool UpToDate (with ``converge_within``)
@@ -421,6 +433,7 @@ class SafetyMonitor:
         lease_name: str = "bootc-operator-controller",
         once_per_node: bool = False,
         converge_within: float | None = None,
+        topology_key: str | None = None,
         clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
     ) -> None:
         """See the module docstring; ``clock`` (wall time) is for the window check."""
@@ -438,6 +451,11 @@ class SafetyMonitor:
         self.target = target
         self.once_per_node = once_per_node
         self.converge_within = converge_within
+        self.topology_key = topology_key
+        #: (monitor time, domains with slots) at each change (with ``topology_key``)
+        self.domains: list[tuple[float, tuple[str, ...]]] = []
+        #: each value the pool's status.currentDomain took, in order (None: unset)
+        self.current_domains: list[str | None] = []
         self.reboot_counts: dict[str, int] = {}
         self._faults_stopped: float | None = None
         self._late = False
@@ -783,6 +801,8 @@ class SafetyMonitor:
         for name in sorted(self._slotted - set(slots)):
             self.releases.append((at, name))
         self._slotted = set(slots)
+        if self.topology_key is not None:
+            self._check_domains(at, slots)
         s = self.summary
         s.max_slots = max(s.max_slots, len(slots))
         s.max_cordoned_by_us = max(s.max_cordoned_by_us, len(cordoned))
@@ -817,6 +837,28 @@ class SafetyMonitor:
             self._check_reboot(name, bn)
         self._check_pdbs()
 
+    @property
+    def reboot_order(self) -> list[str]:
+        """The nodes in the order they took reboot slots."""
+        return [name for _, name in self.takes]
+
+    def _check_domains(self, at: float, slots: Collection[str]) -> None:
+        key = self.topology_key or ""
+        domains = tuple(
+            sorted(
+                {
+                    ((self.nodes.get(n) or {}).get("metadata", {}).get("labels") or {}).get(key)
+                    or "(unlabelled)"
+                    for n in slots
+                }
+            )
+        )
+        if not self.domains or self.domains[-1][1] != domains:
+            self.domains.append((at, domains))
+        self.summary.max_domains = max(self.summary.max_domains, len(domains))
+        if len(domains) > 1:
+            self._violation(f"reboot slots in {len(domains)} domains at once: {sorted(slots)}")
+
     def _check_pool(self, *, starting: bool = False) -> None:
         pool = self.pools.get(self.pool)
         degraded: dict[str, Any] = {}
@@ -827,6 +869,9 @@ class SafetyMonitor:
             if cond.get("type") == c.COND_UP_TO_DATE:
                 up = cond.get("status") == "True"
         rv = _rv(pool) if pool is not None else None
+        current = ((pool or {}).get("status") or {}).get("currentDomain")
+        if pool is not None and (not self.current_domains or self.current_domains[-1] != current):
+            self.current_domains.append(current)
         if up and self._up is False and not starting and rv is not None:
             self.up_to_date_at.append(rv)
             self._pending_up.append(rv)

@@ -12,6 +12,7 @@ import pytest
 
 from bootc_operator.policy.nodestate import NodeState, NodeView, view
 from bootc_operator.policy.poolspec import check_pool
+from bootc_operator.policy.poolstatus import Counts, RolloutFacts, rollout_condition
 from bootc_operator.policy.slots import plan_rollout, plan_staging
 from bootc_operator.policy.topology import (
     NO_DOMAIN,
@@ -275,3 +276,17 @@ def test_the_spec_resolves_into_a_topology() -> None:
 def test_a_bad_topology_is_named(topology: Any, problem: str) -> None:
     policy = check_pool(_pool(topology))
     assert problem in policy.problems and policy.topology is None
+
+
+def test_the_progress_message_names_the_domain_even_while_paused() -> None:
+    facts = RolloutFacts(
+        counts=Counts(total=3, updated=1, staged=2),
+        generation=1,
+        membership_done=True,
+        target_known=True,
+        paused=True,
+        domain=f"updating {ZONE}=b (2 of 3)",
+    )
+    up, reason, message = rollout_condition(facts)
+    assert not up and reason == "Paused"
+    assert message.endswith(f"; updating {ZONE}=b (2 of 3)"), message
