@@ -774,3 +774,21 @@ async def test_the_crd_checks_health_and_canary_fields_and_fills_their_defaults(
     )
     assert created["spec"]["health"] == {"bootComplete": True, "onFailure": "Halt"}
     assert created["spec"]["rollout"]["canary"] == {"nodes": 1}
+
+
+async def test_the_crd_checks_the_topology(objects: Objects) -> None:
+    zone = "topology.kubernetes.io/zone"
+    bad: list[tuple[dict[str, Any], str]] = [
+        ({"topology": {}}, "spec.rollout.topology.key: Required value"),
+        ({"topology": {"key": "a b"}}, "spec.rollout.topology.key"),
+        ({"topology": {"key": zone, "order": ["a", "b", "a"]}}, "name each domain once"),
+        ({"topology": {"key": zone, "order": ["not a value"]}}, "spec.rollout.topology.order"),
+    ]
+    for rollout, fragment in bad:
+        with pytest.raises(ApiException) as excinfo:
+            await objects.create(POOLS, raw_pool(unique_name("topo"), rollout=rollout))
+        assert excinfo.value.status == 422, excinfo.value.body
+        assert fragment in _status(excinfo.value)["message"], (rollout, _status(excinfo.value))
+    ok = {"topology": {"key": zone, "order": ["eu-1c", "eu-1a"]}}
+    created = await objects.create(POOLS, raw_pool(unique_name("topo"), rollout=ok))
+    assert created["spec"]["rollout"]["topology"] == ok["topology"]
