@@ -792,3 +792,19 @@ async def test_the_crd_checks_the_topology(objects: Objects) -> None:
     ok = {"topology": {"key": zone, "order": ["eu-1c", "eu-1a"]}}
     created = await objects.create(POOLS, raw_pool(unique_name("topo"), rollout=ok))
     assert created["spec"]["rollout"]["topology"] == ok["topology"]
+
+
+async def test_the_crd_checks_the_order(objects: Objects) -> None:
+    bad: list[tuple[dict[str, Any], str]] = [
+        ({"order": {"by": "Age"}}, "spec.rollout.order.by"),
+        ({"order": {"controlPlane": "Middle"}}, "spec.rollout.order.controlPlane"),
+        ({"order": {"byLabel": "a b"}}, "spec.rollout.order.byLabel"),
+    ]
+    for rollout, fragment in bad:
+        with pytest.raises(ApiException) as excinfo:
+            await objects.create(POOLS, raw_pool(unique_name("order"), rollout=rollout))
+        assert excinfo.value.status == 422, excinfo.value.body
+        assert fragment in _status(excinfo.value)["message"], (rollout, _status(excinfo.value))
+    ok = {"order": {"byLabel": "example.com/rack", "controlPlane": "Last"}}
+    created = await objects.create(POOLS, raw_pool(unique_name("order"), rollout=ok))
+    assert created["spec"]["rollout"]["order"] == ok["order"] | {"by": "Name"}  # default

@@ -1,4 +1,5 @@
-"""Zone by zone (``spec.rollout.topology``, issue 29 §1) against the real apiserver.
+"""Zone by zone (``spec.rollout.topology``, issue 29 §1) and the admin's order
+(``spec.rollout.order``, §2) against the real apiserver.
 
 The real controller with the daemon simulated by ``Fleet``; the kit's safety
 monitor, given the topology key, records at every event it sees the set of
@@ -24,6 +25,8 @@ from hack.testenv.monitor import SafetyMonitor
 from hack.testenv.pools import pool_body
 
 ZONE = "topology.kubernetes.io/zone"
+RACK = "example.com/rack"
+CONTROL_PLANE = "node-role.kubernetes.io/control-plane"
 #: nodes per zone (None: without the label)
 ZONES: dict[str | None, int] = {"a": 2, "b": 2, "c": 3, None: 1}
 
@@ -117,4 +120,57 @@ async def test_a_zone_by_zone_rollout_disrupts_one_zone_at_a_time_in_the_stated_
         f"{' '.join(f'{n.rsplit(chr(45), 1)[1]}' for n in order)}; domains with slots over "
         f"time: {timeline}; most domains disrupted at once: {monitor.summary.max_domains}; "
         f"most slots at once: {monitor.summary.max_slots}"
+    )
+
+
+async def test_an_ordered_rollout_goes_in_the_admins_order_and_shows_it(
+    api: ApiClient, fleet: Fleet
+) -> None:
+    """6 nodes with a rack label (10, 2, 2, 1, none) and one control-plane node (rack 0);
+    order {byLabel: rack, by: Name, controlPlane: Last}, maxUnavailable 1. The new
+    image is set with the rollout paused until every node has staged it (so every
+    node competes from the start): the pool's message shows the order to come; then
+    the reboots go exactly in it: rack 1, 2 (by name), 10, the node without the
+    label, the control plane last."""
+    group = unique_name("order")
+    racks = {"r10": "10", "r2b": "2", "r2a": "2", "r1": "1", "norack": None, "cp": "0"}
+    names = {}
+    for short, rack in racks.items():
+        name = f"{group}-{short}"
+        names[short] = name
+        labels = {"group": group} | ({RACK: rack} if rack is not None else {})
+        if short == "cp":
+            labels[CONTROL_PLANE] = ""
+        await fleet.add_node(name, image(1), labels)
+    order = {"byLabel": RACK, "by": "Name", "controlPlane": "Last"}
+    body = pool_body(group, {"group": group}, image(1), 1, order=order)
+    expected = [names[s] for s in ("r1", "r2a", "r2b", "r10", "norack", "cp")]
+    async with running_controller(api):
+        await create_pool(api, body)
+        await wait_for(lambda: up_to_date_on(api, group, 1, 6), 60, "the pool on image 1")
+        monitor = SafetyMonitor(api, group, 1, target=image(2).split("@")[1])
+        async with monitor:
+            paused = {"spec": {"image": {"ref": image(2)}, "rollout": {"paused": True}}}
+            await patch_object(api, BOOTC_NODE_POOLS, group, paused)
+            shown = f"next (control plane last, by label {RACK}, by name): " + ", ".join(
+                expected[:5]
+            )
+
+            async def shows_the_order() -> bool:
+                p = await get_pool(api, group)
+                message = condition(p, "UpToDate").get("message", "")
+                return f"{shown} and 1 more" in message
+
+            await wait_for(shows_the_order, 60, f"the pool showing {shown!r}")
+            resume = {"spec": {"rollout": {"paused": False}}}
+            await patch_object(api, BOOTC_NODE_POOLS, group, resume)
+            await wait_for(lambda: up_to_date_on(api, group, 2, 6), 120, "the pool on image 2")
+            assert await monitor.final_check(image(2).split("@")[1]) == []
+    await delete_quietly(api, BOOTC_NODE_POOLS, group)
+    assert monitor.violations == [], monitor.violations
+    assert monitor.summary.max_slots == 1, monitor.timeline
+    assert monitor.reboot_order == expected, monitor.reboot_order
+    print(
+        "\nordered rollout (controlPlane Last, byLabel rack, by Name): "
+        + " ".join(n.removeprefix(f"{group}-") for n in monitor.reboot_order)
     )

@@ -95,6 +95,19 @@ def test_topology_flags_set_zone_by_zone() -> None:
         pool_manifest(parse("--topology-order=a"), image=IMAGE)
 
 
+def test_order_flags_set_the_admins_order() -> None:
+    args = parse("--order-by-label=example.com/rack", "--control-plane=Last")
+    assert wants_pool(args)
+    rollout = pool_manifest(args, image=IMAGE)["spec"]["rollout"]
+    assert rollout == {"order": {"byLabel": "example.com/rack", "controlPlane": "Last"}}
+    assert describe_rollout(rollout) == (
+        "maxUnavailable 1, order byLabel example.com/rack, controlPlane Last"
+    )
+    assert pool_manifest(parse("--order-by=NewestFirst"), image=IMAGE)["spec"]["rollout"] == {
+        "order": {"by": "NewestFirst"}
+    }
+
+
 def test_a_pool_file_is_filled_in_and_flags_beat_its_fields(tmp_path: Path) -> None:
     path = tmp_path / "pool.yaml"
     path.write_text(

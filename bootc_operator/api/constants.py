@@ -59,6 +59,7 @@ LABEL_KEY_PATTERN: Final = (
     r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
     r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
 )
+CONTROL_PLANE_LABEL: Final = "node-role.kubernetes.io/control-plane"
 #: a label value (may be empty)
 LABEL_VALUE_PATTERN: Final = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
 # Finalizer on pools: nodes are unlabelled/uncordoned before BootcNodes are collected.

@@ -276,6 +276,41 @@ class TopologySpec(WireModel):
     )
 
 
+class OrderBy(StrEnum):
+    NAME = "Name"
+    OLDEST_BOOT_FIRST = "OldestBootFirst"
+    NEWEST_FIRST = "NewestFirst"
+
+
+class ControlPlaneOrder(StrEnum):
+    FIRST = "First"
+    LAST = "Last"
+
+
+class OrderSpec(WireModel):
+    """The admin's order of reboots (after the canaries, inside the current domain)."""
+
+    control_plane: ControlPlaneOrder | None = Field(
+        default=None,
+        description='"First" or "Last": nodes labelled node-role.kubernetes.io/control-plane '
+        "before or after every other node. Unset: no difference.",
+    )
+    by_label: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=317,
+        pattern=c.LABEL_KEY_PATTERN,
+        description="a Node label whose values set the order: lower first, numerically when "
+        "a value is a number (numbers before words); nodes without it after the others.",
+    )
+    by: OrderBy = Field(
+        default=OrderBy.NAME,
+        description='among nodes the above leaves equal: "Name"; "OldestBootFirst" (the node '
+        'Ready the longest, i.e. booted longest ago, first); "NewestFirst" (the most recently '
+        "created Node first). Ties always break by name.",
+    )
+
+
 class RolloutSpec(WireModel):
     """How updates roll out across the pool's nodes."""
 
@@ -347,6 +382,11 @@ class RolloutSpec(WireModel):
         default=None,
         description="canary nodes update first, alone, and must pass the health gate before "
         "any other node takes a reboot slot; unset: no canaries.",
+    )
+    order: OrderSpec | None = Field(
+        default=None,
+        description="the order in which nodes take reboot slots (canaries still first). "
+        "Unset: nodes already cordoned first, then the one staged longest, then by name.",
     )
     topology: TopologySpec | None = Field(
         default=None,

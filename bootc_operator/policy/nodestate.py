@@ -88,6 +88,8 @@ class NodeView:
     rollback_image: str | None = None
     booted_desired: bool = False  # the booted deployment runs spec.desiredImage
     canary_label: bool = False  # the Node carries ``bootc.dev/canary``
+    #: when the Node was created (metadata.creationTimestamp)
+    created: dt.datetime | None = None
     #: the Node's labels, sorted (a tuple, so views stay hashable)
     labels: tuple[tuple[str, str], ...] = ()
 
@@ -210,6 +212,7 @@ def view(
         and deployment_matches(status.get("booted"), frozenset({desired_digest})),
         canary_label=c.CANARY_LABEL in node_labels,
         labels=tuple(sorted(node_labels.items())),
+        created=parse_time(((node or {}).get("metadata") or {}).get("creationTimestamp")),
     )
 
 

@@ -33,6 +33,7 @@ from bootc_operator.api.intstr import (
 )
 from bootc_operator.api.wire import DEFAULT_HEALTH_TIMEOUT_SECONDS
 from bootc_operator.policy.health import HealthPolicy
+from bootc_operator.policy.order import BY_NAME, FIRST, LAST, NEWEST_FIRST, OLDEST_BOOT_FIRST, Order
 from bootc_operator.policy.selectors import InvalidSelector, validate_selector
 from bootc_operator.policy.topology import Topology
 from bootc_operator.policy.windows import Window, parse_windows
@@ -75,6 +76,7 @@ class PoolPolicy:
     approved_digest: str | None = None
     reboot_policy: str | None = None  # members' spec.rebootPolicy (None: RebootOnly)
     topology: Topology | None = None  # spec.rollout.topology; None: slots go anywhere
+    order: Order | None = None  # spec.rollout.order; None: the default slot order
 
     @property
     def awaiting_approval(self) -> bool:
@@ -191,6 +193,7 @@ def check_pool(pool: Mapping[str, Any], resolved: Mapping[str, str] | None = Non
         problems.append("spec.rollout.canary must be an object")
 
     topology = _topology(rollout.get("topology"), problems)
+    order = _order(rollout.get("order"), problems)
     drain_timeout = _seconds(rollout, "drainTimeoutSeconds", problems)
     reboot_timeout = _seconds(rollout, "rebootTimeoutSeconds", problems)
     return PoolPolicy(
@@ -215,7 +218,40 @@ def check_pool(pool: Mapping[str, Any], resolved: Mapping[str, str] | None = Non
         approved_digest=rollout.get("approvedDigest"),
         reboot_policy=_reboot_policy(spec),
         topology=topology,
+        order=order,
     )
+
+
+def _order(order: Any, problems: list[str]) -> Order | None:
+    """``spec.rollout.order`` as an ``Order`` (the CRD checks the same)."""
+    if order is None:
+        return None
+    if not isinstance(order, Mapping):
+        problems.append("spec.rollout.order must be an object")
+        return None
+    by = order.get("by") or BY_NAME
+    by_label = order.get("byLabel")
+    control_plane = order.get("controlPlane")
+    bad = len(problems)
+    if by not in (BY_NAME, OLDEST_BOOT_FIRST, NEWEST_FIRST):
+        problems.append(
+            f"spec.rollout.order.by must be Name, OldestBootFirst or NewestFirst, "
+            f"not {json.dumps(by)}"
+        )
+    if by_label is not None and (
+        not isinstance(by_label, str) or not re.match(c.LABEL_KEY_PATTERN, by_label)
+    ):
+        problems.append(
+            f"spec.rollout.order.byLabel must be a label key, not {json.dumps(by_label)}"
+        )
+    if control_plane not in (None, FIRST, LAST):
+        problems.append(
+            "spec.rollout.order.controlPlane must be First or Last, "
+            f"not {json.dumps(control_plane)}"
+        )
+    if len(problems) > bad:
+        return None
+    return Order(by=by, by_label=by_label, control_plane=control_plane)
 
 
 def _topology(topology: Any, problems: list[str]) -> Topology | None:

@@ -190,6 +190,7 @@ class RolloutFacts:
     awaiting_approval: str = ""  # canaries passed, approvedDigest not the target
     blocked_by_alerts: str = ""  # the alert gate's message while it blocks new slots
     domain: str = ""  # with a topology: "updating topology.kubernetes.io/zone=a (1 of 3)"
+    order: str = ""  # with spec.rollout.order: "next (by label rack, by name): n1, n2"
 
 
 def rollout_condition(facts: RolloutFacts) -> tuple[bool, str, str]:
@@ -200,6 +201,8 @@ def rollout_condition(facts: RolloutFacts) -> tuple[bool, str, str]:
         progress += "; spec.nodeSelector is empty, so the pool selects every node"
     if f.domain:
         progress += f"; {f.domain}"
+    if f.order:
+        progress += f"; {f.order}"
     if f.invalid:
         return False, c.REASON_INVALID_SPEC, f"{f.invalid}; {progress}"
     if not f.target_known:

@@ -29,6 +29,8 @@ reconciler turns its answer into API writes. Rules (DESIGN §3):
 - With a topology (``spec.rollout.topology``) only members of the current
   domain take slots (``topology.current_domain``); candidates elsewhere wait
   (``other_domains``).
+- With an order (``spec.rollout.order``) the candidates go in that order
+  (``order.order_key``) instead; ``next_up`` lists them as they will go.
 - A holder that is Staged with ``desiredImageState: Staged`` must be drained;
   after the drain the reconciler sets ``Booted``.
 - ``desiredImageState: Booted`` is only ever legitimate on a node holding a
@@ -59,6 +61,7 @@ from bootc_operator.api.wire import DesiredImageState
 from bootc_operator.policy.autoscaler import PROTECT, restore_annotations
 from bootc_operator.policy.health import GateResult, Verdict, choose_canaries
 from bootc_operator.policy.nodestate import NodeState, NodeView
+from bootc_operator.policy.order import Order, order_key
 from bootc_operator.policy.poolspec import PoolPolicy
 from bootc_operator.policy.topology import Topology, current_domain
 from bootc_operator.policy.windows import WindowState, window_state
@@ -98,6 +101,8 @@ class RolloutPlan:
     # spec.rollout.topology: the domain slots stay in (None: no topology, or all done)
     domain: str | None = None
     other_domains: tuple[str, ...] = ()  # candidates waiting in a later domain
+    # spec.rollout.order: the candidates left waiting (current domain), in the order they go
+    next_up: tuple[str, ...] = ()
 
     @property
     def health_halted(self) -> bool:
@@ -356,6 +361,7 @@ def plan_rollout(
     approval_needed: bool = False,
     alerts_blocked: bool = False,
     topology: Topology | None = None,
+    order: Order | None = None,
 ) -> RolloutPlan:
     """The slot decisions (module doc). ``gates``: health-gate verdicts of the holders
     that arrived on the target (``health.gate_results``); a failed one with
@@ -363,7 +369,7 @@ def plan_rollout(
     its slot; either halts the rollout. ``canaries``: while any of them is not
     updated, only they may take slots; then, with ``approval_needed``, none.
     ``alerts_blocked``: a blocking alert fires (the alert gate): no new slots.
-    ``topology``: slots stay inside the current domain."""
+    ``topology``: slots stay inside the current domain; ``order``: the admin's order."""
     gates = gates or {}
     nodes = sorted(views, key=lambda v: v.name)
     release: list[str] = []
@@ -403,7 +409,10 @@ def plan_rollout(
         else:
             health_failed.append((v.name, gate.check, gate.message))
     held_back = [v.name for v in nodes if v.held_back]
-    candidates = sorted((v for v in nodes if is_candidate(v)), key=slot_order)
+    candidates = sorted(
+        (v for v in nodes if is_candidate(v)),
+        key=slot_order if order is None else (lambda v: order_key(order, v)),
+    )
     canary_pending = [
         v.name
         for v in nodes
@@ -474,6 +483,7 @@ def plan_rollout(
         alerts_blocked=alerts_blocked and bool(candidates),
         domain=domain,
         other_domains=tuple(other_domains),
+        next_up=tuple(v.name for v in candidates if v.name not in take) if order else (),
     )
 
 
@@ -482,6 +492,7 @@ def plan_staging(
     stage_ahead: int | None,
     canaries: frozenset[str] = frozenset(),
     topology: Topology | None = None,
+    order: Order | None = None,
 ) -> tuple[str, ...]:
     """Members to point at the target now, under ``spec.rollout.stageAhead``.
 
@@ -492,7 +503,8 @@ def plan_staging(
     are not staging). Among the rest: already-unavailable members first (they
     take slots first), then by name; canaries before all of them; with a
     ``topology``, domain by domain in its order (so the current domain never waits
-    for room taken by a later one). Members held
+    for room taken by a later one); with an ``order``, in that order instead of
+    already-unavailable first and by name. Members held
     back from the target (rolled back) never. None: unlimited, membership retargets
     everyone (nothing left here).
     """
@@ -513,8 +525,7 @@ def plan_staging(
         key=lambda v: (
             v.name not in canaries,
             topology.rank(topology.domain(v)) if topology is not None else (0, 0, ""),
-            not v.unschedulable,
-            v.name,
+            (not v.unschedulable, v.name) if order is None else order_key(order, v),
         ),
     )
     room = max(0, stage_ahead - on_the_way)
@@ -549,8 +560,11 @@ def plan_pool(
         approval_needed=policy.awaiting_approval,
         alerts_blocked=alerts_blocked,
         topology=policy.topology,
+        order=policy.order,
     )
-    stage = plan_staging(views, budgets.stage_ahead, canaries=canaries, topology=policy.topology)
+    stage = plan_staging(
+        views, budgets.stage_ahead, canaries=canaries, topology=policy.topology, order=policy.order
+    )
     return replace(plan, stage=stage), window
 
 

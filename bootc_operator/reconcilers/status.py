@@ -33,6 +33,7 @@ from bootc_operator.kube import ApiError
 from bootc_operator.policy.health import GateResult, Verdict
 from bootc_operator.policy.membership_plan import assign_nodes, claims
 from bootc_operator.policy.nodestate import NodeState
+from bootc_operator.policy.order import order_news
 from bootc_operator.policy.poolstatus import (
     RolloutFacts,
     count_states,
@@ -148,6 +149,7 @@ class StatusReconciler:
         blocked_by_alerts = ""
         domain: str | None = None  # status.currentDomain
         domain_note = ""
+        order_note = ""
         if policy.valid and policy.targets:
             alert_gate = ctx.alert_gate(pool)
             plan, window = plan_pool(
@@ -164,6 +166,8 @@ class StatusReconciler:
             if policy.topology is not None and plan.domain is not None:
                 domain = display(plan.domain)
                 domain_note = domain_news(policy.topology, views, plan.domain)
+            if policy.order is not None and plan.next_up:
+                order_note = order_news(policy.order, plan.next_up)
             if gated.failed:
                 problems[c.REASON_HEALTH_CHECK_FAILED] = gated.failed
             for gate in gates.values():
@@ -210,6 +214,7 @@ class StatusReconciler:
             awaiting_approval=gated.approval,
             blocked_by_alerts=blocked_by_alerts,
             domain=domain_note,
+            order=order_note,
             selects_all=policy.selector_ok and is_empty(policy.selector),
         )
         up, up_reason, up_message = rollout_condition(facts)

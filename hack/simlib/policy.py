@@ -10,6 +10,8 @@
   percentage (``"25%"``), written to ``spec.rollout``;
 - ``--topology-key KEY`` and ``--topology-order A,B``: ``spec.rollout.topology``
   (zone by zone; the simulated workers carry ``topology.kubernetes.io/zone``);
+- ``--order-by-label KEY``, ``--order-by Name|OldestBootFirst|NewestFirst``,
+  ``--control-plane First|Last``: ``spec.rollout.order`` (the admin's order);
 - ``--blocking-alert MATCHERS`` (repeatable; ``hack/sim`` only, ``alerts=True``):
   ``spec.rollout.blockingAlerts``, e.g. ``'severity="critical"'`` (the alert gate;
   ``hack/sim fault alert`` fires one). ``check_alert_gate`` refuses it for a
@@ -173,6 +175,21 @@ def add_pool_arguments(
         metavar="A,B",
         help="spec.rollout.topology.order: the domains to update first (needs --topology-key)",
     )
+    group.add_argument(
+        "--order-by-label",
+        metavar="KEY",
+        help="spec.rollout.order.byLabel: nodes with lower values of this label reboot first",
+    )
+    group.add_argument(
+        "--order-by",
+        choices=("Name", "OldestBootFirst", "NewestFirst"),
+        help="spec.rollout.order.by",
+    )
+    group.add_argument(
+        "--control-plane",
+        choices=("First", "Last"),
+        help="spec.rollout.order.controlPlane: control-plane nodes first or last",
+    )
     if not alerts:
         return
     group.add_argument(
@@ -189,7 +206,8 @@ def wants_pool(args: argparse.Namespace) -> bool:
     """Whether any pool option was given (``hack/sim up`` creates no pool otherwise)."""
     alerts = getattr(args, "blocking_alert", None)
     topology = getattr(args, "topology_key", None)
-    return bool(args.pool_file or args.maintenance_window or alerts or topology) or any(
+    order = _order(args)
+    return bool(args.pool_file or args.maintenance_window or alerts or topology or order) or any(
         getattr(args, dest) is not None for dest, _ in FLAG_FIELDS
     )
 
@@ -247,9 +265,17 @@ def pool_manifest(
         if args.topology_order:
             topology["order"] = list(args.topology_order)
         rollout["topology"] = topology
+    if order := _order(args):
+        rollout["order"] = order
     if rollout:
         spec["rollout"] = rollout
     return {**doc, "apiVersion": c.API_VERSION, "kind": c.POOL_KIND, "metadata": meta, "spec": spec}
+
+
+def _order(args: argparse.Namespace) -> dict[str, str]:
+    """``spec.rollout.order`` from the order flags (empty: none given)."""
+    flags = (("order_by_label", "byLabel"), ("order_by", "by"), ("control_plane", "controlPlane"))
+    return {key: value for dest, key in flags if (value := getattr(args, dest, None))}
 
 
 def describe_rollout(rollout: Mapping[str, Any]) -> str:
@@ -260,6 +286,8 @@ def describe_rollout(rollout: Mapping[str, Any]) -> str:
             parts.append(f"{key} {rollout[key]}")
     if rollout.get("paused"):
         parts.append("paused")
+    if order := rollout.get("order"):
+        parts.append("order " + ", ".join(f"{k} {v}" for k, v in order.items()))
     if topology := rollout.get("topology"):
         order = topology.get("order")
         first = f", {' then '.join(order)} first" if order else ""

@@ -23,6 +23,7 @@ from bootc_operator.policy.topology import (
     domain_news,
 )
 from unit.policy.test_decisions import NOW, v
+from unit.policy.test_poolspec import pool
 
 S = NodeState
 ZONE = "topology.kubernetes.io/zone"
@@ -235,21 +236,10 @@ def test_a_random_rollout_never_has_slots_in_two_domains(seed: int) -> None:
 # ------------------------------------------------------------------ the spec
 
 
-def _pool(topology: Any) -> dict[str, Any]:
-    return {
-        "metadata": {"name": "p"},
-        "spec": {
-            "nodeSelector": {},
-            "image": {"ref": "quay.io/x/os@sha256:" + "a" * 64},
-            "rollout": {"topology": topology},
-        },
-    }
-
-
 def test_the_spec_resolves_into_a_topology() -> None:
-    policy = check_pool(_pool({"key": ZONE, "order": ["b", "a"]}))
+    policy = check_pool(_pool_with({"key": ZONE, "order": ["b", "a"]}))
     assert policy.valid and policy.topology == Topology(ZONE, ("b", "a"))
-    assert check_pool(_pool(None)).topology is None
+    assert check_pool(_pool_with(None)).topology is None
 
 
 @pytest.mark.parametrize(
@@ -274,7 +264,7 @@ def test_the_spec_resolves_into_a_topology() -> None:
     ],
 )
 def test_a_bad_topology_is_named(topology: Any, problem: str) -> None:
-    policy = check_pool(_pool(topology))
+    policy = check_pool(_pool_with(topology))
     assert problem in policy.problems and policy.topology is None
 
 
@@ -290,3 +280,7 @@ def test_the_progress_message_names_the_domain_even_while_paused() -> None:
     up, reason, message = rollout_condition(facts)
     assert not up and reason == "Paused"
     assert message.endswith(f"; updating {ZONE}=b (2 of 3)"), message
+
+
+def _pool_with(topology: Any) -> dict[str, Any]:
+    return pool({"topology": topology})
