@@ -367,3 +367,45 @@ def test_api_errors_are_one_line_naming_verb_and_resource() -> None:
         'no such pool "x" (kubectl get bootcnodepools lists them)'
     )
     assert "CRDs installed" in explain_api_error(missing, "list", BOOTC_NODE_POOLS, None)
+
+
+def labelled(name: str, **labels: str) -> dict[str, Any]:
+    n = node(name)
+    n["metadata"]["labels"] = labels
+    return n
+
+
+def test_zone_by_zone_names_the_domain_a_node_waits_for() -> None:
+    zone = "topology.kubernetes.io/zone"
+    r = report(
+        pool({"topology": {"key": zone}}),
+        [bn("n0", annotations=holding(40)), bn("n1"), bn("n2")],
+        n0=labelled("n0", **{zone: "a"}) | {"spec": {"unschedulable": True}},
+        n1=labelled("n1", **{zone: "b"}),
+        n2=labelled("n2"),
+    )
+    assert e.why_node(r, "n1") == (
+        f"n1 is staged and waits for its domain ({zone}=b): reboots stay in a until it is "
+        "done (spec.rollout.topology)."
+    )
+    assert e.why_node(r, "n2") == (
+        f"n2 is staged and waits for its domain ({zone}=(unlabelled)): reboots stay in a "
+        "until it is done (spec.rollout.topology)."
+    )
+    assert e.why_pool(r).endswith(f" Zone by zone: updating {zone}=a (1 of 3)."), e.why_pool(r)
+
+
+def test_the_admins_order_shows_who_is_next() -> None:
+    rack = "example.com/rack"
+    r = report(
+        pool({"order": {"byLabel": rack, "controlPlane": "Last"}, "paused": True}),
+        [bn("n0"), bn("n1"), bn("n2")],
+        n0=labelled("n0", **{rack: "10"}),
+        n1=labelled("n1", **{rack: "9", c.CONTROL_PLANE_LABEL: ""}),
+        n2=labelled("n2", **{rack: "2"}),
+    )
+    describe = f"control plane last, by label {rack}, by name"
+    assert e.why_pool(r).endswith(f" Next ({describe}): n2, n0, n1."), e.why_pool(r)
+    assert e.why_node(r, "n0").endswith(
+        f" It is number 2 of 3 in line (spec.rollout.order: {describe})."
+    ), e.why_node(r, "n0")

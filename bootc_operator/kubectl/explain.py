@@ -15,7 +15,8 @@ the controller published:
   BootcNode's ``bootc.dev/health-check`` note.
 
 ``waits_for`` names the one thing the pool waits for now (``Wait``: a kind and a
-sentence); ``why_node`` / ``why_pool`` say it as one paragraph. All pure: the
+sentence); ``why_node`` / ``why_pool`` say it as one paragraph, with the current
+domain of a topology and the admin's order of the nodes to come. All pure: the
 caller passes ``now``.
 """
 
@@ -30,6 +31,7 @@ from bootc_operator.api import constants as c
 from bootc_operator.kubectl.table import NodeRow, condition_of, node_row, short
 from bootc_operator.policy.health import GateResult, Verdict, arrived, gate_results, pod_health
 from bootc_operator.policy.nodestate import NodeView, view
+from bootc_operator.policy.order import order_news
 from bootc_operator.policy.poolspec import PoolPolicy, check_pool
 from bootc_operator.policy.poolstatus import (
     Counts,
@@ -39,6 +41,7 @@ from bootc_operator.policy.poolstatus import (
     member_state,
 )
 from bootc_operator.policy.slots import RolloutPlan, gate_news, plan_pool, reboot_clock
+from bootc_operator.policy.topology import display, domain_news
 from bootc_operator.policy.windows import (
     ALWAYS_OPEN,
     DAYS,
@@ -361,6 +364,12 @@ def why_pool(r: PoolReport) -> str:
     window = _window_sentence(r)
     if window and wait.kind not in (WINDOW, NOTHING):
         text += f" {window[0].upper()}{window[1:]}."
+    plan, topology, order = r.plan, r.check.topology, r.check.order
+    if plan is not None and topology is not None and plan.domain is not None:
+        text += f" Zone by zone: {domain_news(topology, r.views.values(), plan.domain)}."
+    if plan is not None and order is not None and plan.next_up:
+        news = order_news(order, plan.next_up)
+        text += f" {news[0].upper()}{news[1:]}."
     return text
 
 
@@ -419,6 +428,13 @@ def why_node(r: PoolReport, name: str) -> str:
             text += " and takes a reboot slot now."
         elif not v.ready:
             text += " but its Node is not Ready: it takes a slot once Ready."
+        elif plan is not None and r.check.topology is not None and name in plan.other_domains:
+            topology = r.check.topology
+            text += (
+                f" and waits for its domain ({topology.key}={display(topology.domain(v))}): "
+                f"reboots stay in {display(plan.domain or '')} until it is done "
+                "(spec.rollout.topology)."
+            )
         elif plan is not None and plan.canary_pending and name not in plan.canaries:
             news = gate_news(plan, r.views, r.check)
             first = news.canaries.removeprefix("canaries first: ")
@@ -451,6 +467,12 @@ def why_node(r: PoolReport, name: str) -> str:
         window = _window_sentence(r)
         if window:
             text += f" {window[0].upper()}{window[1:]}."
+        if r.check.order is not None and name in plan.next_up:
+            place = plan.next_up.index(name) + 1
+            text += (
+                f" It is number {place} of {len(plan.next_up)} in line "
+                f"(spec.rollout.order: {r.check.order.describe()})."
+            )
     return text
 
 
