@@ -8,7 +8,9 @@ reboot, so it holds its slot until the test lets it come back:
   what it had (the admin's own value, or nothing), also after a controller restart
   mid-slot (the record lives on the BootcNode);
 - a node deleted while it holds the slot gives it back at once: the next node
-  takes it while the deleted one could never have come back.
+  takes it while the deleted one could never have come back;
+- a node tainted by an autoscaler that removes it gets no slot and is counted as
+  leaving while the others update; with the taint gone it updates too.
 """
 
 from __future__ import annotations
@@ -137,5 +139,43 @@ async def test_a_node_deleted_in_its_slot_gives_the_slot_back_at_once(
         fleet.never_ready.discard(second)
         fleet.poke(second)
         await wait_for(lambda: up_to_date(api, group, 2, 1), 30, "pool UpToDate on image 2")
+    assert monitor.summary.max_slots == 1, monitor.timeline
+    await delete_quietly(api, BOOTC_NODE_POOLS, group)
+
+
+async def taint(api: ApiClient, name: str, key: str | None) -> None:
+    taints = [{"key": key, "effect": "NoSchedule"}] if key else None
+    await patch_object(api, NODES, name, {"spec": {"taints": taints}})
+
+
+async def test_a_node_an_autoscaler_removes_gets_no_slot_and_is_shown_leaving(
+    api: ApiClient, fleet: Fleet
+) -> None:
+    """Three nodes, one carrying Cluster Autoscaler's ``ToBeDeletedByClusterAutoscaler``
+    taint: the other two update while it never takes a slot, and the pool counts it as
+    leaving; once the autoscaler changes its mind (the taint goes) it updates too."""
+    group = unique_name("leaving")
+    names = await add_nodes(fleet, group, 3, image(1))
+    going = names[0]  # first by name: it would go first
+    await taint(api, going, "ToBeDeletedByClusterAutoscaler")
+
+    async def shown_leaving() -> bool:
+        p = await get_pool(api, group)
+        message = condition(p, "UpToDate").get("message", "")
+        return bool(
+            (p.get("status") or {}).get("updatedCount") == 2
+            and "2/3 updated; 1 leaving (an autoscaler is removing them)" in message
+        )
+
+    async with SafetyMonitor(api, group, 1) as monitor, running_controller(api):
+        await create_pool(api, pool_body(group, {"group": group}, image(1)))
+        await wait_for(lambda: up_to_date(api, group, 1, 3), 30, "pool UpToDate on image 1")
+        await patch_object(api, BOOTC_NODE_POOLS, group, {"spec": {"image": {"ref": image(2)}}})
+        await wait_for(shown_leaving, 60, "two nodes updated, one shown leaving")
+        assert going not in monitor.takes_between(0), monitor.timeline
+        assert await holders(api, names) == []
+        await taint(api, going, None)
+        await wait_for(lambda: up_to_date(api, group, 2, 3), 60, "pool UpToDate on image 2")
+        assert sorted(monitor.takes_between(0)) == sorted(names), monitor.timeline
     assert monitor.summary.max_slots == 1, monitor.timeline
     await delete_quietly(api, BOOTC_NODE_POOLS, group)

@@ -65,6 +65,13 @@ def test_only_relevant_node_changes_pass() -> None:
     assert node_changed(base, node({"a": "c"}))
     assert node_changed(base, node({"a": "b"}, ready="False"))
     assert node_changed(base, node({"a": "b"}, unschedulable=True))
+    # an autoscaler's taint saying it removes the node (or taking that back)
+    tainted = node({"a": "b"})
+    tainted["spec"]["taints"] = [{"key": "ToBeDeletedByClusterAutoscaler", "effect": "NoSchedule"}]
+    assert node_changed(base, tainted) and node_changed(tainted, base)
+    other = node({"a": "b"})
+    other["spec"]["taints"] = [{"key": "example.com/other", "effect": "NoSchedule"}]
+    assert not node_changed(base, other)
 
 
 def test_pool_changes_that_matter() -> None:

@@ -90,6 +90,7 @@ def test_nodes_under_health_check_or_in_their_slot_are_not_counted_up_to_date() 
         "Staged": 0,
         "Draining": 0,
         "RolledBack": 0,
+        "Leaving": 0,
     }
     # once checked and released, it counts as UpToDate
     done = [replace(v, in_slot=False, unschedulable=False) for v in views[:3]]

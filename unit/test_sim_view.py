@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from bootc_operator.kubectl.table import Screen, node_state
+from bootc_operator.kubectl.table import Screen, node_row, node_state
 from bootc_operator.kubectl.table import clip as _clip
 from hack.simlib.common import node_names, zone_of
 from hack.simlib.images import ImageError, digest_ref, qualify
@@ -81,6 +81,18 @@ def test_node_states() -> None:
     assert node_state(bn(desired=D2, idle=("False", "Staged"))) == "Staged"
     assert node_state(bn(desired=D2, idle=("False", "Rebooting"))) == "Rebooting"
     assert node_state(bn(desired=D2, degraded="pull failed")) == "Degraded"
+
+
+def test_a_node_an_autoscaler_removes_shows_leaving_until_it_holds_a_slot_or_is_done() -> None:
+    going = node()
+    going["spec"]["taints"] = [{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}]
+    staged = bn(desired=D2, idle=("False", "Staged"))
+    assert node_row("n", going, staged).state == "Leaving"
+    assert node_row("n", node(), staged).state == "Staged"
+    assert node_row("n", going, bn(desired=D2, idle=("False", "Staged"), slot=True)).state == (
+        "Staged"
+    )
+    assert node_row("n", going, bn()).state == "UpToDate"
 
 
 def test_snapshot_counts_unavailable_and_slots() -> None:

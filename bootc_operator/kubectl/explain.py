@@ -394,6 +394,8 @@ def why_node(r: PoolReport, name: str) -> str:
             f"{name} failed its health check on {short(v.health_failed or '')} and was rolled "
             "back; it is held back until the pool's target changes."
         )
+    elif state is MemberState.LEAVING:
+        text = f"{name} is {v.leaving}: it gets no reboot slot and is not updated."
     elif state is MemberState.DRAINING:
         text = f"{name} holds a reboot slot since {_since(now, v.slot_since)} ago and is draining"
         if r.check.drain_timeout and v.slot_since is not None:

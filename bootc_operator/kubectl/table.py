@@ -16,6 +16,8 @@ A node's state, first match wins:
   ``bootc.dev/health-check`` annotation says a check is pending / failed;
 - ``UpToDate``: it runs the desired image and is idle;
 - the reason of its ``Idle`` condition (``Staging``, ``Staged``, ``Rebooting``);
+- ``Leaving``: an autoscaler is removing its Node (its taint; ``policy.autoscaler``)
+  and it holds no slot: it is not updated;
 - ``Pending`` otherwise (no status yet, idle on an older image before the daemon
   starts staging, or not told the target yet under ``stageAhead``).
 
@@ -34,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from bootc_operator.api import constants as c
+from bootc_operator.policy.autoscaler import leaving
 
 STATE_COLORS = {
     "UpToDate": "32",  # green
@@ -45,6 +48,7 @@ STATE_COLORS = {
     "Unhealthy": "31",
     "RollingBack": "31",
     "RolledBack": "33",
+    "Leaving": "37",
     "Pending": "37",
 }
 ROLLING_BACK = "RollingBack"
@@ -127,6 +131,14 @@ def node_state(bn: Mapping[str, Any] | None) -> str:
     return "Pending"
 
 
+def _leaving_or(state: str, node: Mapping[str, Any] | None, annotations: Mapping[str, str]) -> str:
+    """``Leaving`` for a node an autoscaler is removing (``autoscaler.leaving``) that is
+    not up to date and holds no slot: it gets none; else ``state``."""
+    if state in ("UpToDate", "Degraded") or c.IN_REBOOT_SLOT_ANNOTATION in annotations:
+        return state
+    return "Leaving" if leaving(node) else state
+
+
 def node_row(name: str, node: Mapping[str, Any] | None, bn: Mapping[str, Any] | None) -> NodeRow:
     labels = ((node or {}).get("metadata") or {}).get("labels") or {}
     ready = condition_of(node, "Ready").get("status") == "True"
@@ -137,7 +149,7 @@ def node_row(name: str, node: Mapping[str, Any] | None, bn: Mapping[str, Any] | 
     return NodeRow(
         name=name,
         zone=str(labels.get("topology.kubernetes.io/zone", "")),
-        state=node_state(bn),
+        state=_leaving_or(node_state(bn), node, annotations),
         booted=_booted_digest(bn),
         ready=ready,
         cordoned=bool(((node or {}).get("spec") or {}).get("unschedulable")),

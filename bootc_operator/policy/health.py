@@ -273,8 +273,10 @@ def pod_health(
 
 
 def choose_canaries(views: Iterable[NodeView], count: int) -> frozenset[str]:
-    """The ``count`` canaries: labelled ``bootc.dev/canary`` first, then by name."""
+    """The ``count`` canaries: labelled ``bootc.dev/canary`` first, then by name; never
+    a node an autoscaler is removing (``departing``: it would never be updated)."""
     if count <= 0:
         return frozenset()
-    ordered = sorted(views, key=lambda v: (not v.canary_label, v.name))
+    staying = (v for v in views if not v.departing)
+    ordered = sorted(staying, key=lambda v: (not v.canary_label, v.name))
     return frozenset(v.name for v in ordered[:count])

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 from bootc_operator.api import constants as c
 from bootc_operator.api.conditions import get_condition, node_ready_status
 from bootc_operator.api.timefmt import parse_time
+from bootc_operator.policy.autoscaler import leaving
 
 
 class NodeState(StrEnum):
@@ -92,6 +93,8 @@ class NodeView:
     created: dt.datetime | None = None
     #: the Node's labels, sorted (a tuple, so views stay hashable)
     labels: tuple[tuple[str, str], ...] = ()
+    #: why an autoscaler is removing its Node ("" if none is): ``autoscaler.leaving``
+    leaving: str = ""
 
     def label(self, key: str) -> str | None:
         """The Node's label ``key`` (None: absent)."""
@@ -99,6 +102,12 @@ class NodeView:
             if name == key:
                 return value
         return None
+
+    @property
+    def departing(self) -> bool:
+        """An autoscaler is removing it, and it neither holds a slot nor runs the
+        target: it is not updated (no slot, no canary, not staged ahead)."""
+        return bool(self.leaving) and not self.in_slot and self.state is not NodeState.UP_TO_DATE
 
     @property
     def rolling_back(self) -> bool:
@@ -213,6 +222,7 @@ def view(
         canary_label=c.CANARY_LABEL in node_labels,
         labels=tuple(sorted(node_labels.items())),
         created=parse_time(((node or {}).get("metadata") or {}).get("creationTimestamp")),
+        leaving=leaving(node),
     )
 
 

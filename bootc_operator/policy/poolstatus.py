@@ -51,6 +51,7 @@ class MemberState(StrEnum):
     RELEASING = "Releasing"  # runs the target, done, its slot not yet released
     DEGRADED = "Degraded"
     ROLLED_BACK = "RolledBack"  # failed the health check on the target, rolled back, held
+    LEAVING = "Leaving"  # an autoscaler is removing its Node: not updated, gets no slot
 
 
 def member_state(v: NodeView, *, checking: frozenset[str] = frozenset()) -> MemberState:
@@ -67,6 +68,8 @@ def member_state(v: NodeView, *, checking: frozenset[str] = frozenset()) -> Memb
         return MemberState.UP_TO_DATE
     if v.held_back and not v.in_slot:
         return MemberState.ROLLED_BACK
+    if v.departing:
+        return MemberState.LEAVING
     if v.state is NodeState.REBOOTING or (
         v.in_slot and v.desired_image_state == DesiredImageState.BOOTED
     ):
@@ -91,6 +94,7 @@ class Counts:
     rolled_back: int = 0  # failed the health check on the target, rolled back, held
     checking: int = 0  # run the target, still under their health check (not updated yet)
     releasing: int = 0  # run the target, done, still holding their slot (not updated yet)
+    leaving: int = 0  # an autoscaler is removing their Nodes: not updated, no slot
 
     @property
     def updating(self) -> int:
@@ -116,6 +120,7 @@ _FIELD: dict[MemberState, str] = {
     MemberState.RELEASING: "releasing",
     MemberState.DEGRADED: "degraded",
     MemberState.ROLLED_BACK: "rolled_back",
+    MemberState.LEAVING: "leaving",
 }
 
 
@@ -160,6 +165,7 @@ def progress_message(counts: Counts) -> str:
             (counts.releasing, "releasing"),
             (counts.degraded, "degraded"),
             (counts.rolled_back, "rolled back"),
+            (counts.leaving, "leaving (an autoscaler is removing them)"),
         )
         if n
     ]

@@ -319,6 +319,7 @@ def is_candidate(v: NodeView) -> bool:
     return (
         not v.in_slot
         and not v.held_back
+        and not v.departing  # an autoscaler is removing it: updating it only delays that
         and v.state is NodeState.STAGED
         and v.spec_in_sync
         and v.ready
@@ -504,13 +505,15 @@ def plan_staging(
     take slots first), then by name; canaries before all of them; with a
     ``topology``, domain by domain in its order (so the current domain never waits
     for room taken by a later one); with an ``order``, in that order instead of
-    already-unavailable first and by name. Members held
-    back from the target (rolled back) never. None: unlimited, membership retargets
-    everyone (nothing left here).
+    already-unavailable first and by name. Members held back from the target
+    (rolled back), or that an autoscaler is removing (``departing``), never.
+    None: unlimited, membership retargets everyone (nothing left here).
     """
     if stage_ahead is None:
         return ()
     nodes = sorted(views, key=lambda v: v.name)
+    # a node an autoscaler is removing never takes a slot: it would hold a place forever
+    nodes = [v for v in nodes if not v.departing]
     on_the_way = sum(
         1
         for v in nodes

@@ -70,8 +70,9 @@ def display(domain: str) -> str:
 
 def on_its_way(v: NodeView) -> bool:
     """Whether member ``v`` keeps its domain from being done, besides holding a slot
-    (module doc); a holder released in this very plan no longer does."""
-    return not v.held_back and v.state in _ON_THE_WAY
+    (module doc); a holder released in this very plan no longer does, nor does a
+    member an autoscaler is removing (``departing``: it never takes a slot)."""
+    return not v.held_back and not v.departing and v.state in _ON_THE_WAY
 
 
 def current_domain(

@@ -3,6 +3,8 @@ holder carries, what is restored when the slot ends, and nodes an autoscaler rem
 
 from __future__ import annotations
 
+import datetime as dt
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -17,11 +19,23 @@ from bootc_operator.policy.autoscaler import (
     prior_record,
     restore_annotations,
 )
+from bootc_operator.policy.health import choose_canaries
+from bootc_operator.policy.nodestate import NodeState, NodeView, view
+from bootc_operator.policy.poolstatus import (
+    MemberState,
+    count_states,
+    member_state,
+    progress_message,
+)
 from bootc_operator.policy.slots import (
     node_release_patch,
     node_take_patch,
+    plan_rollout,
+    plan_staging,
     take_patch,
 )
+from bootc_operator.policy.topology import Topology, current_domain
+from unit.test_pool_metrics import member
 
 SLOT = c.IN_REBOOT_SLOT_ANNOTATION
 WAS = c.WAS_CORDONED_ANNOTATION
@@ -111,3 +125,67 @@ def test_other_nodes_are_not_leaving() -> None:
     assert leaving({}) == ""
     assert leaving(node("node.kubernetes.io/unschedulable")) == ""
     assert leaving({"spec": {"taints": [None, {"effect": "NoSchedule"}]}}) == ""
+
+
+# ------------------------------------------------------------------ leaving nodes in plans
+
+
+NOW = dt.datetime(2026, 11, 25, 12, tzinfo=dt.UTC)
+GOING = "being removed by the cluster autoscaler (taint ToBeDeletedByClusterAutoscaler)"
+
+
+def test_a_leaving_node_gets_no_slot_and_the_next_one_takes_it() -> None:
+    nodes = [member("a", NodeState.STAGED, leaving=GOING), member("b", NodeState.STAGED)]
+    plan = plan_rollout(nodes, 1, paused=False, now=NOW)
+    assert plan.take == ("b",)
+    assert "a" not in plan.waiting
+    # even first in line (already cordoned: the autoscaler cordons what it removes)
+    nodes[0] = replace(nodes[0], unschedulable=True)
+    assert plan_rollout(nodes, 2, paused=False, now=NOW).take == ("b",)
+
+
+def test_a_leaving_node_is_counted_as_leaving_unless_it_holds_a_slot_or_is_done() -> None:
+    staged = member("a", NodeState.STAGED, leaving=GOING)
+    assert member_state(staged) is MemberState.LEAVING
+    assert member_state(replace(staged, in_slot=True)) is MemberState.DRAINING
+    assert member_state(replace(staged, state=NodeState.UP_TO_DATE)) is MemberState.UP_TO_DATE
+    counts = count_states([staged, member("b", NodeState.UP_TO_DATE)])
+    assert (counts.total, counts.updated, counts.leaving, counts.updating) == (2, 1, 1, 0)
+    assert progress_message(counts) == "1/2 updated; 1 leaving (an autoscaler is removing them)"
+
+
+def test_the_view_reads_the_taint_from_the_node() -> None:
+    bn = {"metadata": {"name": "a"}, "spec": {}, "status": {}}
+    assert view(bn, node("karpenter.sh/disrupted"), frozenset()).leaving.startswith(
+        "being removed by Karpenter"
+    )
+    assert view(bn, node(), frozenset()).leaving == ""
+
+
+def test_a_leaving_node_is_neither_staged_ahead_nor_a_canary() -> None:
+    # a staged leaving node does not hold stageAhead's only place
+    stuck = member("a", NodeState.STAGED, leaving=GOING)
+    behind = member("b", NodeState.UP_TO_DATE, spec_in_sync=False, booted_digest="sha256:old")
+    behind = replace(behind, state=NodeState.PENDING)
+    assert plan_staging([stuck, behind], 1) == ("b",)
+    assert plan_staging([replace(stuck, leaving=""), behind], 1) == ()
+    # nor is it pointed at the target itself
+    assert plan_staging([replace(stuck, spec_in_sync=False, state=NodeState.PENDING)], 3) == ()
+    # canaries are chosen among the others (labelled first still)
+    labelled = replace(stuck, canary_label=True)
+    assert choose_canaries([labelled, behind, member("c", NodeState.STAGED)], 1) == {"b"}
+    done = replace(labelled, state=NodeState.UP_TO_DATE)  # already updated: may stay one
+    assert choose_canaries([done, behind], 1) == {"a"}
+
+
+def test_a_leaving_node_does_not_keep_its_zone_open() -> None:
+    zone = "topology.kubernetes.io/zone"
+    topology = Topology(zone)
+
+    def in_zone(name: str, value: str, **kw: Any) -> NodeView:
+        return member(name, NodeState.STAGED, labels=((zone, value),), **kw)
+
+    nodes = [in_zone("a1", "a", leaving=GOING), in_zone("b1", "b")]
+    assert current_domain(topology, nodes, holders=()) == "b"
+    plan = plan_rollout(nodes, 1, paused=False, now=NOW, topology=topology)
+    assert plan.take == ("b1",)
