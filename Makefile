@@ -16,8 +16,8 @@ unit:            ## unit tier only (no control plane)
 setup:           ## create .venv with the package and its test tools
 	bash hack/setup.sh
 
-binaries:        ## build and cache kube-apiserver, kube-controller-manager, etcd, kwok ... and helm
-	bash hack/build-binaries.sh && bash hack/build-helm.sh
+binaries:        ## build and cache kube-apiserver, kube-controller-manager, etcd, kwok ..., helm and cosign
+	bash hack/build-binaries.sh && bash hack/build-helm.sh && bash hack/build-cosign.sh
 
 crds:            ## regenerate manifests/crd from the models
 	bash hack/gen-crds

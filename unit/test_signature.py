@@ -465,3 +465,64 @@ def test_a_key_type_cosign_never_signs_with_is_refused() -> None:
             InvalidPublicKey, match=r"^k is a .*; cosign keys are ECDSA, Ed25519 or RSA$"
         ):
             load_public_keys(pem, "k")
+
+
+# ---------------------------------------------------------------- real cosign output
+
+
+def fixture() -> tuple[str, str, bytes, dict[str, bytes]]:
+    meta = json.loads((FIXTURES / "image.json").read_text())
+    blobs = {sha256(p.read_bytes()): p.read_bytes() for p in FIXTURES.glob("payload-*.json")}
+    return meta["image"], meta["digest"], (FIXTURES / "signature-manifest.json").read_bytes(), blobs
+
+
+def fixture_key(name: str) -> tuple[TrustedKey, ...]:
+    return load_public_keys((FIXTURES / name).read_text(), name)
+
+
+def test_real_cosign_signatures_verify_with_either_key() -> None:
+    image, digest, manifest, blobs = fixture()
+    parsed = parse_signature_manifest(manifest)
+    assert parsed.total == 2 and {layer.digest for layer in parsed.layers} == set(blobs)
+    for name in ("release.pub", "other.pub"):
+        verdict = verify_signatures(image, digest, manifest, blobs, fixture_key(name))
+        assert (verdict.outcome, verdict.key, verdict.identity) == (Outcome.VERIFIED, name, image)
+    both = fixture_key("release.pub") + fixture_key("other.pub")
+    assert verify_signatures(image, digest, manifest, blobs, both).key == "release.pub"
+
+
+def test_real_cosign_signatures_and_a_stranger_key(p256: ec.EllipticCurvePrivateKey) -> None:
+    image, digest, manifest, blobs = fixture()
+    verdict = verify_signatures(image, digest, manifest, blobs, [public(p256, "ours")])
+    assert verdict.outcome is Outcome.WRONG_KEY
+    assert (
+        verdict.message == f"{image}@{digest} has 2 signatures, none made by a trusted key (ours)"
+    )
+
+
+def test_real_cosign_signatures_for_another_digest() -> None:
+    image, digest, manifest, blobs = fixture()
+    verdict = verify_signatures(image, OTHER, manifest, blobs, fixture_key("release.pub"))
+    assert verdict.outcome is Outcome.PAYLOAD_DIGEST_MISMATCH
+    assert f"its payload names {digest}, not {OTHER}" in verdict.message
+
+
+def test_real_cosign_payload_tampered() -> None:
+    image, digest, manifest, blobs = fixture()
+    ((layer_digest, payload),) = blobs.items()
+    edited = payload.replace(b'"optional":null', b'"optional":{"a":"b"}')
+    assert edited != payload
+    verdict = verify_signatures(
+        image, digest, manifest, {layer_digest: edited}, fixture_key("release.pub")
+    )
+    assert verdict.outcome is Outcome.MALFORMED
+    assert "its payload does not match the layer digest" in verdict.message
+    # the same edit with the layer digests rewritten to match: no signature covers it
+    doc = json.loads(manifest)
+    for item in doc["layers"]:
+        item["digest"], item["size"] = sha256(edited), len(edited)
+    rewritten = json.dumps(doc).encode()
+    verdict = verify_signatures(
+        image, digest, rewritten, {sha256(edited): edited}, fixture_key("release.pub")
+    )
+    assert verdict.outcome is Outcome.WRONG_KEY

@@ -1,5 +1,5 @@
 # Sourced by the scripts that build into the shared binary cache
-# (hack/build-binaries.sh, hack/build-helm.sh, hack/build-promql-check.sh): where the cache is, and
+# (hack/build-binaries.sh, hack/build-helm.sh, hack/build-cosign.sh, hack/build-promql-check.sh): where the cache is, and
 # `cache_build_once`, which makes concurrent builds from several checkouts safe.
 #
 # `cache_build_once TAG OUT HAVE BUILD` fills the directory OUT:
