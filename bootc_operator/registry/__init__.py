@@ -10,6 +10,9 @@ from a pull secret's dockerconfigjson. Modules:
   the token cache, the no-credentials / rejected errors;
 - ``credentials``: dockerconfigjson parsing and host matching (``DockerConfig``);
 - ``manifest``: media types, digests, ``Resolved``;
+- ``signature``: cosign signatures of a digest (``sha256-<hex>.sig``) and their
+  verification against trusted public keys, pure (``RegistryClient.signature``
+  fetches the documents);
 - ``types``: ``Target`` and ``Reply``, shared by ``client`` and ``auth``;
 - ``errors``: one exception class per failure kind, messages free of secrets;
 

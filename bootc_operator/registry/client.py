@@ -1,8 +1,10 @@
 """The registry client: OCI distribution / Docker Registry HTTP API v2 over aiohttp.
 
 Owns talking to registries: transport (TLS, insecure registries, timeouts),
-authentication (anonymous, Basic, Bearer tokens) and resolving a reference to a
-manifest digest.
+authentication (anonymous, Basic, Bearer tokens), resolving a reference to a
+manifest digest, and fetching a digest's cosign signature documents
+(``signature(ref)``: the ``sha256-<hex>.sig`` manifest and its payload blobs,
+bounded in size; ``signature.py`` verifies them).
 
 ``RegistryClient(options).resolve(ref, dockerconfigjson=...)`` (or the one-shot
 ``resolve_digest``) does, for ``host/repo:tag``:
@@ -92,6 +94,15 @@ from bootc_operator.registry.manifest import (
     is_digest,
     media_type_of,
     parse_manifest,
+)
+from bootc_operator.registry.signature import (
+    MAX_PAYLOAD_BYTES,
+    MAX_SIGNATURE_MANIFEST_BYTES,
+    SIGNATURE_MANIFEST_TYPES,
+    InvalidSignatureManifest,
+    SignatureDocuments,
+    parse_signature_manifest,
+    signature_tag,
 )
 from bootc_operator.registry.types import Reply, Target
 from bootc_operator.safejson import JSONInputError
@@ -592,6 +603,65 @@ class RegistryClient:
         manifests = _entries(target, doc, what)
         self._remember_index(target, digest, manifests, len(reply.body))
         return manifests
+
+    # ------------------------------------------------------------------ signatures
+
+    async def signature(
+        self,
+        ref: str,
+        *,
+        dockerconfigjson: DockerConfigInput = None,
+        credentials: Credentials | None = None,
+    ) -> SignatureDocuments:
+        """The cosign signature documents of a digest reference (``host/repo@sha256:…``):
+        the manifest tagged ``sha256-<hex>.sig`` in the same repository and the payload
+        blobs its layers name (``signature.py`` decides what they prove).
+
+        Same credentials, TLS and insecure-registry rules as ``resolve``. No signature
+        manifest (404) gives ``manifest=None``; a payload blob the registry does not have
+        is left out (the verdict calls that signature malformed). Sizes are bounded:
+        ``MAX_SIGNATURE_MANIFEST_BYTES`` for the manifest, ``MAX_PAYLOAD_BYTES`` per
+        payload, the first ``MAX_SIGNATURES`` layers; more raises ``MalformedResponse``.
+        """
+        image = _parse_ref(ref)
+        if not image.digest:
+            raise InvalidReference(f"{ref}: a signature is looked up by digest, not by tag")
+        target = make_target(image.name, dockerconfigjson=dockerconfigjson, credentials=credentials)
+        tag = signature_tag(image.digest)
+        what = f"pulling the signature {image.name}:{tag}"
+        reply = await self.request(
+            target,
+            "GET",
+            f"manifests/{tag}",
+            what=what,
+            headers={"Accept": ", ".join(SIGNATURE_MANIFEST_TYPES)},
+            max_body=MAX_SIGNATURE_MANIFEST_BYTES,
+        )
+        if reply.status == 404:
+            return SignatureDocuments(manifest=None, payloads={})
+        if reply.status != 200:
+            raise self.unexpected(target, reply, what)
+        try:
+            layers = parse_signature_manifest(reply.body).wanted_blobs()
+        except InvalidSignatureManifest:
+            return SignatureDocuments(manifest=reply.body, payloads={})
+        payloads: dict[str, bytes] = {}
+        for layer in layers:
+            if layer.digest in payloads:
+                continue
+            blob = await self.request(
+                target,
+                "GET",
+                f"blobs/{layer.digest}",
+                what=f"{what} (payload {layer.digest})",
+                max_body=MAX_PAYLOAD_BYTES,
+            )
+            if blob.status == 404:
+                continue
+            if blob.status != 200:
+                raise self.unexpected(target, blob, what)
+            payloads[layer.digest] = blob.body
+        return SignatureDocuments(manifest=reply.body, payloads=payloads)
 
 
 async def _read_limited(resp: aiohttp.ClientResponse, limit: int) -> bytes | None:

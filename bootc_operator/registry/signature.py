@@ -156,6 +156,20 @@ class TrustedKey:
         return _algorithm(self.key)
 
 
+@dataclass(frozen=True)
+class SignatureDocuments:
+    """What the registry holds for one digest's signatures (``RegistryClient.signature``):
+    the signature manifest's body (None: there is none) and the payload blobs fetched,
+    by digest."""
+
+    manifest: bytes | None
+    payloads: Mapping[str, bytes] = field(default_factory=dict)
+
+    def verify(self, image: str, digest: str, keys: Sequence[TrustedKey]) -> Verdict:
+        """``verify_signatures`` of these documents."""
+        return verify_signatures(image, digest, self.manifest, self.payloads, keys)
+
+
 def signature_tag(digest: str) -> str:
     """The tag of ``digest``'s signature manifest: ``sha256:<hex>`` → ``sha256-<hex>.sig``."""
     if not is_digest(digest):
