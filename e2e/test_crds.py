@@ -783,6 +783,10 @@ async def test_the_crd_checks_the_topology(objects: Objects) -> None:
         ({"topology": {"key": "a b"}}, "spec.rollout.topology.key"),
         ({"topology": {"key": zone, "order": ["a", "b", "a"]}}, "name each domain once"),
         ({"topology": {"key": zone, "order": ["not a value"]}}, "spec.rollout.topology.order"),
+        (
+            {"topology": {"key": zone, "maxUnavailablePerDomain": 0}},
+            "maxUnavailablePerDomain must be an integer >= 1",
+        ),
     ]
     for rollout, fragment in bad:
         with pytest.raises(ApiException) as excinfo:

@@ -46,8 +46,9 @@ async def test_a_zone_by_zone_rollout_disrupts_one_zone_at_a_time_in_the_stated_
     api: ApiClient, fleet: Fleet, control_plane: ControlPlane
 ) -> None:
     """8 nodes in zones a (2), b (2), c (3) and one without the zone label;
-    topology order [c], maxUnavailable 2, stageAhead 3 (staging runs ahead across
-    zones). The monitor never sees slots in two zones at once; the zones take
+    topology order [c], maxUnavailable 3, maxUnavailablePerDomain 50% (c: 2, the
+    others: 1), stageAhead 3 (staging runs ahead across zones). The monitor never
+    sees slots in two zones at once, nor more than a zone's own budget; the zones take
     their slots in the order c, a, b, then the unlabelled node, each in one
     stretch. The new image is first set with the rollout paused: the pool shows
     zone c as its current domain (status, progress message, kubectl get -o wide);
@@ -65,9 +66,9 @@ async def test_a_zone_by_zone_rollout_disrupts_one_zone_at_a_time_in_the_stated_
         group,
         {"group": group},
         image(1),
-        2,
+        3,
         stageAhead=3,
-        topology={"key": ZONE, "order": ["c"]},
+        topology={"key": ZONE, "order": ["c"], "maxUnavailablePerDomain": "50%"},
     )
     async with running_controller(api):
         await create_pool(api, body)
@@ -75,7 +76,7 @@ async def test_a_zone_by_zone_rollout_disrupts_one_zone_at_a_time_in_the_stated_
         monitor = SafetyMonitor(
             api,
             group,
-            2,
+            3,
             stage_ahead=3,
             target=image(2).split("@")[1],
             topology_key=ZONE,
@@ -103,6 +104,8 @@ async def test_a_zone_by_zone_rollout_disrupts_one_zone_at_a_time_in_the_stated_
 
     assert monitor.violations == [], monitor.violations
     assert monitor.summary.max_domains == 1, monitor.domains
+    budgets = {"c": 2, "a": 1, "b": 1, "(unlabelled)": 1}  # 50% of 3, 2, 2, 1, rounded up
+    assert all(monitor.max_per_domain[d] <= budgets[d] for d in budgets), monitor.max_per_domain
     expected = ["c", "a", "b", "(unlabelled)"]
     disrupted = [d[0] for _, d in monitor.domains if d]
     stretches = [zone for zone, _ in itertools.groupby(disrupted)]
@@ -116,10 +119,10 @@ async def test_a_zone_by_zone_rollout_disrupts_one_zone_at_a_time_in_the_stated_
     assert "currentDomain" not in final["status"], final["status"]
     timeline = ", ".join(f"{t:.1f}s {'+'.join(d) or '-'}" for t, d in monitor.domains)
     print(
-        f"\nzone by zone, {total} nodes, maxUnavailable 2: reboot order "
+        f"\nzone by zone, {total} nodes, maxUnavailable 3, per domain 50%: reboot order "
         f"{' '.join(f'{n.rsplit(chr(45), 1)[1]}' for n in order)}; domains with slots over "
         f"time: {timeline}; most domains disrupted at once: {monitor.summary.max_domains}; "
-        f"most slots at once: {monitor.summary.max_slots}"
+        f"most slots at once: {monitor.summary.max_slots}, per domain: {monitor.max_per_domain}"
     )
 
 

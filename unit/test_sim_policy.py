@@ -91,8 +91,14 @@ def test_topology_flags_set_zone_by_zone() -> None:
     assert describe_rollout(rollout) == (
         "maxUnavailable 1, zone by zone by topology.kubernetes.io/zone, zone-c then zone-a first"
     )
-    with pytest.raises(PolicyError, match="--topology-order needs --topology-key"):
+    with pytest.raises(PolicyError, match="need --topology-key"):
         pool_manifest(parse("--topology-order=a"), image=IMAGE)
+    with pytest.raises(PolicyError, match="need --topology-key"):
+        pool_manifest(parse("--max-unavailable-per-domain=1"), image=IMAGE)
+    args = parse("--topology-key=k", "--max-unavailable-per-domain=50%")
+    assert pool_manifest(args, image=IMAGE)["spec"]["rollout"] == {
+        "topology": {"key": "k", "maxUnavailablePerDomain": "50%"}
+    }
 
 
 def test_order_flags_set_the_admins_order() -> None:

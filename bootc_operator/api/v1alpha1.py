@@ -274,6 +274,16 @@ class TopologySpec(WireModel):
             ],
         },
     )
+    max_unavailable_per_domain: int | str | None = Field(
+        default=None,
+        description="the most nodes of the current domain rebooting at once: an integer (>= 1) "
+        'or a percentage of the domain\'s nodes ("50%", rounded up, at least 1); '
+        "maxUnavailable still applies. Unset: maxUnavailable alone.",
+        json_schema_extra={
+            "x-kubernetes-int-or-string": True,
+            "x-kubernetes-validations": INT_OR_PERCENT_CEL("maxUnavailablePerDomain", minimum=1),
+        },
+    )
 
 
 class OrderBy(StrEnum):

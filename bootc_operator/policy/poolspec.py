@@ -278,7 +278,17 @@ def _topology(topology: Any, problems: list[str]) -> Topology | None:
             f"spec.rollout.topology.order must name each domain once: {', '.join(dupes)} repeated"
         )
         return None
-    return Topology(key=key, order=tuple(order))
+    per_domain = topology.get("maxUnavailablePerDomain")
+    if per_domain is not None:
+        try:
+            resolve_int_or_percent(per_domain, 1, field="maxUnavailablePerDomain")
+        except InvalidIntOrPercent as err:
+            problems.append(f"spec.rollout.topology.maxUnavailablePerDomain: {err}")
+            return None
+        if per_domain in (0, "0%"):
+            problems.append("spec.rollout.topology.maxUnavailablePerDomain must be at least 1")
+            return None
+    return Topology(key=key, order=tuple(order), max_unavailable=per_domain)
 
 
 def _reboot_policy(spec: Mapping[str, Any]) -> str | None:

@@ -426,6 +426,7 @@ def plan_rollout(
         awaiting_approval = True
     domain: str | None = None
     other_domains: list[str] = []
+    per_domain_room: int | None = None
     if topology is not None:
         domain = current_domain(
             topology,
@@ -435,9 +436,16 @@ def plan_rollout(
         )
         other_domains = [v.name for v in candidates if topology.domain(v) != domain]
         candidates = [v for v in candidates if topology.domain(v) == domain]
+        own = topology.budget(sum(1 for v in nodes if topology.domain(v) == domain))
+        if own is not None:
+            # the current domain's own budget: its holders count against it
+            held = sum(1 for v in kept if topology.domain(v) == domain)
+            per_domain_room = max(0, own - held)
     stopped = halted or bool(health_failed or rollback or held_back) or awaiting_approval
     stopped = stopped or alerts_blocked
     capacity = 0 if paused or stopped or not window_open else max(0, max_unavailable - len(kept))
+    if per_domain_room is not None:
+        capacity = min(capacity, per_domain_room)
     # unavailable members (holders and outside) may not exceed max_unavailable
     budget = max_unavailable - len(kept) - len(outside)
     take: list[str] = []

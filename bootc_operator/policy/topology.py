@@ -18,7 +18,9 @@ Reboot slots stay inside one domain, the *current* one, until it is done:
 - while canaries are pending, only their domains count, so the canaries still
   go first (one domain at a time, too).
 
-maxUnavailable applies inside the current domain (no other domain has slots).
+maxUnavailable applies inside the current domain (no other domain has slots);
+``maxUnavailablePerDomain`` (an integer, or a percentage of the domain's members)
+caps the slots inside it further.
 Staging (stageAhead) may run ahead across domains, in domain order
 (``plan_staging`` uses ``rank``).
 """
@@ -28,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
+from bootc_operator.api.intstr import resolve_max_unavailable
 from bootc_operator.policy.nodestate import NodeState, NodeView
 
 NO_DOMAIN = ""
@@ -45,6 +48,13 @@ class Topology:
 
     key: str
     order: tuple[str, ...] = ()
+    max_unavailable: int | str | None = None  # maxUnavailablePerDomain; None: no own budget
+
+    def budget(self, size: int) -> int | None:
+        """The current domain's own budget for a domain of ``size`` members (None: none)."""
+        if self.max_unavailable is None:
+            return None
+        return resolve_max_unavailable(self.max_unavailable, size)
 
     def domain(self, v: NodeView) -> str:
         """Member ``v``'s domain (``NO_DOMAIN`` without the label)."""

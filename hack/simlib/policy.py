@@ -170,6 +170,12 @@ def add_pool_arguments(
         help="spec.rollout.topology.key: reboots zone by zone, e.g. topology.kubernetes.io/zone",
     )
     group.add_argument(
+        "--max-unavailable-per-domain",
+        type=int_or_percent,
+        metavar="N|P%",
+        help="spec.rollout.topology.maxUnavailablePerDomain (needs --topology-key)",
+    )
+    group.add_argument(
         "--topology-order",
         type=lambda text: [d.strip() for d in text.split(",") if d.strip()],
         metavar="A,B",
@@ -258,12 +264,17 @@ def pool_manifest(
         rollout["maintenanceWindows"] = [parse_window(w, when) for w in args.maintenance_window]
     if getattr(args, "blocking_alert", None):
         rollout["blockingAlerts"] = list(args.blocking_alert)
-    if getattr(args, "topology_order", None) and not getattr(args, "topology_key", None):
-        raise PolicyError("--topology-order needs --topology-key")
+    per_domain = getattr(args, "max_unavailable_per_domain", None)
+    if (getattr(args, "topology_order", None) or per_domain is not None) and not getattr(
+        args, "topology_key", None
+    ):
+        raise PolicyError("--topology-order and --max-unavailable-per-domain need --topology-key")
     if getattr(args, "topology_key", None):
         topology: dict[str, Any] = {"key": args.topology_key}
         if args.topology_order:
             topology["order"] = list(args.topology_order)
+        if per_domain is not None:
+            topology["maxUnavailablePerDomain"] = per_domain
         rollout["topology"] = topology
     if order := _order(args):
         rollout["order"] = order

@@ -63,7 +63,8 @@ when given, so a scenario checks what its pool asks for:
   stream, so no lag between two watches), with each node's label as the Node
   watch has it (labels do not change during a scenario). ``summary.max_domains``
   is the most domains seen with slots at once; ``domains`` lists each change of
-  the set of disrupted domains (monitor time, domains), ``reboot_order`` the
+  the set of disrupted domains (monitor time, domains), ``max_per_domain`` the
+  most slots seen at once in each domain, ``reboot_order`` the
   nodes in the order they took slots, ``current_domains`` each value the pool's
   ``status.currentDomain`` took (recorded whatever the options).
 
@@ -454,6 +455,8 @@ class SafetyMonitor:
         self.topology_key = topology_key
         #: (monitor time, domains with slots) at each change (with ``topology_key``)
         self.domains: list[tuple[float, tuple[str, ...]]] = []
+        #: the most slots seen at once in each domain (with ``topology_key``)
+        self.max_per_domain: dict[str, int] = {}
         #: each value the pool's status.currentDomain took, in order (None: unset)
         self.current_domains: list[str | None] = []
         self.reboot_counts: dict[str, int] = {}
@@ -844,15 +847,14 @@ class SafetyMonitor:
 
     def _check_domains(self, at: float, slots: Collection[str]) -> None:
         key = self.topology_key or ""
-        domains = tuple(
-            sorted(
-                {
-                    ((self.nodes.get(n) or {}).get("metadata", {}).get("labels") or {}).get(key)
-                    or "(unlabelled)"
-                    for n in slots
-                }
-            )
-        )
+        of = [
+            ((self.nodes.get(n) or {}).get("metadata", {}).get("labels") or {}).get(key)
+            or "(unlabelled)"
+            for n in slots
+        ]
+        domains = tuple(sorted(set(of)))
+        for d in domains:
+            self.max_per_domain[d] = max(self.max_per_domain.get(d, 0), of.count(d))
         if not self.domains or self.domains[-1][1] != domains:
             self.domains.append((at, domains))
         self.summary.max_domains = max(self.summary.max_domains, len(domains))

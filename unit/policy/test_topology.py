@@ -126,6 +126,23 @@ def test_max_unavailable_applies_inside_the_domain() -> None:
     assert plan.take == ("a0", "a1", "a2") and plan.other_domains == ("b0", "b1", "b2")
 
 
+def test_a_per_domain_budget_caps_the_slots_inside_the_domain() -> None:
+    nodes = [z(f"a{i}", "a") for i in range(4)] + [z("b0", "b")]
+    per_domain = Topology(ZONE, max_unavailable=1)
+    plan = plan_rollout(nodes, 3, paused=False, now=NOW, topology=per_domain)
+    assert plan.take == ("a0",) and plan.waiting == ("a1", "a2", "a3", "b0")
+    # a holder of the domain counts against it
+    nodes[0] = z("a0", "a", slot=True)
+    assert plan_rollout(nodes, 3, paused=False, now=NOW, topology=per_domain).take == ()
+    # a percentage of the domain's 4 members, rounded up: 50% is 2, 25% is 1, 30% is 2
+    for value, room in (("50%", 1), ("25%", 0), ("30%", 1)):
+        topo = Topology(ZONE, max_unavailable=value)
+        assert len(plan_rollout(nodes, 3, paused=False, now=NOW, topology=topo).take) == room
+    # maxUnavailable still applies
+    topo = Topology(ZONE, max_unavailable=4)
+    assert plan_rollout(nodes, 2, paused=False, now=NOW, topology=topo).take == ("a1",)
+
+
 def test_the_domain_moves_on_in_the_pass_that_releases_the_last_holder() -> None:
     nodes = [z("a1", "a", S.UP_TO_DATE, slot=True, want="Booted"), z("b1", "b")]
     plan = plan_rollout(nodes, 1, paused=False, now=NOW, topology=TOPO)
@@ -239,6 +256,8 @@ def test_a_random_rollout_never_has_slots_in_two_domains(seed: int) -> None:
 def test_the_spec_resolves_into_a_topology() -> None:
     policy = check_pool(_pool_with({"key": ZONE, "order": ["b", "a"]}))
     assert policy.valid and policy.topology == Topology(ZONE, ("b", "a"))
+    policy = check_pool(_pool_with({"key": ZONE, "maxUnavailablePerDomain": "50%"}))
+    assert policy.valid and policy.topology == Topology(ZONE, max_unavailable="50%")
     assert check_pool(_pool_with(None)).topology is None
 
 
@@ -257,6 +276,15 @@ def test_the_spec_resolves_into_a_topology() -> None:
             'topology.kubernetes.io/zone), not "a b"',
         ),
         ({"key": ZONE, "order": "a"}, "spec.rollout.topology.order must be a list of label values"),
+        (
+            {"key": ZONE, "maxUnavailablePerDomain": 0},
+            "spec.rollout.topology.maxUnavailablePerDomain must be at least 1",
+        ),
+        (
+            {"key": ZONE, "maxUnavailablePerDomain": "half"},
+            'spec.rollout.topology.maxUnavailablePerDomain: maxUnavailablePerDomain "half" is '
+            'not a non-negative integer or a percentage like "25%"',
+        ),
         (
             {"key": ZONE, "order": ["a", "b", "a"]},
             "spec.rollout.topology.order must name each domain once: a repeated",
