@@ -28,6 +28,9 @@ from bootc_operator.registry.signature import (
     InvalidSignatureManifest,
     Outcome,
     TrustedKey,
+    Verdict,
+    VerdictCache,
+    keyset_id,
     load_public_keys,
     parse_signature_manifest,
     signature_tag,
@@ -526,3 +529,45 @@ def test_real_cosign_payload_tampered() -> None:
         image, digest, rewritten, {sha256(edited): edited}, fixture_key("release.pub")
     )
     assert verdict.outcome is Outcome.WRONG_KEY
+
+
+# ---------------------------------------------------------------- the verdict cache
+
+
+def test_keyset_id_is_the_keys_and_their_names(
+    p256: ec.EllipticCurvePrivateKey, other_p256: ec.EllipticCurvePrivateKey
+) -> None:
+    a, b = public(p256, "a"), public(other_p256, "b")
+    assert keyset_id([a, b]) == keyset_id([b, a]) == keyset_id([public(p256, "a"), b])
+    assert (
+        len({keyset_id([a]), keyset_id([b]), keyset_id([a, b]), keyset_id([public(p256, "c")])})
+        == 4
+    )
+
+
+def test_verified_is_kept_other_verdicts_are_rechecked() -> None:
+    cache = VerdictCache(recheck_after=60.0)
+    good = Verdict(Outcome.VERIFIED, "ok", key="k")
+    unsigned = Verdict(Outcome.NOT_SIGNED, "not signed")
+    cache.put(IMAGE, DIGEST, "ks", good, now=0.0)
+    cache.put(IMAGE, OTHER, "ks", unsigned, now=0.0)
+    assert cache.get(IMAGE, DIGEST, "ks", now=10**6) is good
+    assert cache.get(IMAGE, OTHER, "ks", now=59.9) is unsigned
+    assert cache.get(IMAGE, OTHER, "ks", now=60.0) is None
+    assert len(cache) == 1
+    # another key set, another image: nothing cached for them
+    assert cache.get(IMAGE, DIGEST, "other", now=0.0) is None
+    assert cache.get("quay.io/example/other", DIGEST, "ks", now=0.0) is None
+
+
+def test_the_cache_is_bounded_least_recently_used_first() -> None:
+    cache = VerdictCache(max_entries=2)
+    verdict = Verdict(Outcome.VERIFIED, "ok")
+    digests = ["sha256:" + c * 64 for c in "123"]
+    cache.put(IMAGE, digests[0], "ks", verdict, now=0.0)
+    cache.put(IMAGE, digests[1], "ks", verdict, now=0.0)
+    assert cache.get(IMAGE, digests[0], "ks", now=0.0) is verdict  # now the most recent
+    cache.put(IMAGE, digests[2], "ks", verdict, now=0.0)
+    assert len(cache) == 2
+    assert cache.get(IMAGE, digests[1], "ks", now=0.0) is None
+    assert cache.get(IMAGE, digests[0], "ks", now=0.0) is verdict

@@ -33,6 +33,9 @@ The strongest finding wins, in that order (one valid signature among broken ones
 verifies). The payload's ``docker-reference`` is reported, not enforced: cosign
 verifies the digest claim only, and a mirrored image keeps its signature.
 
+``VerdictCache`` keeps verdicts per (image, digest, keys): ``Verified`` for good
+(a digest never changes), the others for a re-check interval.
+
 ``cryptography`` is imported only when keys are parsed or a signature is checked:
 its compiled library costs a process about 10 MiB of RSS, and the daemon imports
 ``bootc_operator.registry`` (for the host auth file) without ever verifying.
@@ -49,6 +52,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -329,6 +334,61 @@ def verify_signatures(
         f"{shown} has {count} {plural}, none usable: "
         f"signature {best.index + 1}: {best.detail}{checked}",
     )
+
+
+def keyset_id(keys: Sequence[TrustedKey]) -> str:
+    """A short id of a set of trusted keys (their names and SubjectPublicKeyInfo), so a
+    verdict is reused only for the very keys it was made with."""
+    from cryptography.hazmat.primitives.serialization import (  # noqa: PLC0415
+        Encoding,
+        PublicFormat,
+    )
+
+    digest = hashlib.sha256()
+    for key in sorted(keys, key=lambda k: k.name):
+        digest.update(key.name.encode() + b"\0")
+        digest.update(key.key.public_bytes(Encoding.DER, PublicFormat.SubjectPublicKeyInfo))
+    return digest.hexdigest()[:32]
+
+
+class VerdictCache:
+    """Verdicts per (image, digest, ``keyset_id``), so a digest is verified once.
+
+    A digest and its keys never change, so a ``Verified`` verdict is kept until
+    evicted (least recently used first, beyond ``max_entries``). Any other verdict is
+    kept ``recheck_after`` seconds only: the signature may be pushed (or fixed) after
+    the image, and a rollout blocked by it must notice. Registry failures are not
+    verdicts and are never cached. ``now`` is a monotonic clock reading, given by the
+    caller (tests pass their own).
+    """
+
+    def __init__(self, *, max_entries: int = 1024, recheck_after: float = 60.0) -> None:
+        self.max_entries = max_entries
+        self.recheck_after = recheck_after
+        self._entries: OrderedDict[tuple[str, str, str], tuple[Verdict, float]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, image: str, digest: str, keyset: str, *, now: float) -> Verdict | None:
+        """The cached verdict, or None when there is none or a negative one expired."""
+        key = (image, digest, keyset)
+        entry = self._entries.get(key)
+        if entry is None:
+            return None
+        verdict, at = entry
+        if not verdict.verified and now - at >= self.recheck_after:
+            del self._entries[key]
+            return None
+        self._entries.move_to_end(key)
+        return verdict
+
+    def put(self, image: str, digest: str, keyset: str, verdict: Verdict, *, now: float) -> None:
+        key = (image, digest, keyset)
+        self._entries[key] = (verdict, now)
+        self._entries.move_to_end(key)
+        while len(self._entries) > self.max_entries:
+            self._entries.popitem(last=False)
 
 
 # ---------------------------------------------------------------------- internals
