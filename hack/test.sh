@@ -11,15 +11,25 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash hack/setup.sh
+# helm and cosign (cold: minutes, mostly module downloads) build in the background
+# while the packages install and the control plane builds; each build script takes
+# its own lock and cache, and a failed build fails this script at its `wait`.
+tools="$(mktemp -d)"
+bash hack/build-helm.sh >"$tools/helm" &
+helm_job=$!
+bash hack/build-cosign.sh >"$tools/cosign" &
+cosign_job=$!
 bash hack/install-registry.sh
 bash hack/install-prometheus.sh
 bash hack/install-image-tools.sh
 BIN_DIR="$(bash hack/build-binaries.sh)"
 export BOOTC_OPERATOR_BIN_DIR="$BIN_DIR"
-BOOTC_OPERATOR_HELM="$(bash hack/build-helm.sh)"
-export BOOTC_OPERATOR_HELM
-BOOTC_OPERATOR_COSIGN="$(bash hack/build-cosign.sh)"
-export BOOTC_OPERATOR_COSIGN
+wait "$helm_job" || { echo "hack/build-helm.sh failed" >&2; exit 1; }
+wait "$cosign_job" || { echo "hack/build-cosign.sh failed" >&2; exit 1; }
+BOOTC_OPERATOR_HELM="$(tail -n 1 "$tools/helm")"
+BOOTC_OPERATOR_COSIGN="$(tail -n 1 "$tools/cosign")"
+rm -rf "$tools"
+export BOOTC_OPERATOR_HELM BOOTC_OPERATOR_COSIGN
 echo "== ruff" >&2
 .venv/bin/ruff check .
 .venv/bin/ruff format --check . >/dev/null || { .venv/bin/ruff format --diff . | head -50; exit 1; }
