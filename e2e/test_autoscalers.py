@@ -20,8 +20,8 @@ from typing import Any
 from kubernetes_asyncio.client import ApiClient
 
 from bootc_operator.api import constants as c
-from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, NODES, ApiError
-from bootc_operator.kube.rest import delete_object, get_object, patch_object
+from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, EVENTS, NODES, ApiError
+from bootc_operator.kube.rest import delete_object, get_object, list_objects, patch_object
 from bootc_operator.policy.autoscaler import DO_NOT_DISRUPT, PROTECT
 from e2e.controllerenv import add_nodes, create_pool, delete_quietly, get_pool, running_controller
 from e2e.helpers import condition, image, unique_name, wait_for
@@ -112,6 +112,10 @@ async def _equal(got: Any, expected: Any) -> bool:
     return bool(await got == expected)
 
 
+async def _contains(got: Any, item: Any) -> bool:
+    return item in await got
+
+
 async def test_a_node_deleted_in_its_slot_gives_the_slot_back_at_once(
     api: ApiClient, fleet: Fleet
 ) -> None:
@@ -141,6 +145,13 @@ async def test_a_node_deleted_in_its_slot_gives_the_slot_back_at_once(
         await wait_for(lambda: up_to_date(api, group, 2, 1), 30, "pool UpToDate on image 2")
     assert monitor.summary.max_slots == 1, monitor.timeline
     await delete_quietly(api, BOOTC_NODE_POOLS, group)
+
+
+async def node_event_reasons(api: ApiClient, name: str) -> list[str]:
+    items, _ = await list_objects(
+        api, EVENTS, namespace="default", field_selector=f"regarding.name={name}"
+    )
+    return [e["reason"] for e in items if e["regarding"].get("kind") == "Node"]
 
 
 async def taint(api: ApiClient, name: str, key: str | None) -> None:
@@ -173,6 +184,11 @@ async def test_a_node_an_autoscaler_removes_gets_no_slot_and_is_shown_leaving(
         await patch_object(api, BOOTC_NODE_POOLS, group, {"spec": {"image": {"ref": image(2)}}})
         await wait_for(shown_leaving, 60, "two nodes updated, one shown leaving")
         assert going not in monitor.takes_between(0), monitor.timeline
+        await wait_for(
+            lambda: _contains(node_event_reasons(api, going), "NodeLeaving"),
+            30,
+            f"a NodeLeaving Event on {going}",
+        )
         assert await holders(api, names) == []
         await taint(api, going, None)
         await wait_for(lambda: up_to_date(api, group, 2, 3), 60, "pool UpToDate on image 2")

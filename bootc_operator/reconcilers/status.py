@@ -93,6 +93,7 @@ class StatusReconciler:
         self._extra_problems = extra_problems
         self._secret_state = secret_state
         self._degraded: dict[str, dict[str, str]] = {}  # pool -> node -> message
+        self._leaving: dict[str, set[str]] = {}  # pool -> members an autoscaler removes
         self._warned_selects_all: dict[str, int | None] = {}  # pool -> generation warned
 
     async def reconcile(self, pool_name: str) -> float | None:
@@ -328,7 +329,8 @@ class StatusReconciler:
 
     def _node_events(self, pool_name: str, views: list[Any]) -> None:
         """A Warning on the node and its BootcNode (whose status the daemon reported it
-        in) when it turns degraded, a Normal one when it recovers."""
+        in) when it turns degraded, a Normal one when it recovers; a Normal
+        ``NodeLeaving`` on the node when an autoscaler starts removing it."""
         now = {v.name: v.degraded_message for v in views if v.state is NodeState.DEGRADED}
         before = self._degraded.get(pool_name, {})
         for name, message in now.items():
@@ -348,6 +350,17 @@ class StatusReconciler:
                         ref, "Normal", "NodeRecovered", "Status", f"{name} is healthy again"
                     )
         self._degraded[pool_name] = now
+        # a member an autoscaler is removing: said once, when it is first seen so
+        leaving = {v.name: v.leaving for v in views if v.departing}
+        for name in leaving.keys() - self._leaving.get(pool_name, set()):
+            self.ctx.recorder.emit(
+                self.ctx.node_ref(name),
+                "Normal",
+                "NodeLeaving",
+                "Status",
+                f"{name} is {leaving[name]}; it gets no reboot slot and is not updated",
+            )
+        self._leaving[pool_name] = set(leaving)
 
     def _condition_events(
         self, pool: Obj, old: list[dict[str, Any]] | None, new: list[dict[str, Any]]
