@@ -230,6 +230,8 @@ CONTROLLER_NEEDS: list[Check] = [
     chk("watch", "pods"),
     chk("list", "pods", ns="kube-system"),
     chk("create", "pods", sub="eviction", ns="some-app"),
+    # spec.rollout.drain.onTimeout: Force deletes the pods a drain could not evict
+    chk("delete", "pods", ns="some-app"),
     chk("create", "events", ns="default"),
     chk("patch", "events", ns="default"),
     chk("create", "leases", group="coordination.k8s.io", ns=NS),
@@ -250,8 +252,8 @@ CONTROLLER_DENIED: list[Check] = [
     *(chk(v, "nodes") for v in ("create", "update", "delete", "deletecollection")),
     chk("patch", "nodes", sub="status"),
     chk("create", "nodes", sub="proxy"),
-    # Pods: evict, never delete, create, exec or change.
-    *(chk(v, "pods", ns="some-app") for v in ("get", "create", "update", "patch", "delete")),
+    # Pods: evict (or delete, for onTimeout: Force), never create, exec or change.
+    *(chk(v, "pods", ns="some-app") for v in ("get", "create", "update", "patch")),
     *(
         chk("create", "pods", sub=s, ns="some-app")
         for s in ("exec", "attach", "portforward", "binding")
@@ -402,7 +404,7 @@ node.bootc.dev bootcnodepools/status patch
 node.bootc.dev bootcnodepools/finalizers update
 node.bootc.dev bootcnodes get,list,watch,create,patch,delete
 core nodes get,list,watch,patch
-core pods list,watch
+core pods list,watch,delete
 core pods/eviction create
 authentication.k8s.io tokenreviews create
 authorization.k8s.io subjectaccessreviews create

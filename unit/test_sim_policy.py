@@ -114,6 +114,21 @@ def test_order_flags_set_the_admins_order() -> None:
     }
 
 
+def test_drain_flags_set_the_drain_policy_over_the_files(tmp_path: Path) -> None:
+    args = parse("--drain-timeout=30", "--drain-on-timeout=Skip")
+    assert wants_pool(args)
+    rollout = pool_manifest(args, image=IMAGE)["spec"]["rollout"]
+    assert rollout == {"drain": {"timeoutSeconds": 30, "onTimeout": "Skip"}}
+    assert describe_rollout(rollout) == "maxUnavailable 1, drain timeout 30s then Skip"
+    file = tmp_path / "pool.yaml"
+    file.write_text("spec:\n  rollout:\n    drain: {timeoutSeconds: 5, gracePeriodSeconds: 1}\n")
+    args = parse(f"--pool-file={file}", "--drain-on-timeout=Force")
+    drain = pool_manifest(args, image=IMAGE)["spec"]["rollout"]["drain"]
+    assert drain == {"timeoutSeconds": 5, "gracePeriodSeconds": 1, "onTimeout": "Force"}
+    with pytest.raises(SystemExit):
+        parse("--drain-on-timeout=Drop")
+
+
 def test_a_pool_file_is_filled_in_and_flags_beat_its_fields(tmp_path: Path) -> None:
     path = tmp_path / "pool.yaml"
     path.write_text(

@@ -45,6 +45,9 @@ DRAIN_SUMMARY_ANNOTATION: Final = "bootc.dev/drain-summary"
 # BootcNode annotation set when a drain timed out: the node is skipped (and shown
 # degraded) until its target changes or an admin removes the annotation.
 DRAIN_BLOCKED_ANNOTATION: Final = "bootc.dev/drain-blocked"
+#: spec.rollout.drain.onTimeout Skip let the node go: "<times> <why>"; cleared when
+#: the node gets through (its slot released) or its target changes
+DRAIN_SKIPPED_ANNOTATION: Final = "bootc.dev/drain-skipped"
 # BootcNode annotation: the target digest this node failed its health check on and
 # was rolled back from; it is not offered that digest again until the pool's target
 # changes (or an admin removes the annotation).

@@ -321,6 +321,42 @@ class OrderSpec(WireModel):
     )
 
 
+class DrainTimeoutPolicy(StrEnum):
+    HALT = "Halt"
+    SKIP = "Skip"
+    FORCE = "Force"
+
+
+class DrainSpec(WireModel):
+    """How a slot holder's drain is bounded, and what happens when it runs out of time."""
+
+    timeout_seconds: int | None = Field(
+        default=None,
+        ge=0,
+        description="the longest a node drain may take; when set it wins over "
+        "drainTimeoutSeconds; 0 waits indefinitely. Unset: drainTimeoutSeconds.",
+        json_schema_extra={"format": "int32"},
+    )
+    on_timeout: DrainTimeoutPolicy | None = Field(
+        default=None,
+        description='what a drain past its timeout does: "Halt" keeps the node cordoned in '
+        "its slot, keeps evicting and starts no new reboots until it drains (the pool names "
+        'the pod and node that block); "Skip" uncordons the node, gives its slot back and '
+        "retries it after the other nodes (at most 3 tries, then it is marked drain-blocked); "
+        '"Force" deletes the pods left without the Eviction API (PodDisruptionBudgets are '
+        "bypassed; a Warning Event per pod) and the node reboots. Unset: as "
+        "drainTimeoutSeconds alone does (the node gives its slot back, is uncordoned and "
+        "marked drain-blocked until its target changes).",
+    )
+    grace_period_seconds: int | None = Field(
+        default=None,
+        ge=0,
+        description="the termination grace period given to each evicted (or, with Force, "
+        "deleted) pod; unset: the pod's own terminationGracePeriodSeconds.",
+        json_schema_extra={"format": "int32"},
+    )
+
+
 class RolloutSpec(WireModel):
     """How updates roll out across the pool's nodes."""
 
@@ -342,6 +378,11 @@ class RolloutSpec(WireModel):
         ge=0,
         description="the longest a node drain may take; 0 or unset waits indefinitely.",
         json_schema_extra={"format": "int32"},
+    )
+    drain: DrainSpec | None = Field(
+        default=None,
+        description="the drain's timeout, what happens past it, and the pods' grace period; "
+        "unset: drainTimeoutSeconds alone.",
     )
     reboot_timeout_seconds: int | None = Field(
         default=None,

@@ -400,7 +400,7 @@ def why_node(r: PoolReport, name: str) -> str:
         text = f"{name} holds a reboot slot since {_since(now, v.slot_since)} ago and is draining"
         if r.check.drain_timeout and v.slot_since is not None:
             left = r.check.drain_timeout - (now - v.slot_since).total_seconds()
-            text += f" ({age(left)} left of drainTimeoutSeconds {int(r.check.drain_timeout)})"
+            text += f" ({age(left)} left of its drain timeout {int(r.check.drain_timeout)}s)"
         text += "; once drained it is told to reboot into " + target + "."
     elif state is MemberState.REBOOTING:
         since = reboot_clock(v)

@@ -5,13 +5,34 @@ DaemonSet (the daemon itself among them) and mirror pods of static manifests.
 Everything else is evicted, emptyDir data included (the node reboots anyway),
 terminal pods too (eviction just deletes them). Pods already terminating are
 waited for, not evicted again.
+
+What a drain past its timeout does (``timeout_action``), from
+``spec.rollout.drain.onTimeout`` (``DrainPolicy``):
+
+- unset (``GIVE_UP``, what ``drainTimeoutSeconds`` alone has always done): the
+  node gives its slot back, is uncordoned and marked ``bootc.dev/drain-blocked``
+  (Degraded) until its target changes; the rollout goes around it;
+- ``Halt``: the node keeps its slot and cordon and its drain goes on; no new
+  slots start in the pool until it drains;
+- ``Skip``: the node gives its slot back, is uncordoned and marked
+  ``bootc.dev/drain-skipped`` (how many times); it competes again after every
+  node never skipped, ``MAX_SKIPS`` times at most, then it is given up as above;
+- ``Force``: the pods left are deleted without the Eviction API (PDBs bypassed).
+
+An eviction refused for another reason than a PodDisruptionBudget (an admission
+webhook or policy denies it: 400/403/422/500...) is retried with the same capped
+backoff as a 429, never treated as fatal (``refusal_kind`` names which).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from enum import StrEnum
+from typing import Any, Final
+
+from bootc_operator.policy.nodestate import NodeState, NodeView
 
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 
@@ -70,3 +91,81 @@ def blocking_message(node: str, remaining: Iterable[str], blocked_by: Mapping[st
     if len(pods) > 5:
         parts.append(f"and {len(pods) - 5} more")
     return f"drain of {node} blocked by {', '.join(parts)}" if parts else f"drain of {node} done"
+
+
+#: how many times Skip gives a node's slot back before the node is given up
+MAX_SKIPS: Final = 3
+
+
+class TimeoutAction(StrEnum):
+    """What happens to a drain past its timeout; the values are the outcome metric's."""
+
+    GIVE_UP = "GiveUp"
+    HALT = "Halt"
+    SKIP = "Skip"
+    FORCE = "Force"
+
+
+@dataclass(frozen=True, slots=True)
+class DrainPolicy:
+    """``spec.rollout.drain`` (and ``drainTimeoutSeconds``) as the drain decisions read it."""
+
+    timeout: float | None = None  # seconds; None: no limit
+    on_timeout: str | None = None  # Halt | Skip | Force; None: give up (drainTimeoutSeconds)
+    grace_period: int | None = None  # seconds given to each evicted or deleted pod
+
+
+def timeout_action(policy: DrainPolicy, skips: int) -> TimeoutAction:
+    """What a drain past its timeout does; ``skips``: times Skip already let the node go."""
+    if policy.on_timeout == "Halt":
+        return TimeoutAction.HALT
+    if policy.on_timeout == "Force":
+        return TimeoutAction.FORCE
+    if policy.on_timeout == "Skip" and skips < MAX_SKIPS:
+        return TimeoutAction.SKIP
+    return TimeoutAction.GIVE_UP
+
+
+def refusal_kind(status: int) -> str:
+    """``pdb`` for a PodDisruptionBudget's 429, ``denied`` for any other refusal."""
+    return "pdb" if status == 429 else "denied"
+
+
+def overdue_drains(
+    views: Iterable[NodeView], now: dt.datetime, policy: DrainPolicy
+) -> tuple[str, ...]:
+    """Slot holders still draining past the timeout, by name (the drain is the one
+    step between taking a slot and being told to reboot, so the slot's age is the
+    drain's)."""
+    if policy.timeout is None:
+        return ()
+    return tuple(
+        sorted(
+            v.name
+            for v in views
+            if v.in_slot
+            and v.state is NodeState.STAGED
+            and v.desired_image_state == "Staged"
+            and v.spec_in_sync
+            and v.slot_since is not None
+            and (now - v.slot_since).total_seconds() >= policy.timeout
+        )
+    )
+
+
+def halting_drains(
+    views: Iterable[NodeView], now: dt.datetime, policy: DrainPolicy
+) -> tuple[str, ...]:
+    """Holders whose overdue drain halts the pool (``onTimeout: Halt``)."""
+    if policy.on_timeout != "Halt":
+        return ()
+    return overdue_drains(views, now, policy)
+
+
+def halt_message(halting: Iterable[str], blocking: Mapping[str, str]) -> str:
+    """The pool's RolloutHalted message for drains past their timeout under Halt;
+    ``blocking``: node -> its drain's ``blocking_message`` (when this process knows)."""
+    names = sorted(halting)
+    why = "; ".join(blocking.get(n) or f"drain of {n} not finished" for n in names[:5])
+    nodes = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    return f"drain timed out on {nodes} (onTimeout: Halt), no new reboots until it ends: {why}"

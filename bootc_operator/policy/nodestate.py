@@ -103,6 +103,8 @@ class NodeView:
                 return value
         return None
 
+    drain_skips: int = 0  # times onTimeout Skip let it go (``bootc.dev/drain-skipped``)
+
     @property
     def departing(self) -> bool:
         """An autoscaler is removing it, and it neither holds a slot nor runs the
@@ -223,7 +225,14 @@ def view(
         labels=tuple(sorted(node_labels.items())),
         created=parse_time(((node or {}).get("metadata") or {}).get("creationTimestamp")),
         leaving=leaving(node),
+        drain_skips=drain_skips_of(annotations.get(c.DRAIN_SKIPPED_ANNOTATION)),
     )
+
+
+def drain_skips_of(value: str | None) -> int:
+    """``bootc.dev/drain-skipped``'s count (it starts the value); 0 when absent."""
+    head = (value or "").split(" ", 1)[0]
+    return int(head) if head.isdigit() else 0
 
 
 class _Live(Container[str], Sized, Protocol):

@@ -78,6 +78,7 @@ def retarget_patch(desired_image: str) -> Obj:
             "labels": desired_digest_label(desired_image),
             "annotations": {
                 c.DRAIN_BLOCKED_ANNOTATION: None,
+                c.DRAIN_SKIPPED_ANNOTATION: None,
                 c.HEALTH_FAILED_ANNOTATION: None,
                 c.HEALTH_CHECK_ANNOTATION: None,
             },

@@ -32,6 +32,7 @@ from bootc_operator.api.intstr import (
     resolve_max_unavailable,
 )
 from bootc_operator.api.wire import DEFAULT_HEALTH_TIMEOUT_SECONDS
+from bootc_operator.policy.drainplan import DrainPolicy
 from bootc_operator.policy.health import HealthPolicy
 from bootc_operator.policy.order import BY_NAME, FIRST, LAST, NEWEST_FIRST, OLDEST_BOOT_FIRST, Order
 from bootc_operator.policy.selectors import InvalidSelector, validate_selector
@@ -63,7 +64,8 @@ class PoolPolicy:
     selector_ok: bool = False
     selector: Mapping[str, Any] | None = None  # spec.nodeSelector, when selector_ok
     paused: bool = False
-    drain_timeout: float | None = None
+    drain_timeout: float | None = None  # drain.timeoutSeconds, else drainTimeoutSeconds
+    drain: DrainPolicy = field(default_factory=DrainPolicy)
     reboot_timeout: float | None = None
     max_unavailable: int | str = 1
     targets: frozenset[str] = field(default_factory=frozenset)
@@ -194,7 +196,7 @@ def check_pool(pool: Mapping[str, Any], resolved: Mapping[str, str] | None = Non
 
     topology = _topology(rollout.get("topology"), problems)
     order = _order(rollout.get("order"), problems)
-    drain_timeout = _seconds(rollout, "drainTimeoutSeconds", problems)
+    drain = _drain_policy(rollout, problems)
     reboot_timeout = _seconds(rollout, "rebootTimeoutSeconds", problems)
     return PoolPolicy(
         problems=tuple(problems),
@@ -205,7 +207,8 @@ def check_pool(pool: Mapping[str, Any], resolved: Mapping[str, str] | None = Non
         selector_ok=selector_ok,
         selector=spec.get("nodeSelector") if selector_ok else None,
         paused=bool(rollout.get("paused")),
-        drain_timeout=drain_timeout,
+        drain_timeout=drain.timeout,
+        drain=drain,
         reboot_timeout=reboot_timeout,
         max_unavailable=max_unavailable,
         targets=frozenset({target}) if target else frozenset(),
@@ -299,17 +302,50 @@ def _reboot_policy(spec: Mapping[str, Any]) -> str | None:
     return "AllowSoftReboot" if policy == "AllowSoftReboot" else None
 
 
-def _seconds(rollout: Mapping[str, Any], name: str, problems: list[str]) -> float | None:
-    """``spec.rollout.<name>`` in seconds; 0 or unset: None (no limit)."""
+def _seconds(
+    rollout: Mapping[str, Any], name: str, problems: list[str], where: str = "spec.rollout"
+) -> float | None:
+    """``<where>.<name>`` in seconds; 0 or unset: None (no limit)."""
     value = rollout.get(name)
     if value is None or value == 0:
         return None
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        problems.append(
-            f"spec.rollout.{name} must be a non-negative integer, not {json.dumps(value)}"
-        )
+        problems.append(f"{where}.{name} must be a non-negative integer, not {json.dumps(value)}")
         return None
     return float(value)
+
+
+ON_TIMEOUT = ("Halt", "Skip", "Force")
+
+
+def _drain_policy(rollout: Mapping[str, Any], problems: list[str]) -> DrainPolicy:
+    """``spec.rollout.drain``; its timeoutSeconds, when set (0 too), wins over
+    ``drainTimeoutSeconds``."""
+    legacy = _seconds(rollout, "drainTimeoutSeconds", problems)
+    drain = rollout.get("drain")
+    if drain is None:
+        return DrainPolicy(timeout=legacy)
+    if not isinstance(drain, Mapping):
+        problems.append("spec.rollout.drain must be an object")
+        return DrainPolicy(timeout=legacy)
+    where = "spec.rollout.drain"
+    timeout = _seconds(drain, "timeoutSeconds", problems, where)
+    if drain.get("timeoutSeconds") is None:
+        timeout = legacy
+    on_timeout = drain.get("onTimeout")
+    if on_timeout is not None and on_timeout not in ON_TIMEOUT:
+        problems.append(
+            f"{where}.onTimeout must be one of {', '.join(ON_TIMEOUT)}, "
+            f"not {json.dumps(on_timeout)}"
+        )
+        on_timeout = None
+    grace = drain.get("gracePeriodSeconds")
+    if grace is not None and (not isinstance(grace, int) or isinstance(grace, bool) or grace < 0):
+        problems.append(
+            f"{where}.gracePeriodSeconds must be a non-negative integer, not {json.dumps(grace)}"
+        )
+        grace = None
+    return DrainPolicy(timeout=timeout, on_timeout=on_timeout, grace_period=grace)
 
 
 def _health_policy(health: Any, problems: list[str]) -> HealthPolicy | None:

@@ -59,6 +59,7 @@ from typing import Any
 from bootc_operator.api import constants as c
 from bootc_operator.api.wire import DesiredImageState
 from bootc_operator.policy.autoscaler import PROTECT, restore_annotations
+from bootc_operator.policy.drainplan import halting_drains
 from bootc_operator.policy.health import GateResult, Verdict, choose_canaries
 from bootc_operator.policy.nodestate import NodeState, NodeView
 from bootc_operator.policy.order import Order, order_key
@@ -103,6 +104,7 @@ class RolloutPlan:
     other_domains: tuple[str, ...] = ()  # candidates waiting in a later domain
     # spec.rollout.order: the candidates left waiting (current domain), in the order they go
     next_up: tuple[str, ...] = ()
+    drain_halted: tuple[str, ...] = ()  # holders past their drain timeout (onTimeout: Halt)
 
     @property
     def health_halted(self) -> bool:
@@ -184,6 +186,7 @@ def release_annotations() -> dict[str, str | None]:
         c.REBOOT_REQUESTED_ANNOTATION: None,
         c.HEALTH_CHECK_ANNOTATION: None,
         c.DRAIN_SUMMARY_ANNOTATION: None,
+        c.DRAIN_SKIPPED_ANNOTATION: None,
     }
 
 
@@ -363,6 +366,7 @@ def plan_rollout(
     alerts_blocked: bool = False,
     topology: Topology | None = None,
     order: Order | None = None,
+    drain_halted: tuple[str, ...] = (),
 ) -> RolloutPlan:
     """The slot decisions (module doc). ``gates``: health-gate verdicts of the holders
     that arrived on the target (``health.gate_results``); a failed one with
@@ -370,7 +374,9 @@ def plan_rollout(
     its slot; either halts the rollout. ``canaries``: while any of them is not
     updated, only they may take slots; then, with ``approval_needed``, none.
     ``alerts_blocked``: a blocking alert fires (the alert gate): no new slots.
-    ``topology``: slots stay inside the current domain; ``order``: the admin's order."""
+    ``topology``: slots stay inside the current domain; ``order``: the admin's order.
+    ``drain_halted``: holders whose drain ran out of time under ``onTimeout: Halt``:
+    no new slots."""
     gates = gates or {}
     nodes = sorted(views, key=lambda v: v.name)
     release: list[str] = []
@@ -412,7 +418,8 @@ def plan_rollout(
     held_back = [v.name for v in nodes if v.held_back]
     candidates = sorted(
         (v for v in nodes if is_candidate(v)),
-        key=slot_order if order is None else (lambda v: order_key(order, v)),
+        # nodes a drain timeout skipped (onTimeout Skip) after the others, fewest first
+        key=lambda v: (v.drain_skips, slot_order(v) if order is None else order_key(order, v)),
     )
     canary_pending = [
         v.name
@@ -442,7 +449,7 @@ def plan_rollout(
             held = sum(1 for v in kept if topology.domain(v) == domain)
             per_domain_room = max(0, own - held)
     stopped = halted or bool(health_failed or rollback or held_back) or awaiting_approval
-    stopped = stopped or alerts_blocked
+    stopped = stopped or alerts_blocked or bool(drain_halted)
     capacity = 0 if paused or stopped or not window_open else max(0, max_unavailable - len(kept))
     if per_domain_room is not None:
         capacity = min(capacity, per_domain_room)
@@ -493,6 +500,7 @@ def plan_rollout(
         domain=domain,
         other_domains=tuple(other_domains),
         next_up=tuple(v.name for v in candidates if v.name not in take) if order else (),
+        drain_halted=drain_halted,
     )
 
 
@@ -572,6 +580,7 @@ def plan_pool(
         alerts_blocked=alerts_blocked,
         topology=policy.topology,
         order=policy.order,
+        drain_halted=halting_drains(views, now, policy.drain),
     )
     stage = plan_staging(
         views, budgets.stage_ahead, canaries=canaries, topology=policy.topology, order=policy.order

@@ -266,14 +266,27 @@ class Context:
         self.pool_overlay.wrote(name, updated)
         return updated
 
-    async def evict(self, namespace: str, name: str) -> None:
-        body = {
+    async def evict(self, namespace: str, name: str, grace_period: int | None = None) -> None:
+        body: Obj = {
             "apiVersion": "policy/v1",
             "kind": "Eviction",
             "metadata": {"name": name, "namespace": namespace},
         }
+        if grace_period is not None:
+            body["deleteOptions"] = {"gracePeriodSeconds": grace_period}
         path = f"/api/v1/namespaces/{namespace}/pods/{name}/eviction"
         await request_json(self.api, "POST", path, body=body)
+
+    async def force_delete_pod(
+        self, namespace: str, name: str, uid: str, grace_period: int | None = None
+    ) -> None:
+        """DELETE the pod itself, not through the Eviction API (no PodDisruptionBudget
+        is asked); ``uid``: only that pod, not one recreated under its name."""
+        body: Obj = {"preconditions": {"uid": uid}} if uid else {}
+        if grace_period is not None:
+            body["gracePeriodSeconds"] = grace_period
+        path = f"/api/v1/namespaces/{namespace}/pods/{name}"
+        await request_json(self.api, "DELETE", path, body=body or None)
 
     # ---------------------------------------------------------------- node helpers
 

@@ -34,7 +34,13 @@ says no) and other refusals are remembered with the server's message and
 retried with capped backoff; otherwise the task waits for pod events on its
 node rather than polling. When nothing is left it reports done. Timeouts are
 the reconciler's business (it knows when the slot was taken, which survives
-restarts; the task does not).
+restarts; the task does not); past one, ``onTimeout: Force`` makes the
+reconciler call ``force(node)``: from then on the task DELETEs each pod left
+(uid precondition, no Eviction, so no PodDisruptionBudget is asked), with one
+``PodForceDeleted`` Warning per pod. An eviction refused otherwise than by a
+PodDisruptionBudget (an admission webhook or ValidatingAdmissionPolicy denies
+it) is retried like a 429 and counted (``drain_outcomes_total{outcome=Denied}``,
+once per pod and drain).
 """
 
 from __future__ import annotations
@@ -49,9 +55,16 @@ from typing import Final
 
 from bootc_operator.informers import Backoff, EventHandler, Informer
 from bootc_operator.kube import PODS, ApiError, list_objects
-from bootc_operator.policy.drainplan import MIRROR_ANNOTATION, blocking_message, drain_state
+from bootc_operator.policy.drainplan import (
+    MIRROR_ANNOTATION,
+    blocking_message,
+    drain_state,
+    pod_key,
+    refusal_kind,
+)
 from bootc_operator.reconcilers.context import Context, Obj
-from bootc_operator.reconcilers.metrics import DRAIN_DURATION
+from bootc_operator.reconcilers.metrics import DRAIN_DURATION, DRAIN_OUTCOMES
+from bootc_operator.runtime.events import ObjectRef
 
 log = logging.getLogger("drain")
 
@@ -71,6 +84,14 @@ class DrainResult:
     reported_error: bool = False
     evicted: int = 0
     seconds: float = 0.0  # how long the drain took, once done
+    #: the seconds each evicted (or force-deleted) pod is given; None: its own
+    grace_period: int | None = None
+    #: past its timeout under onTimeout Force: delete the pods left, no Eviction
+    force: bool = False
+    forced: int = 0  # pods deleted that way
+    #: past its timeout under onTimeout Halt (its Event and metric are sent once)
+    halted: bool = False
+    denied: set[str] = field(default_factory=set)  # pods an admission check refused
 
     @property
     def blocked(self) -> bool:
@@ -84,7 +105,8 @@ class DrainResult:
     def summary(self) -> str:
         """How the finished drain went, for the node's RebootRequested Event."""
         pods = "1 pod" if self.evicted == 1 else f"{self.evicted} pods"
-        return f"{pods} evicted in {self.seconds:.0f}s"
+        forced = f", {self.forced} force-deleted" if self.forced else ""
+        return f"{pods} evicted{forced} in {self.seconds:.0f}s"
 
 
 def describe(err: BaseException) -> str:
@@ -137,11 +159,11 @@ class DrainManager:
         task = self._tasks.get(node)
         return task is not None and not task.done()
 
-    def ensure(self, node: str, pool: str) -> DrainResult:
+    def ensure(self, node: str, pool: str, grace_period: int | None = None) -> DrainResult:
         res = self._results.get(node)
         if res is not None and (res.done or self.running(node)):
             return res
-        res = DrainResult(pool=pool)
+        res = DrainResult(pool=pool, grace_period=grace_period)
         self._results[node] = res
         self._wakeups[node] = asyncio.Event()
         self._tasks[node] = asyncio.create_task(self._drain(node, res), name=f"drain-{node}")
@@ -158,6 +180,19 @@ class DrainManager:
             log.info("drain cancelled", extra={"node": node})
         self._results.pop(node, None)
         self._wakeups.pop(node, None)
+
+    def changed(self, node: str) -> None:
+        """Something about the drain changed that the pool's status tells (a timeout)."""
+        res = self._results.get(node)
+        if res is not None:
+            self._on_change(node, res.pool)
+
+    def force(self, node: str) -> None:
+        """Past the timeout with onTimeout Force: delete the pods left (module doc)."""
+        res = self._results.get(node)
+        if res is not None and not res.force:
+            res.force = True
+            self.poke(node)
 
     def poke(self, node: str) -> None:
         event = self._wakeups.get(node)
@@ -275,18 +310,25 @@ class DrainManager:
                 return
             res.remaining = state.remaining
             refused = False
+            uids = {pod_key(p): p["metadata"].get("uid", "") for p in pods.list()}
             for key in state.evict:
                 namespace, name = key.split("/", 1)
                 try:
-                    await self.ctx.evict(namespace, name)
-                    res.evicted += 1
+                    if res.force:
+                        await self._force_delete(node, res, key, uids.get(key, ""))
+                    else:
+                        await self.ctx.evict(namespace, name, res.grace_period)
+                        res.evicted += 1
                     res.blocked_by.pop(key, None)
                 except ApiError as err:
-                    if err.not_found:
-                        res.blocked_by.pop(key, None)
+                    if err.not_found or (res.force and err.status == 409):
+                        res.blocked_by.pop(key, None)  # gone (409: replaced by a namesake)
                         continue
                     refused = True
                     res.blocked_by[key] = err.message or str(err)
+                    if refusal_kind(err.status) == "denied" and key not in res.denied:
+                        res.denied.add(key)
+                        DRAIN_OUTCOMES.labels(res.pool, "Denied").inc()
                 except (OSError, TimeoutError) as err:
                     refused = True
                     res.blocked_by[key] = str(err)
@@ -299,8 +341,24 @@ class DrainManager:
                 )
                 self._on_change(node, res.pool)
             delay = backoff.next() if refused else 30.0
+            if res.force and refused:
+                delay = min(delay, 5.0)
             if not refused:
                 backoff.reset()
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(delay):
                     await wake.wait()
+
+    async def _force_delete(self, node: str, res: DrainResult, key: str, uid: str) -> None:
+        """DELETE one pod (no Eviction, no PodDisruptionBudget), with its Warning."""
+        namespace, name = key.split("/", 1)
+        await self.ctx.force_delete_pod(namespace, name, uid, res.grace_period)
+        res.forced += 1
+        DRAIN_OUTCOMES.labels(res.pool, "ForcedPod").inc()
+        message = (
+            f"pod {key} deleted without the Eviction API (PodDisruptionBudgets bypassed): "
+            f"the drain of {node} ran out of time (onTimeout: Force)"
+        )
+        log.warning(message, extra={"node": node, "pool": res.pool})
+        ref = ObjectRef(api_version="v1", kind="Pod", name=name, namespace=namespace, uid=uid)
+        self.ctx.recorder.emit(ref, "Warning", "PodForceDeleted", "Drain", message)

@@ -48,6 +48,12 @@ DRAIN_BLOCKED: Final = Gauge(
     "Drains waiting: pods that cannot be evicted, or a pod list that cannot be read",
     ["pool"],
 )
+DRAIN_OUTCOMES: Final = Counter(
+    "bootc_operator_drain_outcomes_total",
+    "Drains past their timeout by what was done (GiveUp, Halt, Skip, Force), pods force-"
+    "deleted (ForcedPod), and evictions an admission webhook or policy denied (Denied)",
+    ["pool", "outcome"],
+)
 DRAIN_DURATION: Final = Histogram(
     "bootc_operator_drain_duration_seconds",
     "Time from cordon to an empty node",
@@ -114,7 +120,7 @@ def forget_pool(pool: str) -> None:
     ):
         with contextlib.suppress(KeyError):
             gauge.remove(pool)
-    for gauge in (POOL_NODES, POOL_DEGRADED, HEALTH_CHECK_FAILURES, NODE_REBOOTS):
+    for gauge in (POOL_NODES, POOL_DEGRADED, HEALTH_CHECK_FAILURES, NODE_REBOOTS, DRAIN_OUTCOMES):
         for labels in list(gauge._metrics):  # no public way to list series
             if labels[0] == pool:
                 gauge.remove(*labels)

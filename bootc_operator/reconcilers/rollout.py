@@ -30,9 +30,13 @@ keep their order:
    task running; once drained set ``desiredImageState: Booted`` and
    ``bootc.dev/reboot-requested`` (the reboot timeout's start) in one write (with a
    resourceVersion precondition, so a desiredImage change that raced us wins);
-   past ``drainTimeoutSeconds`` give the slot back, restore the cordon and mark
-   the BootcNode ``bootc.dev/drain-blocked`` naming the blocking pods, so the
-   rollout goes around it.
+   past the drain timeout (``drain.timeoutSeconds``, else ``drainTimeoutSeconds``)
+   do what ``drain.onTimeout`` says (``drainplan.timeout_action``): by default give
+   the slot back, restore the cordon and mark the BootcNode
+   ``bootc.dev/drain-blocked`` naming the blocking pods, so the rollout goes
+   around it; ``Skip`` the same with ``bootc.dev/drain-skipped`` (tried again
+   later, a bounded number of times); ``Halt`` keep the slot and the drain (the
+   plan starts no new slots); ``Force`` have the drain delete the pods left.
 
 All rollout state lives in BootcNode annotations; a restarted (or newly
 elected) controller resumes drains of slotted nodes from them. Before the steps,
@@ -52,11 +56,17 @@ from bootc_operator.api import constants as c
 from bootc_operator.api.timefmt import now_rfc3339, parse_time
 from bootc_operator.api.v1alpha1 import RebootKind
 from bootc_operator.policy.autoscaler import prior_record
+from bootc_operator.policy.drainplan import (
+    MAX_SKIPS,
+    DrainPolicy,
+    TimeoutAction,
+    timeout_action,
+)
 from bootc_operator.policy.health import (
     GateResult,
     Verdict,
 )
-from bootc_operator.policy.nodestate import NodeState, NodeView
+from bootc_operator.policy.nodestate import NodeState, NodeView, drain_skips_of
 from bootc_operator.policy.ownership import retarget_patch
 from bootc_operator.policy.poolspec import PoolPolicy
 from bootc_operator.policy.slots import (
@@ -76,6 +86,7 @@ from bootc_operator.reconcilers.drain import DrainManager
 from bootc_operator.reconcilers.fanout import each
 from bootc_operator.reconcilers.healthpods import HealthPods, health_gates
 from bootc_operator.reconcilers.metrics import (
+    DRAIN_OUTCOMES,
     HEALTH_CHECK_DURATION,
     HEALTH_CHECK_FAILURES,
     NODE_REBOOTS,
@@ -163,9 +174,7 @@ class RolloutReconciler:
         )
         await each(plan.take, lambda n: self._take(pool, bns[n], now))
         requeue: float | None = None
-        waits = await each(
-            plan.drain, lambda n: self._drive_drain(pool, n, policy.drain_timeout, now)
-        )
+        waits = await each(plan.drain, lambda n: self._drive_drain(pool, n, policy.drain, now))
         desired = policy.desired_image
         if desired is not None:
             # stageAhead: the next few members start staging as others move on
@@ -371,7 +380,7 @@ class RolloutReconciler:
         )
 
     async def _drive_drain(
-        self, pool: Obj, name: str, drain_timeout: float | None, now: dt.datetime
+        self, pool: Obj, name: str, drain: DrainPolicy, now: dt.datetime
     ) -> float | None:
         """Advance one holder's drain; seconds until its timeout, if one applies."""
         ctx = self.ctx
@@ -381,7 +390,7 @@ class RolloutReconciler:
             return None
         # someone may have uncordoned it (the take's cordon was a forced write)
         await ctx.set_unschedulable(name, True, trust_cache=True)
-        res = self.drains.ensure(name, pool_name)
+        res = self.drains.ensure(name, pool_name, drain.grace_period)
         if res.done:
             await ctx.patch_bootc_node(
                 bn,
@@ -402,20 +411,56 @@ class RolloutReconciler:
             summary = "{n} nodes drained and told to reboot"
             self._report(pool, name, "Normal", "RebootRequested", msg, summary, step=True)
             return None
-        if drain_timeout is None:
+        if drain.timeout is None:
             return None
         taken = slot_taken_at(bn)
         elapsed = (now - taken).total_seconds() if taken else 0.0
-        if elapsed < drain_timeout:
-            return drain_timeout - elapsed + 0.5
-        message = f"drain timed out after {int(drain_timeout)}s: {res.message(name)}"
+        if elapsed < drain.timeout:
+            return drain.timeout - elapsed + 0.5
+        annotations = bn["metadata"].get("annotations") or {}
+        skips = drain_skips_of(annotations.get(c.DRAIN_SKIPPED_ANNOTATION))
+        action = timeout_action(drain, skips)
+        message = f"drain timed out after {int(drain.timeout)}s: {res.message(name)}"
+        if action is TimeoutAction.HALT:
+            if not res.halted:  # the drain goes on; plan_pool stops new slots meanwhile
+                res.halted = True
+                DRAIN_OUTCOMES.labels(pool_name, action.value).inc()
+                message += (
+                    "; onTimeout Halt: it keeps its slot, no new reboots start until it drains"
+                )
+                log.warning(message, extra={"pool": pool_name, "node": name})
+                summary = "{n} drains timed out; the rollout halts until they finish"
+                self._report(pool, name, "Warning", "DrainTimeout", message, summary)
+                self.drains.changed(name)  # the pool's status says RolloutHalted now
+            return None
+        if action is TimeoutAction.FORCE:
+            if not res.force:
+                DRAIN_OUTCOMES.labels(pool_name, action.value).inc()
+                message += "; onTimeout Force: deleting the pods left without the Eviction API"
+                log.warning(message, extra={"pool": pool_name, "node": name})
+                summary = "{n} drains timed out; their pods left are deleted"
+                self._report(pool, name, "Warning", "DrainTimeout", message, summary)
+                self.drains.force(name)
+            return None
         self.drains.cancel(name)
-        await ctx.give_node_back(name, bn["metadata"].get("annotations") or {})
+        await ctx.give_node_back(name, annotations)
         spec_state = (bn.get("spec") or {}).get("desiredImageState", STAGED)
-        blocked = {c.DRAIN_BLOCKED_ANNOTATION: message[:1000]}
-        await ctx.patch_bootc_node(bn, release_patch(spec_state, blocked))
+        if action is TimeoutAction.SKIP:
+            skips += 1
+            message += (
+                f"; onTimeout Skip ({skips} of {MAX_SKIPS}): slot released and node uncordoned, "
+                "it is tried again after the other nodes"
+            )
+            mark = {c.DRAIN_SKIPPED_ANNOTATION: f"{skips} {message}"[:1000]}
+            summary = "{n} nodes could not be drained in time and wait for another try"
+        else:
+            if drain.on_timeout == "Skip":
+                message += f"; skipped {MAX_SKIPS} times already: given up"
+            mark = {c.DRAIN_BLOCKED_ANNOTATION: message[:1000]}
+            summary = "{n} nodes could not be drained in time and were skipped (see their Events)"
+        await ctx.patch_bootc_node(bn, release_patch(spec_state, mark))
+        DRAIN_OUTCOMES.labels(pool_name, action.value).inc()
         log.warning(message, extra={"pool": pool_name, "node": name})
-        summary = "{n} nodes could not be drained in time and were skipped (see their Events)"
         self._report(
             pool, name, "Warning", "DrainTimeout", message, summary, pool_note=f"{name}: {message}"
         )

@@ -30,6 +30,7 @@ from bootc_operator.api.conditions import (
 from bootc_operator.api.imageref import display_ref, short_digest
 from bootc_operator.api.timefmt import now_rfc3339
 from bootc_operator.kube import ApiError
+from bootc_operator.policy.drainplan import halt_message
 from bootc_operator.policy.health import GateResult, Verdict
 from bootc_operator.policy.membership_plan import assign_nodes, claims
 from bootc_operator.policy.nodestate import NodeState
@@ -178,6 +179,15 @@ class StatusReconciler:
                 problems[c.REASON_ROLLOUT_HALTED] = halted_message(
                     plan.unhealthy, plan.max_unhealthy
                 )
+            if plan.drain_halted:
+                problems[c.REASON_ROLLOUT_HALTED] = "; ".join(
+                    p
+                    for p in (
+                        problems.get(c.REASON_ROLLOUT_HALTED),
+                        halt_message(plan.drain_halted, self._drain_messages(plan.drain_halted)),
+                    )
+                    if p
+                )
             if plan.budget_blocked:
                 shown = [f"{name} {why}" for name, why in plan.outside[:5]]
                 more = len(plan.outside) - len(shown)
@@ -294,6 +304,10 @@ class StatusReconciler:
             raise
         self._condition_events(pool, old_status.get("conditions"), conditions)
         return requeue
+
+    def _drain_messages(self, nodes: tuple[str, ...]) -> dict[str, str]:
+        """Each node's drain as it stands (which pod blocks it, and why)."""
+        return {n: r.message(n) for n in nodes if (r := self.drains.result(n)) is not None}
 
     def _matched_nodes(self, pool: Obj, selector_ok: bool) -> tuple[set[str], str]:
         """Nodes the pool's selector gives it (conflicts resolved), and the conflict message."""

@@ -12,6 +12,9 @@
   (zone by zone; the simulated workers carry ``topology.kubernetes.io/zone``);
 - ``--order-by-label KEY``, ``--order-by Name|OldestBootFirst|NewestFirst``,
   ``--control-plane First|Last``: ``spec.rollout.order`` (the admin's order);
+- ``--drain-timeout SECONDS`` and ``--drain-on-timeout Halt|Skip|Force``:
+  ``spec.rollout.drain.timeoutSeconds`` and ``.onTimeout`` (bounded drains; with
+  ``hack/sim fault drain-block NODE`` a drain that never ends on its own);
 - ``--blocking-alert MATCHERS`` (repeatable; ``hack/sim`` only, ``alerts=True``):
   ``spec.rollout.blockingAlerts``, e.g. ``'severity="critical"'`` (the alert gate;
   ``hack/sim fault alert`` fires one). ``check_alert_gate`` refuses it for a
@@ -53,6 +56,11 @@ FLAG_FIELDS = (
     ("max_unhealthy", "maxUnhealthy"),
     ("stage_ahead", "stageAhead"),
 )
+
+
+#: the drain fields a flag sets: (argparse dest, spec.rollout.drain key)
+DRAIN_FIELDS = (("drain_timeout", "timeoutSeconds"), ("drain_on_timeout", "onTimeout"))
+DRAIN_ON_TIMEOUT = ("Halt", "Skip", "Force")
 
 
 class PolicyError(ValueError):
@@ -157,6 +165,17 @@ def add_pool_arguments(
         help="spec.rollout.stageAhead: nodes beyond the slot holders staging at once",
     )
     group.add_argument(
+        "--drain-timeout",
+        type=int,
+        metavar="SECONDS",
+        help="spec.rollout.drain.timeoutSeconds: the longest a drain may take",
+    )
+    group.add_argument(
+        "--drain-on-timeout",
+        choices=DRAIN_ON_TIMEOUT,
+        help="spec.rollout.drain.onTimeout: what a drain past its timeout does",
+    )
+    group.add_argument(
         "--maintenance-window",
         action="append",
         default=[],
@@ -214,7 +233,7 @@ def wants_pool(args: argparse.Namespace) -> bool:
     topology = getattr(args, "topology_key", None)
     order = _order(args)
     return bool(args.pool_file or args.maintenance_window or alerts or topology or order) or any(
-        getattr(args, dest) is not None for dest, _ in FLAG_FIELDS
+        getattr(args, dest, None) is not None for dest, _ in FLAG_FIELDS + DRAIN_FIELDS
     )
 
 
@@ -278,6 +297,13 @@ def pool_manifest(
         rollout["topology"] = topology
     if order := _order(args):
         rollout["order"] = order
+    drain = {
+        key: getattr(args, dest)
+        for dest, key in DRAIN_FIELDS
+        if getattr(args, dest, None) is not None
+    }
+    if drain:
+        rollout["drain"] = {**(rollout.get("drain") or {}), **drain}
     if rollout:
         spec["rollout"] = rollout
     return {**doc, "apiVersion": c.API_VERSION, "kind": c.POOL_KIND, "metadata": meta, "spec": spec}
@@ -295,6 +321,12 @@ def describe_rollout(rollout: Mapping[str, Any]) -> str:
     for key in ("maxUnhealthy", "stageAhead"):
         if rollout.get(key) is not None:
             parts.append(f"{key} {rollout[key]}")
+    drain = rollout.get("drain") or {}
+    if drain.get("timeoutSeconds") is not None:
+        then = drain.get("onTimeout") or "give up on the node"
+        parts.append(f"drain timeout {drain['timeoutSeconds']}s then {then}")
+    elif drain.get("onTimeout"):
+        parts.append(f"drain onTimeout {drain['onTimeout']}")
     if rollout.get("paused"):
         parts.append("paused")
     if order := rollout.get("order"):

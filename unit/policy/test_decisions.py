@@ -869,6 +869,7 @@ def test_release_patch_clears_the_whole_memory_and_never_leaves_booted(state: st
         REQ: None,
         c.HEALTH_CHECK_ANNOTATION: None,
         c.DRAIN_SUMMARY_ANNOTATION: None,
+        c.DRAIN_SKIPPED_ANNOTATION: None,
     }
     assert patch.get("spec") == (None if state == "Staged" else {"desiredImageState": "Staged"})
     blocked = release_patch(state, {c.DRAIN_BLOCKED_ANNOTATION: "why"})

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from bootc_operator.policy.drainplan import DrainPolicy
 from bootc_operator.policy.health import HealthPolicy
 from bootc_operator.policy.poolspec import Budgets, PoolPolicy, check_pool
 from bootc_operator.policy.windows import parse_windows
@@ -57,6 +58,7 @@ def test_a_full_spec_resolves_into_one_typed_policy() -> None:
         selector={"matchLabels": {"a": "b"}},
         paused=True,
         drain_timeout=300.0,
+        drain=DrainPolicy(timeout=300.0),
         reboot_timeout=900.0,
         max_unavailable="20%",
         targets=frozenset({DIGEST}),

@@ -1,0 +1,137 @@
+"""The drain policy's pure parts: spec.rollout.drain parsed, what a timed-out drain
+does, which holders halt the pool, Skip's order and the Halt message."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from bootc_operator.api import constants as c
+from bootc_operator.policy.drainplan import (
+    MAX_SKIPS,
+    DrainPolicy,
+    TimeoutAction,
+    halt_message,
+    halting_drains,
+    overdue_drains,
+    refusal_kind,
+    timeout_action,
+)
+from bootc_operator.policy.nodestate import NodeState, drain_skips_of
+from bootc_operator.policy.poolspec import check_pool
+from bootc_operator.policy.slots import plan_rollout, release_patch
+from unit.policy.test_decisions import NOW, v
+
+DIGEST = "sha256:" + "a" * 64
+
+
+def policy_of(**rollout: Any) -> DrainPolicy:
+    pool = {"spec": {"nodeSelector": {}, "image": {"ref": f"q.io/x@{DIGEST}"}, "rollout": rollout}}
+    checked = check_pool(pool)
+    assert checked.valid, checked.problems
+    assert checked.drain_timeout == checked.drain.timeout
+    return checked.drain
+
+
+def problems_of(**rollout: Any) -> tuple[str, ...]:
+    pool = {"spec": {"nodeSelector": {}, "image": {"ref": f"q.io/x@{DIGEST}"}, "rollout": rollout}}
+    return check_pool(pool).problems
+
+
+def test_drain_timeout_seconds_alone_keeps_its_meaning() -> None:
+    assert policy_of(drainTimeoutSeconds=60) == DrainPolicy(timeout=60.0)
+    assert policy_of() == DrainPolicy()
+
+
+def test_drain_timeout_seconds_wins_over_drain_timeout_seconds() -> None:
+    got = policy_of(drainTimeoutSeconds=60, drain={"timeoutSeconds": 5, "onTimeout": "Force"})
+    assert got == DrainPolicy(timeout=5.0, on_timeout="Force")
+    # 0 is set too: no limit, whatever drainTimeoutSeconds says
+    assert policy_of(drainTimeoutSeconds=60, drain={"timeoutSeconds": 0}).timeout is None
+    # unset inside drain: drainTimeoutSeconds still counts
+    got = policy_of(drainTimeoutSeconds=60, drain={"onTimeout": "Skip", "gracePeriodSeconds": 3})
+    assert got == DrainPolicy(timeout=60.0, on_timeout="Skip", grace_period=3)
+
+
+D = "spec.rollout.drain"
+NON_NEGATIVE = "must be a non-negative integer, not"
+
+
+@pytest.mark.parametrize(
+    ("drain", "problem"),
+    [
+        ({"onTimeout": "Drop"}, f'{D}.onTimeout must be one of Halt, Skip, Force, not "Drop"'),
+        ({"timeoutSeconds": -1}, f"{D}.timeoutSeconds {NON_NEGATIVE} -1"),
+        ({"gracePeriodSeconds": "5"}, f'{D}.gracePeriodSeconds {NON_NEGATIVE} "5"'),
+        ("Halt", f"{D} must be an object"),
+    ],
+)
+def test_bad_drain_settings_are_named(drain: Any, problem: str) -> None:
+    assert problem in problems_of(drain=drain)
+
+
+def test_timeout_action_per_policy_and_skip_is_bounded() -> None:
+    assert timeout_action(DrainPolicy(timeout=1), 0) is TimeoutAction.GIVE_UP
+    assert timeout_action(DrainPolicy(timeout=1, on_timeout="Halt"), 0) is TimeoutAction.HALT
+    assert timeout_action(DrainPolicy(timeout=1, on_timeout="Force"), 5) is TimeoutAction.FORCE
+    skip = DrainPolicy(timeout=1, on_timeout="Skip")
+    assert [timeout_action(skip, n) for n in range(MAX_SKIPS + 1)] == [
+        TimeoutAction.SKIP
+    ] * MAX_SKIPS + [TimeoutAction.GIVE_UP]
+
+
+def test_only_a_pdb_429_is_a_pdb_refusal() -> None:
+    assert refusal_kind(429) == "pdb"
+    assert [refusal_kind(s) for s in (400, 403, 422, 500)] == ["denied"] * 4
+
+
+def test_overdue_drains_count_from_the_slot_and_only_while_draining() -> None:
+    taken = NOW - dt.timedelta(seconds=30)
+    draining = v("a", NodeState.STAGED, slot=True, slot_since=taken)
+    told = v("b", NodeState.STAGED, slot=True, slot_since=taken, want="Booted")
+    young = v("c", NodeState.STAGED, slot=True, slot_since=NOW - dt.timedelta(seconds=5))
+    free = v("d", NodeState.STAGED)
+    views = [draining, told, young, free]
+    assert overdue_drains(views, NOW, DrainPolicy(timeout=30)) == ("a",)
+    assert overdue_drains(views, NOW, DrainPolicy(timeout=None)) == ()
+    assert halting_drains(views, NOW, DrainPolicy(timeout=30)) == ()
+    assert halting_drains(views, NOW, DrainPolicy(timeout=30, on_timeout="Halt")) == ("a",)
+
+
+def test_a_halting_drain_stops_new_slots_but_the_holder_keeps_draining() -> None:
+    nodes = [v("a", NodeState.STAGED, slot=True), v("b", NodeState.STAGED)]
+    plan = plan_rollout(nodes, 2, paused=False, now=NOW, drain_halted=("a",))
+    assert plan.take == () and plan.waiting == ("b",) and plan.drain == ("a",)
+    assert plan.drain_halted == ("a",)
+    assert plan_rollout(nodes, 2, paused=False, now=NOW).take == ("b",)
+
+
+def test_skipped_nodes_take_slots_after_the_others_fewest_skips_first() -> None:
+    nodes = [
+        replace(v("a", NodeState.STAGED), drain_skips=2),
+        replace(v("b", NodeState.STAGED), drain_skips=1),
+        v("c", NodeState.STAGED),
+    ]
+    assert plan_rollout(nodes, 1, paused=False, now=NOW).take == ("c",)
+    assert plan_rollout(nodes, 3, paused=False, now=NOW).take == ("c", "b", "a")
+
+
+def test_skip_mark_is_counted_and_cleared_by_a_release() -> None:
+    assert drain_skips_of("2 drain timed out after 5s: ...") == 2
+    assert drain_skips_of(None) == 0 and drain_skips_of("garbage") == 0
+    assert release_patch("Staged")["metadata"]["annotations"][c.DRAIN_SKIPPED_ANNOTATION] is None
+    mark = {c.DRAIN_SKIPPED_ANNOTATION: "1 why"}
+    assert release_patch("Staged", mark)["metadata"]["annotations"][c.DRAIN_SKIPPED_ANNOTATION] == (
+        "1 why"
+    )
+
+
+def test_halt_message_names_the_node_and_the_blocking_pod() -> None:
+    msg = halt_message(("n2", "n1"), {"n1": "drain of n1 blocked by default/web-1 (PDB)"})
+    assert msg == (
+        "drain timed out on n1, n2 (onTimeout: Halt), no new reboots until it ends: "
+        "drain of n1 blocked by default/web-1 (PDB); drain of n2 not finished"
+    )
