@@ -122,6 +122,16 @@ async def create_pod(
     )
 
 
+async def pod_exists(api: ApiClient, name: str, namespace: str = "default") -> bool:
+    try:
+        await get_object(api, PODS, name, namespace)
+    except ApiError as err:
+        if err.not_found:
+            return False
+        raise
+    return True
+
+
 async def create_blocking_pdb(
     api: ApiClient, name: str, labels: dict[str, str], namespace: str = "default"
 ) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 from kubernetes_asyncio.client import ApiClient
 
 from bootc_operator.api import constants as c
-from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, EVENTS, NODES, PODS, ApiError
+from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, EVENTS, NODES
 from bootc_operator.kube.rest import get_object, list_objects
 from e2e.controllerenv import (
     add_nodes,
@@ -27,6 +27,7 @@ from e2e.controllerenv import (
     create_pool,
     delete_quietly,
     get_pool,
+    pod_exists,
     running_controller,
 )
 from e2e.helpers import condition, digest, image, unique_name, wait_for
@@ -48,16 +49,6 @@ async def drain_blocked_events(api: ApiClient, node: str) -> list[dict[str, Any]
         field_selector=f"regarding.name={node},reason=DrainBlocked",
     )
     return events
-
-
-async def pod_exists(api: ApiClient, name: str) -> bool:
-    try:
-        await get_object(api, PODS, name, "default")
-    except ApiError as err:
-        if err.not_found:
-            return False
-        raise
-    return True
 
 
 async def test_a_failing_first_pod_list_is_retried_and_the_slot_kept(

@@ -1,0 +1,334 @@
+"""Bounded drains with a policy (``spec.rollout.drain``, issue 29 §4), on the real apiserver.
+
+Each test blocks one node's drain for real: a pod bound to it, held by a
+PodDisruptionBudget no eviction can satisfy (``minAvailable: 100%``), or
+refused by a ValidatingAdmissionPolicy on ``pods/eviction`` CREATE (what an
+admission webhook does, written as a policy the apiserver itself enforces).
+The controller runs in-process, so its metrics are read from the registry.
+
+- ``Force``: past the timeout the pod is deleted without the Eviction API (the
+  PDB is bypassed), one ``PodForceDeleted`` Warning on the pod; the node reboots.
+- ``Halt``: the node keeps its slot and cordon, is never told to reboot while
+  its pod is there, the pool says ``RolloutHalted`` naming the pod and node,
+  and no other node takes a slot even with room for it; once the PDB goes the
+  drain finishes and the rollout with it.
+- ``Skip``: the node is uncordoned and let go, the other node updates, it is
+  tried again up to ``MAX_SKIPS`` times, then marked ``drain-blocked``.
+- An eviction the admission policy denies is retried with backoff, not fatal:
+  the pool names the denial; once the policy goes the drain finishes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from kubernetes_asyncio.client import ApiClient
+from prometheus_client import REGISTRY
+
+from bootc_operator.api import constants as c
+from bootc_operator.informers import EventHandler, Informer
+from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, EVENTS, NODES, ApiError
+from bootc_operator.kube.rest import get_object, list_objects, patch_object, request_json
+from bootc_operator.policy.drainplan import MAX_SKIPS
+from e2e.controllerenv import (
+    add_nodes,
+    create_blocking_pdb,
+    create_pod,
+    create_pool,
+    delete_quietly,
+    get_pool,
+    pod_exists,
+    running_controller,
+)
+from e2e.helpers import condition, digest, image, unique_name, wait_for
+from hack.testenv.fleet import Fleet
+from hack.testenv.monitor import SafetyMonitor
+from hack.testenv.pools import pool_body
+
+PDB_PATH = "/apis/policy/v1/namespaces/default/poddisruptionbudgets"
+VAP_PATH = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies"
+VAPB_PATH = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings"
+
+
+def outcomes(pool: str, outcome: str) -> float:
+    value = REGISTRY.get_sample_value(
+        "bootc_operator_drain_outcomes_total", {"pool": pool, "outcome": outcome}
+    )
+    return value or 0.0
+
+
+async def events(api: ApiClient, name: str, reason: str) -> list[Any]:
+    items, _ = await list_objects(
+        api, EVENTS, "default", field_selector=f"regarding.name={name},reason={reason}"
+    )
+    return items
+
+
+async def wait_event(api: ApiClient, name: str, reason: str, text: str) -> dict[str, Any]:
+    """The Event about ``name`` with ``reason`` whose note holds ``text`` (Events are
+    sent in the background: waited for)."""
+
+    async def found() -> dict[str, Any] | None:
+        items = await events(api, name, reason)
+        return next((dict(e) for e in items if text in e["note"]), None)
+
+    event = await wait_for(found, 60, f"a {reason} Event about {name} saying {text!r}")
+    assert event is not None
+    return dict(event)
+
+
+async def marks_of(api: ApiClient, name: str) -> dict[str, str]:
+    bn = await get_object(api, BOOTC_NODES, name)
+    return dict(bn["metadata"].get("annotations") or {})
+
+
+async def cordoned(api: ApiClient, name: str) -> bool:
+    return bool((await get_object(api, NODES, name))["spec"].get("unschedulable"))
+
+
+async def updated(api: ApiClient, pool: str, count: int) -> bool:
+    status = (await get_pool(api, pool)).get("status") or {}
+    return status.get("targetDigest") == digest(2) and status.get("updatedCount") == count
+
+
+async def start(api: ApiClient, pool: str) -> None:
+    await patch_object(api, BOOTC_NODE_POOLS, pool, {"spec": {"image": {"ref": image(2)}}})
+
+
+async def held_pod(api: ApiClient, fleet: Fleet, prefix: str) -> tuple[str, list[str], str]:
+    """A group of two nodes on image 1; on the first a pod a blocking PDB holds."""
+    group = unique_name(prefix)
+    nodes = await add_nodes(fleet, group, 2, image(1))
+    pod = f"{group}-pod"
+    await create_pod(api, pod, nodes[0], {"app": group})
+    await create_blocking_pdb(api, group, {"app": group})
+    return group, nodes, pod
+
+
+async def pool_on_image_1(api: ApiClient, group: str, **rollout: Any) -> None:
+    await create_pool(api, pool_body(group, {"group": group}, image(1), 1, **rollout))
+    await wait_for(lambda: updated_on(api, group, 1), 90, "pool on image 1")
+
+
+async def test_force_deletes_the_pod_a_pdb_holds_and_the_node_updates(
+    api: ApiClient, fleet: Fleet
+) -> None:
+    group, nodes, pod = await held_pod(api, fleet, "dforce")
+    drain = {"timeoutSeconds": 2, "onTimeout": "Force"}
+    async with SafetyMonitor(api, group, 1) as monitor, running_controller(api):
+        await pool_on_image_1(api, group, drain=drain)
+        await start(api, group)
+        await wait_for(lambda: updated(api, group, 2), 120, "both nodes updated")
+        assert not await pod_exists(api, pod)
+        forced = await wait_event(api, pod, "PodForceDeleted", "PodDisruptionBudgets bypassed")
+        assert forced["type"] == "Warning"
+        await wait_event(api, nodes[0], "DrainTimeout", "onTimeout Force")
+        assert (outcomes(group, "Force"), outcomes(group, "ForcedPod")) == (1.0, 1.0)
+        assert not await cordoned(api, nodes[0])
+    # the one breach the monitor may see is the PDB Force bypassed, and nothing else
+    others = [v for v in monitor.summary.violations if "PDB" not in v]
+    assert not others, others
+    assert monitor.summary.max_slots == 1
+    await delete_quietly(api, BOOTC_NODE_POOLS, group)
+
+
+async def updated_on(api: ApiClient, pool: str, n: int) -> bool:
+    p = await get_pool(api, pool)
+    s = p.get("status") or {}
+    return bool(
+        s.get("targetDigest") == digest(n)
+        and s.get("updatedCount") == s.get("nodeCount")
+        and condition(p, "UpToDate").get("status") == "True"
+    )
+
+
+async def test_halt_keeps_the_slot_names_the_pod_and_starts_no_other_slot(
+    api: ApiClient, fleet: Fleet
+) -> None:
+    group, nodes, pod = await held_pod(api, fleet, "dhalt")
+    # cordoned by someone else first: it takes the first slot (already unavailable)
+    await patch_object(api, NODES, nodes[0], {"spec": {"unschedulable": True}})
+    # One watch of the BootcNodes: its events come in etcd order, so every state it
+    # passes through is one the cluster was in. A breach: the other node in a slot
+    # while nodes[0] holds its slot undrained past the halt.
+    seen: dict[str, dict[str, str]] = {}
+    breaches: list[str] = []
+    halted = False
+
+    def record(bn: dict[str, Any]) -> None:
+        seen[bn["metadata"]["name"]] = bn["metadata"].get("annotations") or {}
+        first, other = seen.get(nodes[0], {}), seen.get(nodes[1], {})
+        draining = c.IN_REBOOT_SLOT_ANNOTATION in first and (
+            c.REBOOT_REQUESTED_ANNOTATION not in first
+        )
+        if halted and draining and c.IN_REBOOT_SLOT_ANNOTATION in other:
+            breaches.append(f"{nodes[1]} took a slot while {nodes[0]}'s drain halted the pool")
+
+    watch = Informer(api, BOOTC_NODES)
+    watch.add_event_handler(EventHandler(on_add=record, on_update=lambda _o, n: record(n)))
+    drain = {"timeoutSeconds": 2, "onTimeout": "Halt"}
+    watch.start()
+    try:
+        async with running_controller(api):
+            await pool_on_image_1(api, group, drain=drain)
+            await start(api, group)
+
+            async def reported() -> bool:
+                deg = condition(await get_pool(api, group), "Degraded")
+                msg = deg.get("message", "")
+                return deg.get("reason") == "RolloutHalted" and nodes[0] in msg and pod in msg
+
+            await wait_for(reported, 120, "RolloutHalted naming the node and the pod")
+            halted = True
+            await wait_for(lambda: outcomes(group, "Halt") == 1.0, 60, "one Halt outcome")
+            held = await marks_of(api, nodes[0])
+            assert c.IN_REBOOT_SLOT_ANNOTATION in held, held
+            assert c.REBOOT_REQUESTED_ANNOTATION not in held, held
+            assert await cordoned(api, nodes[0])
+            await wait_event(api, nodes[0], "DrainTimeout", "onTimeout Halt")
+            # room for a second slot: still none while the drain halts the pool
+            patch = {"spec": {"rollout": {"maxUnavailable": 2}}}
+            pool = await patch_object(api, BOOTC_NODE_POOLS, group, patch)
+            generation = pool["metadata"]["generation"]
+
+            async def observed() -> bool:
+                p = await get_pool(api, group)
+                return (p.get("status") or {}).get("observedGeneration") == generation and (
+                    condition(p, "Degraded").get("reason") == "RolloutHalted"
+                )
+
+            await wait_for(observed, 60, "the new maxUnavailable observed, still halted")
+            assert c.IN_REBOOT_SLOT_ANNOTATION not in await marks_of(api, nodes[1])
+            # the PDB goes: the drain ends, the halt with it, and the rollout finishes
+            await request_json(api, "DELETE", f"{PDB_PATH}/{group}")
+            await wait_for(lambda: updated(api, group, 2), 120, "both nodes updated")
+    finally:
+        await watch.stop()
+    assert not breaches, breaches
+    await delete_quietly(api, BOOTC_NODE_POOLS, group)
+
+
+async def test_skip_lets_the_node_go_retries_it_and_gives_up_after_max_skips(
+    api: ApiClient, fleet: Fleet
+) -> None:
+    group, nodes, pod = await held_pod(api, fleet, "dskip")
+    drain = {"timeoutSeconds": 2, "onTimeout": "Skip"}
+    async with SafetyMonitor(api, group, 1) as monitor, running_controller(api):
+        await pool_on_image_1(api, group, drain=drain)
+        await start(api, group)
+
+        async def given_up() -> bool:
+            marks = await marks_of(api, nodes[0])
+            return f"skipped {MAX_SKIPS} times already" in marks.get(c.DRAIN_BLOCKED_ANNOTATION, "")
+
+        await wait_for(given_up, 180, f"{nodes[0]} given up after {MAX_SKIPS} skips")
+        await wait_for(lambda: updated(api, group, 1), 120, f"{nodes[1]} updated")
+        marks = await marks_of(api, nodes[0])
+        assert c.IN_REBOOT_SLOT_ANNOTATION not in marks
+        assert c.DRAIN_SKIPPED_ANNOTATION not in marks
+        assert not await cordoned(api, nodes[0])
+        assert await pod_exists(api, pod)
+        await wait_for(lambda: outcomes(group, "GiveUp") == 1.0, 60, "one GiveUp outcome")
+        assert outcomes(group, "Skip") == MAX_SKIPS
+        for n in range(1, MAX_SKIPS + 1):
+            await wait_event(api, nodes[0], "DrainTimeout", f"onTimeout Skip ({n} of {MAX_SKIPS})")
+
+        async def degraded() -> bool:
+            deg = condition(await get_pool(api, group), "Degraded")
+            return deg.get("reason") == "NodeDegraded" and nodes[0] in deg.get("message", "")
+
+        await wait_for(degraded, 60, f"the pool Degraded naming {nodes[0]}")
+    assert not monitor.summary.violations, monitor.summary.violations
+    assert nodes[0] not in {n for n, _ in fleet.reboots}
+    await delete_quietly(api, BOOTC_NODE_POOLS, group)
+
+
+async def test_an_eviction_denied_by_admission_is_retried_until_allowed(
+    api: ApiClient, fleet: Fleet
+) -> None:
+    group = unique_name("ddeny")
+    nodes = await add_nodes(fleet, group, 1, image(1))
+    pod = f"{group}-pod"
+    await create_pod(api, pod, nodes[0], {"app": group})
+    message = f"evictions of {pod} are denied by policy {group}"
+    policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": group},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "resourceRules": [
+                    {
+                        "apiGroups": [""],
+                        "apiVersions": ["v1"],
+                        "operations": ["CREATE"],
+                        "resources": ["pods/eviction"],
+                    }
+                ]
+            },
+            "validations": [
+                {
+                    "expression": f"object.metadata.name != '{pod}'",
+                    "message": message,
+                    "reason": "Forbidden",
+                }
+            ],
+        },
+    }
+    binding = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": group},
+        "spec": {"policyName": group, "validationActions": ["Deny"]},
+    }
+    await request_json(api, "POST", VAP_PATH, body=policy)
+    await request_json(api, "POST", VAPB_PATH, body=binding)
+    eviction = {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": pod, "namespace": "default"},
+    }
+
+    async def enforced() -> bool:
+        """The apiserver loads policies asynchronously: a dry-run eviction says when."""
+        try:
+            await request_json(
+                api,
+                "POST",
+                f"/api/v1/namespaces/default/pods/{pod}/eviction",
+                query={"dryRun": "All"},
+                body=eviction,
+            )
+        except ApiError as err:
+            return message in err.message
+        return False
+
+    try:
+        await wait_for(enforced, 60, "the admission policy enforced (dry-run eviction)")
+        async with SafetyMonitor(api, group, 1) as monitor, running_controller(api):
+            await pool_on_image_1(api, group)
+            await start(api, group)
+
+            async def denied() -> bool:
+                up = condition(await get_pool(api, group), "UpToDate")
+                return message in up.get("message", "") and outcomes(group, "Denied") >= 1
+
+            # the policy is enforced once the apiserver has loaded it: the drain waits
+            await wait_for(denied, 120, "the pool names the admission denial")
+            held = await marks_of(api, nodes[0])
+            assert c.IN_REBOOT_SLOT_ANNOTATION in held and await cordoned(api, nodes[0])
+            assert c.REBOOT_REQUESTED_ANNOTATION not in held
+            assert await pod_exists(api, pod)
+            await wait_event(api, nodes[0], "DrainBlocked", message)
+            await request_json(api, "DELETE", f"{VAPB_PATH}/{group}")
+            await wait_for(lambda: updated(api, group, 1), 120, "evicted once allowed; updated")
+            assert not await pod_exists(api, pod)
+            assert outcomes(group, "Denied") == 1.0  # once per pod and drain
+        assert not monitor.summary.violations, monitor.summary.violations
+    finally:
+        for path in (VAPB_PATH, VAP_PATH):
+            with contextlib.suppress(ApiError):
+                await request_json(api, "DELETE", f"{path}/{group}")
+    await delete_quietly(api, BOOTC_NODE_POOLS, group)
