@@ -64,7 +64,7 @@ class BoolFlag(argparse.Action):
 
     argparse's own ``BooleanOptionalAction`` rejects ``--X=false`` ("ignored
     explicit argument"), which is how every controller-runtime manager's flags
-    are written (the README and most Kubernetes manifests use it).
+    are written (the user guide and most Kubernetes manifests use it).
     """
 
     def __init__(

@@ -13,7 +13,7 @@ Renders (no cluster):
 
 On a real apiserver (etcd + kube-apiserver + kube-controller-manager, no
 kubelet, so Pods are created but never run):
-- the README's "Install with Helm" commands, run as written: after the install
+- the "Install with Helm" commands of docs/install.md, run as written: after the install
   every object of the render exists, the upgrade's value reaches the Pods the
   new ReplicaSet makes, the uninstall leaves no operator object behind and the
   CRDs stay;
@@ -43,6 +43,7 @@ from bootc_operator import cli
 from bootc_operator.api import constants as c
 from bootc_operator.kube import BOOTC_NODES, ApiError
 from bootc_operator.kube.rest import patch_object
+from hack import userdocs
 from hack.installgen import INSTALL_YAML, kustomize
 from hack.testenv import ControlPlane, api_client, wait_for
 from hack.testenv.controlplane import DEFAULT_CONTROLLERS
@@ -313,13 +314,13 @@ def cluster(helm: Helm) -> Iterator[tuple[ControlPlane, Helm]]:
         yield cp, Helm(helm.binary, cp.state_dir / "helm", cp.kubeconfig)
 
 
-def readme_helm_commands() -> list[str]:
-    """The shell lines of the README's "Install with Helm" code block."""
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("### Install with Helm", 1)[1]
-    block = re.search(r"^```sh\n(.*?)^```", section, flags=re.M | re.S)
-    assert block, "no sh block under ### Install with Helm"
-    return [line for line in block.group(1).splitlines() if line.strip()]
+def documented_helm_commands() -> list[str]:
+    """The shell lines of the "Install with Helm" code block of docs/install.md (the
+    README's Helm lines are lines of it: unit/test_docs.py)."""
+    section = userdocs.section((ROOT / "docs" / "install.md").read_text(), "Install with Helm")
+    block = next((b for b in userdocs.blocks(section) if b.language == "sh"), None)
+    assert block, "no sh block under ## Install with Helm"
+    return [line for line in block.body.splitlines() if line.strip()]
 
 
 def live(cp: ControlPlane, key: Key) -> Obj | None:
@@ -356,9 +357,9 @@ def assert_nothing_left(cp: ControlPlane, namespaces: list[str]) -> bool:
     return True
 
 
-async def test_readme_install_upgrade_uninstall(cluster: tuple[ControlPlane, Helm]) -> None:
+async def test_documented_install_upgrade_uninstall(cluster: tuple[ControlPlane, Helm]) -> None:
     cp, helm = cluster
-    commands = readme_helm_commands()
+    commands = documented_helm_commands()
     steps = [
         next(i for i, line in enumerate(commands) if f"helm {verb} " in line)
         for verb in ("install", "upgrade", "uninstall")

@@ -443,7 +443,7 @@ def test_no_rule_beyond_the_expected_ones_in_any_namespace(cluster: Cluster) -> 
 async def test_pull_secrets_elsewhere_need_an_explicit_role_binding(
     cluster: Cluster, admin: ApiClient
 ) -> None:
-    """What README "Security" tells admins who keep pull secrets in another namespace."""
+    """What docs/security.md tells admins who keep pull secrets in another namespace."""
     ns = unique_name("team")
     cp = cluster.cp
     cp.kubectl("create", "namespace", ns)

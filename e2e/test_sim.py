@@ -512,7 +512,7 @@ async def test_each_fault_is_caught_by_its_gate_and_cleared(
         return f"{info.registry}/os:{version}"
 
     async def pool(version: str) -> None:
-        """The README's ``pool VERSION``: the pool file, the blocking alert, tag os:VERSION."""
+        """docs/simulation.md's ``pool VERSION``: pool file, blocking alert, tag os:VERSION."""
         blocking = '--blocking-alert=severity="critical"'
         await cli("pool", f"--pool-file={pool_file}", blocking, f"--image={tag(version)}")
 

@@ -1,6 +1,7 @@
 """The command line: modes, flags with defaults, durations, booleans, log formats.
 
-Every ``bootc-operator`` command the README shows (and the manifests' args) must parse.
+Every ``bootc-operator`` command the user documentation (README.md, docs/) shows, and the
+manifests' args, must parse.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import yaml
 
 from bootc_operator.cli import BoolFlag, build_parser, parse_bool, parse_duration
 from bootc_operator.logs import JSONFormatter, TextFormatter, setup_logging
+from hack import userdocs
 
 
 @pytest.mark.parametrize(
@@ -236,14 +238,14 @@ def test_readme_command_extraction() -> None:
 
 
 def test_every_readme_command_parses() -> None:
-    commands = readme_commands((REPO / "README.md").read_text())
-    # The README runs both modes by hand; an empty list would make this test vacuous.
+    commands = readme_commands(userdocs.text())
+    # The guide runs both modes by hand; an empty list would make this test vacuous.
     assert {args[0] for args in commands if args} >= {"controller", "daemon"}
     for args in commands:
         try:
             parsed = build_parser().parse_args(args)
         except SystemExit as exc:
-            pytest.fail(f"README command `bootc-operator {shlex.join(args)}` exits {exc.code}")
+            pytest.fail(f"documented command `bootc-operator {shlex.join(args)}` exits {exc.code}")
         if "--leader-elect=false" in args:
             assert parsed.leader_elect is False
 

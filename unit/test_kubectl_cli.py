@@ -1,4 +1,4 @@
-"""``kubectl bootc``'s command line: lean imports, every README command parses, the
+"""``kubectl bootc``'s command line: lean imports, every documented command parses, the
 krew manifest follows krew's schema rules."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from bootc_operator.kubectl.main import build_parser
+from hack import userdocs
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -46,7 +47,7 @@ def test_help_imports_nothing_but_argparse() -> None:
 
 
 def readme_commands(text: str) -> list[list[str]]:
-    """The arguments of every ``kubectl bootc ...`` line of the README's code blocks."""
+    """The arguments of every ``kubectl bootc ...`` line of TEXT (a ``$ `` prompt dropped)."""
     found = []
     for raw in text.splitlines():
         line = raw.strip().removeprefix("$ ")
@@ -57,13 +58,13 @@ def readme_commands(text: str) -> list[list[str]]:
 
 
 def test_every_readme_command_parses() -> None:
-    commands = readme_commands((REPO / "README.md").read_text())
+    commands = readme_commands(userdocs.text())
     assert {args[0] for args in commands} >= {"status", "why", "approve"}, commands
     for args in commands:
         try:
             build_parser().parse_args(args)
         except SystemExit as exc:
-            pytest.fail(f"README command `kubectl bootc {shlex.join(args)}` exits {exc.code}")
+            pytest.fail(f"documented command `kubectl bootc {shlex.join(args)}` exits {exc.code}")
 
 
 def test_the_krew_manifest() -> None:

@@ -1,7 +1,7 @@
-"""The README's RBAC table is the RBAC of manifests/rbac, rule for rule.
+"""The RBAC table of docs/security.md is the RBAC of manifests/rbac, rule for rule.
 
 Every (who, where, API group, resource, resource name, verb) that a binding in
-``manifests/rbac/`` grants one of the two ServiceAccounts is a row of the README's
+``manifests/rbac/`` grants one of the two ServiceAccounts is a row of the guide's
 Security table, and the table lists nothing that no rule grants. A ClusterRole
 bound to neither (one the admin binds, such as a metrics reader) is listed under
 its own name, where "bind it". Each row says why.
@@ -79,11 +79,10 @@ def _cells(line: str) -> list[str]:
     return [c.strip() for c in line.strip().strip("|").split("|")]
 
 
-def readme_grants(readme: str) -> set[Grant]:
-    """The grants the README's Security table lists (its rows, verbs expanded)."""
-    section = readme[readme.index("\n## Security\n") :]
-    section = section[: section.index("\n## ", 1)]
-    lines = [line for line in section.splitlines() if line.startswith("|")]
+def documented_grants(page: str) -> set[Grant]:
+    """The grants PAGE's first table lists (its rows, verbs expanded)."""
+    lines = page[page.index("\n|") + 1 :].splitlines()
+    lines = lines[: next((i for i, line in enumerate(lines) if not line.startswith("|")), None)]
     header = _cells(lines[0])
     assert header == ["who", "where", "API group", "resource", "verbs", "why"], header
     grants: set[Grant] = set()
@@ -99,15 +98,15 @@ def readme_grants(readme: str) -> set[Grant]:
     return grants
 
 
-def test_every_rbac_rule_is_in_the_readme_and_nothing_else() -> None:
+def test_every_rbac_rule_is_in_the_guide_and_nothing_else() -> None:
     granted = manifest_grants(_objects())
-    listed = readme_grants((ROOT / "README.md").read_text())
+    listed = documented_grants((ROOT / "docs" / "security.md").read_text())
     missing = sorted(granted - listed)
     extra = sorted(listed - granted)
-    assert not missing, "granted by manifests/rbac but not in README's Security table:\n" + (
+    assert not missing, "granted by manifests/rbac but not in docs/security.md's table:\n" + (
         "\n".join(map(str, missing))
     )
-    assert not extra, "in README's Security table but granted by no rule:\n" + (
+    assert not extra, "in docs/security.md's table but granted by no rule:\n" + (
         "\n".join(map(str, extra))
     )
 
@@ -145,9 +144,9 @@ def test_the_comparison_sees_a_change_either_way() -> None:
     ],
 )
 def test_malformed_rows_are_refused(row: str) -> None:
-    readme = (
-        "\n## Security\n| who | where | API group | resource | verbs | why |\n"
+    page = (
+        "\n# Security\n| who | where | API group | resource | verbs | why |\n"
         "|---|---|---|---|---|---|\n" + row + "\n\n## Next\n"
     )
     with pytest.raises(AssertionError):
-        readme_grants(readme)
+        documented_grants(page)

@@ -72,7 +72,7 @@ def _no_per_request_env_lookups(api: ApiClient) -> None:
     up proxy variables and ``~/.netrc`` credentials for *each* request, in the
     default thread pool (two thread hops per request). That more than doubled
     the client's CPU per request and queued requests behind the small thread
-    pool (the README's performance section has the figures). The
+    pool (docs/performance.md has the figures). The
     environment does not change while we run: ``load_api_client`` resolves the
     proxy once (``env_proxy``) and kubeconfig credentials never come from netrc.
     """

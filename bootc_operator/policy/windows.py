@@ -8,7 +8,7 @@ Pure functions over the wire list and an aware ``now``:
 - ``window_state(windows, now)`` says whether ``now`` is inside a window, until
   when, and when the next one opens.
 
-Rules (README "Maintenance windows"):
+Rules (docs/policies.md, `maintenanceWindows`):
 
 - A window belongs to the day it *starts* on, in its time zone: a Fri 22:00 window
   of 4h runs until Sat 02:00. An empty ``days`` list means every day.

@@ -64,7 +64,7 @@ from hack.testenv.prometheus import (
 FOR_SCALE = 1 / 60
 RULES_NAME = "bootc-operator"
 #: whom Prometheus scrapes as (a token of this ServiceAccount, bound to the
-#: bootc-operator-metrics-reader ClusterRole, as the README tells admins to do)
+#: bootc-operator-metrics-reader ClusterRole, as docs/install.md tells admins to do)
 PROMETHEUS_NAMESPACE = "monitoring"
 PROMETHEUS_ACCOUNT = "prometheus"
 
