@@ -1,0 +1,188 @@
+"""The user documentation (README.md and docs/*.md) holds together: every relative
+link and anchor resolves, and every command it shows is checked by a test or
+listed here as one no test runs, with the reason.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from hack import userdocs
+
+ROOT = userdocs.ROOT
+
+#: Programs whose every command in the documentation a test parses or runs.
+CHECKED = {
+    "bootc-operator": "unit/test_cli.py parses every one",
+    "hack/sim": "unit/test_sim_faults.py parses every one; e2e/test_sim.py runs the faults session",
+    "kubectl bootc": "unit/test_kubectl_cli.py parses every one (e2e/test_kubectl_bootc.py runs "
+    "the subcommands through the real kubectl)",
+    "helm": "each is a line of docs/install.md's Helm block, which e2e/test_chart.py runs",
+    "make": "its target is one of the Makefile's (checked here)",
+}
+
+#: Programs the documentation shows that no test runs as written, and why that is fine.
+ILLUSTRATIVE = {
+    "kubectl": "plain kubectl; the install, uninstall and wait steps are what e2e/test_realnode.py "
+    "and e2e/test_chart.py do through kubectl, not parsed from the text",
+    "hack/controlplane": "the harness' CLI (hack.testenv.cli); the script exists (checked here)",
+    "hack/podman": "podman on the project's storage; the script exists (checked here)",
+    "kind": "kind's own CLI, not part of this project",
+    "curl": "a look at /metrics by hand; e2e/test_metrics_auth.py checks the same answers",
+    "head": "a pipe's tail",
+    "cat": "a heredoc: the pool file of the faults session (e2e/test_sim.py uses the same pool)",
+    "pool": "a shell function the faults session defines (around hack/sim pool)",
+    "xdg-open": "opens a browser",
+}
+
+
+def _programs(command: str) -> list[tuple[str, str]]:
+    """Every simple command of the shell line COMMAND (also inside ``$(...)`` and
+    ``{ ...; }``) as (program, the simple command's text). ``kubectl bootc`` is one
+    program; variable assignments and ``eval`` are skipped."""
+    line = re.sub(r"(^|\s)#.*$", "", command)  # a comment
+    line = re.sub(r"'[^']*'", "''", line)  # quoted text is no command...
+    line = re.sub(r'"([^"]*)"', lambda m: m[1] if "$(" in m[1] else '""', line)  # ...but $(...) is
+    tokens = re.findall(r"\$\(|&&|\|\||[|;&(){}]|[^\s|;&(){}]+", line)
+    found: list[tuple[str, str]] = []
+    start = True
+    for i, token in enumerate(tokens):
+        if token in ("$(", "&&", "||", "|", ";", "&", "(", "{"):
+            start = True
+            continue
+        if token in (")", "}") or not start:
+            continue
+        if re.match(r"^\w+=", token) or token in ("eval", "!"):
+            continue
+        start = False
+        rest = []
+        for word in tokens[i + 1 :]:
+            if word in ("$(", "&&", "||", "|", ";", "&", ")", "}"):
+                break
+            rest.append(word)
+        program = "bootc-operator" if Path(token).name == "bootc-operator" else token
+        if program == "kubectl" and rest[:1] == ["bootc"]:
+            program = "kubectl bootc"
+        found.append((program, " ".join([token, *rest])))
+    return found
+
+
+def test_program_extraction() -> None:
+    line = 'eval "$(hack/sim up --nodes 3)"   # prints export KUBECONFIG=...'
+    assert _programs(line) == [("hack/sim", "hack/sim up --nodes 3")]
+    line = "TOKEN=$(kubectl create token x) && curl -H 'a: $TOKEN' https://x | head"
+    assert [p for p, _ in _programs(line)] == ["kubectl", "curl", "head"]
+    line = 'pool() { hack/sim pool --image "$SIM_REGISTRY/os:$1"; }'
+    assert [p for p, _ in _programs(line)] == ["pool", "hack/sim"]
+    assert [p for p, _ in _programs(".venv/bin/bootc-operator daemon --x")] == ["bootc-operator"]
+    assert [p for p, _ in _programs("kubectl bootc why w   # kubectl get")] == ["kubectl bootc"]
+
+
+def test_shell_command_extraction() -> None:
+    sample = (
+        "```sh\nhack/sim up \\\n  --nodes 3   # six\n# a comment\ncat > p.yaml <<'EOF'\n"
+        "kind: X\nEOF\nhack/sim down\n```\n"
+        "```console\n$ kubectl get bnp\nNAME   PHASE\n```\n"
+        "```yaml\nkubectl: no\n```\n"
+        "- item\n  ```sh\n  kubectl bootc why x\n  ```\n"
+    )
+    assert userdocs.shell_commands(sample) == [
+        "hack/sim up    --nodes 3   # six",
+        "cat > p.yaml <<'EOF'",
+        "hack/sim down",
+        "kubectl get bnp",
+        "kubectl bootc why x",
+    ]
+
+
+def _helm_block() -> list[str]:
+    install = (ROOT / "docs" / "install.md").read_text()
+    section = userdocs.section(install, "Install with Helm")
+    block = next(b for b in userdocs.blocks(section) if b.language == "sh")
+    return [line.strip() for line in block.body.splitlines() if line.strip()]
+
+
+def _make_targets() -> set[str]:
+    makefile = (ROOT / "Makefile").read_text()
+    return set(re.findall(r"^([\w-]+):", makefile, flags=re.M))
+
+
+def _check(program: str, simple: str, command: str, where: str) -> None:
+    """One simple command SIMPLE (of the line COMMAND) running PROGRAM."""
+    if program.startswith("hack/"):
+        script = ROOT / program
+        assert script.is_file() and os.access(script, os.X_OK), f"no script: {where}"
+    if program == "helm":
+        line = re.sub(r"\s+#.*$", "", command).strip()
+        assert line in _helm_block(), f"a helm command e2e/test_chart.py does not run: {where}"
+    if program == "make":
+        words = [w for w in simple.split()[1:] if not w.startswith("-") and "=" not in w]
+        assert words and words[0] in _make_targets(), f"no such make target: {where}"
+    if program not in CHECKED and program not in ILLUSTRATIVE:
+        pytest.fail(
+            f"{where}: no test checks `{program}` commands; check them, or list "
+            "the program in ILLUSTRATIVE with the reason"
+        )
+
+
+def test_every_shell_command_is_checked_or_listed_as_illustrative() -> None:
+    seen: set[str] = set()
+    for path in userdocs.files():
+        for command in userdocs.shell_commands(path.read_text()):
+            for program, simple in _programs(command):
+                seen.add(program)
+                _check(program, simple, command, f"{path.relative_to(ROOT)}: `{command}`")
+    # Every entry is still used: a stale one would hide a program nobody checks.
+    assert seen >= set(CHECKED) | set(ILLUSTRATIVE) - {"head"}, (
+        set(CHECKED) | set(ILLUSTRATIVE)
+    ) - seen
+
+
+def test_every_path_a_command_names_exists() -> None:
+    """``kubectl apply -f manifests/...``, ``helm install ... manifests/chart/...``: the
+    repository paths the commands name are there."""
+    for path in userdocs.files():
+        for command in userdocs.shell_commands(path.read_text()):
+            for word in re.findall(r"(?<![\w./-])((?:manifests|plugins|hack)/[\w./-]+)", command):
+                assert (ROOT / word).exists(), f"{path.relative_to(ROOT)}: `{command}` names {word}"
+
+
+def test_every_relative_link_and_anchor_resolves() -> None:
+    checked = 0
+    for path in userdocs.files():
+        for target in userdocs.links(path.read_text()):
+            if re.match(r"^[a-z]+:", target):  # https:, mailto:
+                continue
+            file_part, _, fragment = target.partition("#")
+            linked = (path.parent / file_part).resolve() if file_part else path
+            where = f"{path.relative_to(ROOT)}: ({target})"
+            assert linked.exists(), f"{where}: no such file"
+            assert linked.is_relative_to(ROOT), f"{where}: outside the repository"
+            if fragment:
+                assert linked.suffix == ".md", f"{where}: an anchor into a non-Markdown file"
+                assert fragment in userdocs.anchors(linked.read_text()), f"{where}: no such heading"
+            checked += 1
+    assert checked > 20, "the pages link to each other"
+
+
+def test_every_guide_page_is_linked_from_the_readme() -> None:
+    readme = (ROOT / "README.md").read_text()
+    linked = {t.partition("#")[0] for t in userdocs.links(readme)}
+    pages = {f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md")}
+    assert pages <= linked, sorted(pages - linked)
+
+
+def test_anchor_slugs() -> None:
+    assert userdocs.anchor("Metrics: HTTPS and a token") == "metrics-https-and-a-token"
+    assert (
+        userdocs.anchor("Rollout policies (all optional; a pool written for the Go operator works)")
+        == "rollout-policies-all-optional-a-pool-written-for-the-go-operator-works"
+    )
+    assert userdocs.anchor("kubectl bootc: what a rollout waits for") == (
+        "kubectl-bootc-what-a-rollout-waits-for"
+    )
+    assert userdocs.anchors("# A\n```sh\n# not a heading\n```\n## A\n") == {"a", "a-1"}
