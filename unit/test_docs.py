@@ -1,6 +1,7 @@
 """The user documentation (README.md and docs/*.md) holds together: every relative
-link and anchor resolves, and every command it shows is checked by a test or
-listed here as one no test runs, with the reason.
+link and anchor resolves, every command it shows is checked by a test or listed
+here as one no test runs, with the reason, every YAML example fits the CRD, and
+the generated API reference is fresh.
 """
 
 from __future__ import annotations
@@ -8,10 +9,12 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
-from hack import userdocs
+from hack import apidocs, userdocs
 
 ROOT = userdocs.ROOT
 
@@ -186,3 +189,80 @@ def test_anchor_slugs() -> None:
         "kubectl-bootc-what-a-rollout-waits-for"
     )
     assert userdocs.anchors("# A\n```sh\n# not a heading\n```\n## A\n") == {"a", "a-1"}
+
+
+def test_the_api_reference_is_fresh() -> None:
+    committed = (ROOT / "docs" / "api.md").read_text()
+    assert committed == apidocs.render(apidocs.committed_crds()), "stale: run hack/gen-crds"
+    # Every spec field is in it (a field the renderer skipped would go unnoticed).
+    for field in ("spec.rollout.maintenanceWindows[].timeZone", "spec.health.onFailure"):
+        assert f"| `{field}` |" in committed, field
+
+
+def _unknown_fields(value: object, schema: dict[str, Any], path: str) -> list[str]:
+    """Where VALUE does not fit the CRD's SCHEMA: a field it lacks, a value outside its
+    enum, a type it does not take."""
+    if schema.get("x-kubernetes-int-or-string"):
+        return [] if isinstance(value, int | str) else [f"{path}: not an int or string"]
+    kind = schema.get("type")
+    if "enum" in schema and value not in schema["enum"]:
+        return [f"{path}: {value!r} is not one of {schema['enum']}"]
+    if kind == "object" and isinstance(value, dict):
+        if "additionalProperties" in schema or "properties" not in schema:
+            return []  # a map, or an object the CRD leaves open (metadata)
+        props = schema.get("properties", {})
+        problems = []
+        for key, inner in value.items():
+            if key not in props:
+                problems.append(f"{path}.{key}: no such field")
+            else:
+                problems += _unknown_fields(inner, props[key], f"{path}.{key}")
+        return problems
+    if kind == "array" and isinstance(value, list):
+        return [
+            p
+            for i, v in enumerate(value)
+            for p in _unknown_fields(v, schema["items"], f"{path}[{i}]")
+        ]
+    python = {"object": dict, "array": list, "string": str, "integer": int, "boolean": bool}
+    if kind in python and not isinstance(value, python[kind]):
+        return [f"{path}: {value!r} is not a {kind}"]
+    return []
+
+
+def test_every_yaml_example_fits_the_crd() -> None:
+    """The pools and pool fragments the guide shows use fields the CRD has, with
+    values it takes (a renamed field or a typo in an example fails here)."""
+    pool_crd = next(
+        c for c in apidocs.committed_crds() if c["spec"]["names"]["kind"] == "BootcNodePool"
+    )
+    schema = pool_crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    examples = 0
+    for path in userdocs.files():
+        for block in userdocs.blocks(path.read_text()):
+            if block.language != "yaml":
+                continue
+            doc = yaml.safe_load(block.body)
+            assert isinstance(doc, dict) and "spec" in doc, f"{path.name}: not a pool: {block.body}"
+            problems = _unknown_fields(doc, schema, "")
+            assert not problems, f"{path.relative_to(ROOT)}: {problems}\n{block.body}"
+            examples += 1
+    assert examples >= 5
+
+
+def test_the_schema_check_finds_a_typo() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "spec": {
+                "type": "object",
+                "properties": {"a": {"type": "string", "enum": ["X"]}, "n": {"type": "integer"}},
+            }
+        },
+    }
+    assert _unknown_fields({"spec": {"a": "X", "n": 1}}, schema, "") == []
+    assert _unknown_fields({"spec": {"b": 1, "a": "Y", "n": "1"}}, schema, "") == [
+        ".spec.b: no such field",
+        ".spec.a: 'Y' is not one of ['X']",
+        ".spec.n: '1' is not a integer",
+    ]
