@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import re
 import shlex
 from pathlib import Path
 
@@ -202,28 +201,24 @@ def test_help_shows_boolean_spellings(capsys: pytest.CaptureFixture[str]) -> Non
 
 
 def readme_commands(text: str) -> list[list[str]]:
-    """The arguments of every ``bootc-operator`` command in the fenced code blocks of ``text``.
+    """The arguments of every ``bootc-operator`` command in the shell blocks of ``text``.
 
-    Continuation lines are joined and shell comments dropped; a command ends at a
-    shell operator or the end of its line.
+    Continuation lines are joined (``userdocs.shell_commands``) and shell comments
+    dropped; a command ends at a shell operator or the end of its line.
     """
     commands: list[list[str]] = []
-    for block in re.findall(r"^```[^\n]*\n(.*?)^```", text, flags=re.M | re.S):
-        for line in block.replace("\\\n", " ").splitlines():
-            try:
-                words = shlex.split(line, comments=True)
-            except ValueError:
-                continue  # not shell (e.g. YAML with an odd quote)
-            for i, word in enumerate(words):
-                # in command position only: `helm uninstall bootc-operator` names a release
-                if Path(word).name != "bootc-operator" or (i and words[i - 1] not in COMMAND_START):
-                    continue
-                args = []
-                for w in words[i + 1 :]:
-                    if w in SHELL_OPERATORS:
-                        break
-                    args.append(w)
-                commands.append(args)
+    for line in userdocs.shell_commands(text):
+        words = shlex.split(line, comments=True)
+        for i, word in enumerate(words):
+            # in command position only: `helm uninstall bootc-operator` names a release
+            if Path(word).name != "bootc-operator" or (i and words[i - 1] not in COMMAND_START):
+                continue
+            args = []
+            for w in words[i + 1 :]:
+                if w in SHELL_OPERATORS:
+                    break
+                args.append(w)
+            commands.append(args)
     return commands
 
 

@@ -47,10 +47,10 @@ def test_help_imports_nothing_but_argparse() -> None:
 
 
 def readme_commands(text: str) -> list[list[str]]:
-    """The arguments of every ``kubectl bootc ...`` line of TEXT (a ``$ `` prompt dropped)."""
+    """The arguments of every ``kubectl bootc ...`` command of TEXT's shell blocks (a
+    console block's ``$ `` prompt dropped)."""
     found = []
-    for raw in text.splitlines():
-        line = raw.strip().removeprefix("$ ")
+    for line in userdocs.shell_commands(text):
         if line.startswith("kubectl bootc "):
             args = shlex.split(line.split("#", 1)[0])[2:]
             found.append(args)

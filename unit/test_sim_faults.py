@@ -198,24 +198,23 @@ def test_the_demo_has_no_blocking_alert_flag(capsys: pytest.CaptureFixture[str])
 
 
 def readme_sim_commands(text: str) -> list[list[str]]:
-    """The arguments of every ``hack/sim`` command in the fenced code blocks of ``text``
+    """The arguments of every ``hack/sim`` command in the shell blocks of ``text``
     (also inside ``$(...)``; up to a shell operator or a comment)."""
     commands: list[list[str]] = []
-    for block in re.findall(r"^```[^\n]*\n(.*?)^```", text, flags=re.M | re.S):
-        for line in block.replace("\\\n", " ").splitlines():
-            for match in re.finditer(r"(\$\()?\bhack/sim (.*)", line):
-                rest = match.group(2)
-                if match.group(1):  # "$(hack/sim up ...)"
-                    rest = rest.split(")", 1)[0]
-                lexer = shlex.shlex(rest, posix=True, punctuation_chars=";&|()")
-                lexer.whitespace_split = True
-                lexer.commenters = "#"
-                args = []
-                for word in lexer:
-                    if word and set(word) <= set(";&|()"):
-                        break
-                    args.append(word)
-                commands.append(args)
+    for line in userdocs.shell_commands(text):
+        for match in re.finditer(r"(\$\()?\bhack/sim (.*)", line):
+            rest = match.group(2)
+            if match.group(1):  # "$(hack/sim up ...)"
+                rest = rest.split(")", 1)[0]
+            lexer = shlex.shlex(rest, posix=True, punctuation_chars=";&|()")
+            lexer.whitespace_split = True
+            lexer.commenters = "#"
+            args = []
+            for word in lexer:
+                if word and set(word) <= set(";&|()"):
+                    break
+                args.append(word)
+            commands.append(args)
     return commands
 
 
