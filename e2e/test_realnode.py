@@ -165,6 +165,14 @@ async def test_install_and_one_rollout_on_real_nodes(cp: ControlPlane, tmp_path:
         print(f"daemon RSS in its container: {daemon_rss_kib(node) / 1024:.1f} MiB")
         logs = kubectl(cp, "-n", NS, "logs", daemon)
         assert "BootcNode cache synced" in logs
+        # bound to the node's own address only: another run's real-node tier on this
+        # machine binds the same ports on its own node address
+        assert f"serving metrics on {node.node_ip}:8090 (HTTPS)" in logs
+        assert f"serving probes on {node.node_ip}:8091" in logs
+        controller_logs = kubectl(
+            cp, "-n", NS, "logs", "-l", "app.kubernetes.io/component=controller", "--tail=-1"
+        )
+        assert f"serving metrics on {infra.node_ip}:8080 (HTTPS)" in controller_logs
 
         # The rollout: stage, cordon, drain (the victim evicted), reboot, uncordon.
         started = time.monotonic()
