@@ -137,6 +137,23 @@ def free_port() -> int:
             return port
 
 
+def cached_tool(env: str, script: str) -> Path:
+    """``$env`` (``hack/test.sh`` exports it), else what ``hack/<script>`` builds and
+    caches, printed as its last line (built on first use: minutes on a cold cache)."""
+    if path := os.environ.get(env):
+        return Path(path)
+    res = subprocess.run(
+        ["bash", str(REPO_ROOT / "hack" / script)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=3600,
+    )
+    if res.returncode != 0:
+        raise RuntimeError(f"hack/{script} failed ({res.returncode}):\n{res.stderr[-4000:]}")
+    return Path(res.stdout.strip().splitlines()[-1])
+
+
 def resolve_bin_dir() -> Path:
     """$BOOTC_OPERATOR_BIN_DIR, else whatever ``hack/build-binaries.sh`` builds/prints."""
     env = os.environ.get(BIN_DIR_ENV)

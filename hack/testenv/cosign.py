@@ -30,25 +30,17 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from hack.testenv.controlplane import REPO_ROOT
+from hack.testenv.controlplane import cached_tool
 from hack.testenv.registry import Registry
 
 COSIGN_ENV = "BOOTC_OPERATOR_COSIGN"
-BUILD_SCRIPT = REPO_ROOT / "hack" / "build-cosign.sh"
 #: seconds for one cosign command against a loopback registry
 TIMEOUT = 120.0
 
 
 def resolve_cosign() -> Path:
     """The cached cosign binary (built on first use; minutes when the cache is cold)."""
-    if path := os.environ.get(COSIGN_ENV):
-        return Path(path)
-    res = subprocess.run(
-        ["bash", str(BUILD_SCRIPT)], capture_output=True, text=True, check=False, timeout=3600
-    )
-    if res.returncode != 0:
-        raise RuntimeError(f"hack/build-cosign.sh failed ({res.returncode}):\n{res.stderr[-4000:]}")
-    return Path(res.stdout.strip())
+    return cached_tool(COSIGN_ENV, "build-cosign.sh")
 
 
 @dataclass(frozen=True)

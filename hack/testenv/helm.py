@@ -18,10 +18,9 @@ from typing import Any
 
 import yaml
 
-from hack.testenv.controlplane import REPO_ROOT
+from hack.testenv.controlplane import REPO_ROOT, cached_tool
 
 HELM_ENV = "BOOTC_OPERATOR_HELM"
-BUILD_SCRIPT = REPO_ROOT / "hack" / "build-helm.sh"
 CHART = REPO_ROOT / "manifests" / "chart" / "bootc-operator"
 
 Obj = dict[str, Any]
@@ -30,14 +29,7 @@ Key = tuple[str, str, str]
 
 def resolve_helm() -> Path:
     """The cached helm binary (built on first use; minutes when the cache is cold)."""
-    if path := os.environ.get(HELM_ENV):
-        return Path(path)
-    res = subprocess.run(
-        ["bash", str(BUILD_SCRIPT)], capture_output=True, text=True, check=False, timeout=3600
-    )
-    if res.returncode != 0:
-        raise RuntimeError(f"hack/build-helm.sh failed ({res.returncode}):\n{res.stderr[-4000:]}")
-    return Path(res.stdout.strip())
+    return cached_tool(HELM_ENV, "build-helm.sh")
 
 
 def objects_by_key(docs: Iterable[Obj | None]) -> dict[Key, Obj]:
