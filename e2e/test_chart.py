@@ -212,6 +212,17 @@ def test_object_names_follow_the_release(
     assert jobs
     for pattern in jobs:
         assert [n for n in services if re.fullmatch(pattern, n)], (pattern, services)
+    # The kubectl commands the alerts' texts suggest name this release's objects.
+    values["metrics"] = {"prometheusRule": {"enabled": True}}
+    rule = helm.template(release=release, namespace="ops", values=values)[
+        ("PrometheusRule", "ops", fullname)
+    ]
+    texts = " ".join(
+        " ".join(r["annotations"].values()) for g in rule["spec"]["groups"] for r in g["rules"]
+    )
+    assert re.findall(r"kubectl -n (\S+)", texts) == ["ops"] * 3, texts
+    assert f"get ds {fullname}-daemon`" in texts and f"get lease {fullname}-controller " in texts
+    assert "bootc-operator-daemon`" not in texts.replace(f"{fullname}-daemon`", "")
 
 
 def test_metrics_plain_http_and_own_certificate(helm: Helm) -> None:
