@@ -10,7 +10,7 @@ from bootc_operator.api import constants as c
 from bootc_operator.kube.resources import BOOTC_NODE_POOLS, NODES
 from bootc_operator.kube.rest import ApiError
 from bootc_operator.kubectl import explain as e
-from bootc_operator.kubectl.cluster import explain_api_error
+from bootc_operator.kubectl.cluster import event_queries, explain_api_error
 from bootc_operator.kubectl.render import events_lines, pool_data, pool_lines
 
 D1 = "sha256:" + "1" * 64
@@ -349,6 +349,28 @@ def test_events_oldest_first() -> None:
     assert [line.split()[3] for line in lines[1:]] == ["SlotTaken", "RolloutComplete"]
     assert "(x2)" in lines[1] and lines[1].endswith("SlotTaken happened")
     assert events_lines([]) == ["No Events."]
+
+
+def test_event_queries_select_the_rollouts_events_on_the_server() -> None:
+    """The pool's Events by kind and name; each node's by name (its BootcNode and
+    Node share it), the kind kept from the answer: never every Event listed."""
+    assert event_queries("workers", ["w-1", "w-0", "w-1"]) == [
+        (
+            "involvedObject.kind=BootcNodePool,involvedObject.name=workers",
+            frozenset({"BootcNodePool"}),
+        ),
+        ("involvedObject.name=w-0", frozenset({"BootcNode", "Node"})),
+        ("involvedObject.name=w-1", frozenset({"BootcNode", "Node"})),
+    ]
+    assert event_queries(None, ["w-0"]) == [
+        ("involvedObject.name=w-0", frozenset({"BootcNode", "Node"}))
+    ]
+    assert event_queries("empty", []) == [
+        (
+            "involvedObject.kind=BootcNodePool,involvedObject.name=empty",
+            frozenset({"BootcNodePool"}),
+        )
+    ]
 
 
 def test_api_errors_are_one_line_naming_verb_and_resource() -> None:

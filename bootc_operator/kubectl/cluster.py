@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,24 @@ from bootc_operator.kube.rest import (
 CORE_EVENTS = Resource("", "v1", "events", namespaced=True, kind="Event")
 #: what ``status -w`` watches: (resource, from resourceVersion, selector query)
 Watches = list[tuple[Resource, str, dict[str, str]]]
+
+
+#: fieldSelectors on Events, each with the involvedObject kinds kept from its answer
+EventQueries = list[tuple[str, frozenset[str]]]
+
+
+def event_queries(pool: str | None, nodes: Iterable[str]) -> EventQueries:
+    """What finds a rollout's Events: the pool's own (kind and name) and, per node,
+    its BootcNode's and Node's. A node's two kinds share its name and one
+    selector (selectors cannot say "either kind"); the kind is checked on the
+    answer."""
+    queries: EventQueries = []
+    if pool is not None:
+        selector = f"involvedObject.kind={c.POOL_KIND},involvedObject.name={pool}"
+        queries.append((selector, frozenset({c.POOL_KIND})))
+    kinds = frozenset({c.NODE_KIND, "Node"})
+    queries += [(f"involvedObject.name={node}", kinds) for node in sorted(set(nodes))]
+    return queries
 
 
 class PluginError(Exception):
@@ -185,9 +203,20 @@ class Cluster:
         found = await asyncio.gather(*(one(n) for n in nodes))
         return {n: items for n, items in found if items is not None}
 
-    async def events(self, namespace: str | None) -> list[Obj]:
-        items, _ = await self.list_all(CORE_EVENTS, namespace)
-        return items
+    async def events(self, namespace: str | None, queries: EventQueries) -> list[Obj]:
+        """The Events ``queries`` find (:func:`event_queries`), each once: the
+        apiserver selects them, not a list of every Event of the namespace."""
+
+        async def one(selector: str, kinds: frozenset[str]) -> list[Obj]:
+            items, _ = await self.list_all(CORE_EVENTS, namespace, field_selector=selector)
+            return [ev for ev in items if (ev.get("involvedObject") or {}).get("kind") in kinds]
+
+        found: dict[str, Obj] = {}
+        for items in await asyncio.gather(*(one(s, k) for s, k in queries)):
+            for ev in items:
+                meta = ev.get("metadata") or {}
+                found[f"{meta.get('namespace')}/{meta.get('name')}"] = ev
+        return list(found.values())
 
     async def wait_change(self, watches: Watches, seconds: float) -> None:
         """Return when an object of ``watches`` changes after its resourceVersion, or

@@ -228,21 +228,19 @@ async def _pause(cluster: Cluster, args: argparse.Namespace) -> int:
 
 
 async def _events(cluster: Cluster, args: argparse.Namespace) -> int:
+    from bootc_operator.api import constants as c  # noqa: PLC0415
+    from bootc_operator.kube.resources import BOOTC_NODES  # noqa: PLC0415
+    from bootc_operator.kubectl.cluster import event_queries  # noqa: PLC0415
     from bootc_operator.kubectl.render import events_lines  # noqa: PLC0415
 
-    pool, node = await _find(cluster, args.name)
-    names = {args.name}
-    if node is None and pool is not None:
-        reports, _ = await _reports(cluster, pool)
-        names |= set(reports[0].views)
-    kinds = {"BootcNodePool", "BootcNode", "Node"} if node is None else {"BootcNode", "Node"}
-    events = [
-        ev
-        for ev in await cluster.events(args.namespace)
-        if (ev.get("involvedObject") or {}).get("name") in names
-        and (ev.get("involvedObject") or {}).get("kind") in kinds
-    ]
-    print("\n".join(events_lines(events)))
+    _, node = await _find(cluster, args.name)
+    if node is not None:
+        queries = event_queries(None, [node])
+    else:
+        label = f"{c.POOL_LABEL}={args.name}"
+        members, _ = await cluster.list_all(BOOTC_NODES, label_selector=label)
+        queries = event_queries(args.name, [str(bn["metadata"]["name"]) for bn in members])
+    print("\n".join(events_lines(await cluster.events(args.namespace, queries))))
     return 0
 
 
