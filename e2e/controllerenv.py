@@ -89,21 +89,20 @@ async def create_pod(
     *,
     namespace: str = "default",
     owner: dict[str, Any] | None = None,
+    volumes: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """A pod bound straight to ``node`` (no scheduler), deleted at once when evicted."""
     meta: dict[str, Any] = {"name": name, "namespace": namespace, "labels": labels}
     if owner:
         meta["ownerReferences"] = [owner]
-    body = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": meta,
-        "spec": {
-            "nodeName": node,
-            "terminationGracePeriodSeconds": 0,
-            "containers": [{"name": "c", "image": "registry.example.com/app:1"}],
-        },
+    spec: dict[str, Any] = {
+        "nodeName": node,
+        "terminationGracePeriodSeconds": 0,
+        "containers": [{"name": "c", "image": "registry.example.com/app:1"}],
     }
+    if volumes:
+        spec["volumes"] = volumes
+    body = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
     await create_object(api, PODS, body, namespace)
     # No kubelet runs: report the pod Running and Ready ourselves, or the eviction
     # API would skip PodDisruptionBudgets for a Pending pod.

@@ -710,6 +710,23 @@ async def test_owned_nodes_are_garbage_collected_with_their_pool(
         ("bnp.spec.rollout.canary.nodes", ["bootc.dev/canary come first"]),
         ("bnp.spec.rollout.approvedDigest", ["never approves another"]),
         ("bn.status.bootAssessment.state", ["Complete", "Failed"]),
+        (
+            "bootcnodepool.spec.rollout.drain",
+            [
+                "what happens past it (onTimeout)",
+                '"Halt" keeps the node cordoned in its slot',
+                "no new reboots until it drains",
+                '"Skip" uncordons the node, gives its slot back',
+                "at most 3 tries, then it is marked drain-blocked",
+                '"Force" deletes the pods left without the Eviction API',
+                "Unset: as drainTimeoutSeconds alone does",
+                "deleteEmptyDirData",
+                "as kubectl drain --delete-emptydir-data",
+                "the reason EmptyDirData",
+                "Unset: evicted, as true",
+            ],
+        ),
+        ("bnp.spec.rollout.drain.onTimeout", ['"Halt"', '"Skip"', '"Force"', "Unset: as"]),
     ],
 )
 async def test_kubectl_explain_shows_the_field_descriptions(
@@ -732,6 +749,8 @@ async def test_the_crd_refuses_malformed_maintenance_windows(objects: Objects) -
         ({"maxUnhealthy": 0}, "maxUnhealthy must be an integer >= 1"),
         ({"maxUnhealthy": "0%"}, "maxUnhealthy must be an integer >= 1"),
         ({"stageAhead": -1}, "stageAhead must be an integer >= 0"),
+        ({"drain": {"deleteEmptyDirData": "yes"}}, "deleteEmptyDirData in body must be of type"),
+        ({"drain": {"onTimeout": "Drop"}}, "spec.rollout.drain.onTimeout: Unsupported value"),
     ]
     for rollout, fragment in cases:
         with pytest.raises(ApiException) as excinfo:

@@ -16,6 +16,11 @@ The controller runs in-process, so its metrics are read from the registry.
   tried again up to ``MAX_SKIPS`` times, then marked ``drain-blocked``.
 - An eviction the admission policy denies is retried with backoff, not fatal:
   the pool names the denial; once the policy goes the drain finishes.
+- ``deleteEmptyDirData``: false holds a pod with an emptyDir volume (the pool
+  and a DrainBlocked Warning name it with the reason ``EmptyDirData``; the node
+  keeps its slot and is not told to reboot) while a pod without one is evicted;
+  set to true, the held pod is evicted and the node updates. Unset, it is
+  evicted as it always was.
 """
 
 from __future__ import annotations
@@ -103,6 +108,17 @@ async def held_pod(api: ApiClient, fleet: Fleet, prefix: str) -> tuple[str, list
     pod = f"{group}-pod"
     await create_pod(api, pod, nodes[0], {"app": group})
     await create_blocking_pdb(api, group, {"app": group})
+    return group, nodes, pod
+
+
+async def pod_on_one_node(
+    api: ApiClient, fleet: Fleet, prefix: str, volumes: list[dict[str, Any]] | None = None
+) -> tuple[str, list[str], str]:
+    """A group of one node on image 1 with one pod on it (``GROUP-pod``)."""
+    group = unique_name(prefix)
+    nodes = await add_nodes(fleet, group, 1, image(1))
+    pod = f"{group}-pod"
+    await create_pod(api, pod, nodes[0], {"app": group}, volumes=volumes)
     return group, nodes, pod
 
 
@@ -247,10 +263,7 @@ async def test_skip_lets_the_node_go_retries_it_and_gives_up_after_max_skips(
 async def test_an_eviction_denied_by_admission_is_retried_until_allowed(
     api: ApiClient, fleet: Fleet
 ) -> None:
-    group = unique_name("ddeny")
-    nodes = await add_nodes(fleet, group, 1, image(1))
-    pod = f"{group}-pod"
-    await create_pod(api, pod, nodes[0], {"app": group})
+    group, nodes, pod = await pod_on_one_node(api, fleet, "ddeny")
     message = f"evictions of {pod} are denied by policy {group}"
     policy = {
         "apiVersion": "admissionregistration.k8s.io/v1",
@@ -331,4 +344,57 @@ async def test_an_eviction_denied_by_admission_is_retried_until_allowed(
         for path in (VAPB_PATH, VAP_PATH):
             with contextlib.suppress(ApiError):
                 await request_json(api, "DELETE", f"{path}/{group}")
+    await delete_quietly(api, BOOTC_NODE_POOLS, group)
+
+
+SCRATCH = [{"name": "scratch", "emptyDir": {}}]
+
+
+async def test_delete_emptydir_data_false_holds_the_pod_and_names_it_until_set_true(
+    api: ApiClient, fleet: Fleet
+) -> None:
+    group, nodes, kept = await pod_on_one_node(api, fleet, "dempty", SCRATCH)
+    plain = f"{group}-plain"
+    await create_pod(api, plain, nodes[0], {"app": group})
+    async with SafetyMonitor(api, group, 1) as monitor, running_controller(api):
+        await pool_on_image_1(api, group, drain={"deleteEmptyDirData": False})
+        await start(api, group)
+
+        async def named() -> bool:
+            up = condition(await get_pool(api, group), "UpToDate").get("message", "")
+            return f"{kept} (EmptyDirData: " in up and "deleteEmptyDirData is false" in up
+
+        await wait_for(named, 120, "the pool names the pod held for its emptyDir data")
+        await wait_event(api, nodes[0], "DrainBlocked", f"{kept} (EmptyDirData: ")
+
+        async def plain_gone() -> bool:
+            return not await pod_exists(api, plain)
+
+        await wait_for(plain_gone, 60, "the pod without data evicted")
+        assert await pod_exists(api, kept)
+        held = await marks_of(api, nodes[0])
+        assert c.IN_REBOOT_SLOT_ANNOTATION in held and await cordoned(api, nodes[0])
+        assert c.REBOOT_REQUESTED_ANNOTATION not in held
+        assert outcomes(group, "EmptyDirData") == 1.0
+        patch = {"spec": {"rollout": {"drain": {"deleteEmptyDirData": True}}}}
+        await patch_object(api, BOOTC_NODE_POOLS, group, patch)
+        await wait_for(lambda: updated(api, group, 1), 120, "evicted once allowed; updated")
+        assert not await pod_exists(api, kept)
+        assert outcomes(group, "EmptyDirData") == 1.0  # once per pod and drain
+    assert not monitor.summary.violations, monitor.summary.violations
+    assert nodes[0] in {n for n, _ in fleet.reboots}
+    await delete_quietly(api, BOOTC_NODE_POOLS, group)
+
+
+async def test_pods_with_emptydir_data_are_evicted_when_the_setting_is_unset(
+    api: ApiClient, fleet: Fleet
+) -> None:
+    group, _, pod = await pod_on_one_node(api, fleet, "dunset", SCRATCH)
+    async with SafetyMonitor(api, group, 1) as monitor, running_controller(api):
+        await pool_on_image_1(api, group, drain={"onTimeout": "Halt"})
+        await start(api, group)
+        await wait_for(lambda: updated(api, group, 1), 120, "evicted as always; updated")
+        assert not await pod_exists(api, pod)
+        assert outcomes(group, "EmptyDirData") == 0.0
+    assert not monitor.summary.violations, monitor.summary.violations
     await delete_quietly(api, BOOTC_NODE_POOLS, group)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from bootc_operator.policy.drainplan import blocking_message, drain_state, must_leave
-from bootc_operator.reconcilers.drain import DrainResult, describe
+from bootc_operator.reconcilers.drain import DrainResult, describe, slim_pod
 
 
 def pod(
@@ -74,3 +74,15 @@ def test_a_drain_that_cannot_list_its_pods_is_blocked_and_says_why() -> None:
 def test_an_error_is_described_by_its_type_when_it_says_nothing() -> None:
     assert describe(TimeoutError()) == "TimeoutError"
     assert describe(ConnectionResetError("reset by peer")) == "ConnectionResetError: reset by peer"
+
+
+def test_slim_pod_keeps_the_emptydir_volume_names_and_nothing_else_of_the_spec() -> None:
+    full = pod("a")
+    full["spec"]["volumes"] = [
+        {"name": "scratch", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}},
+        {"name": "cfg", "configMap": {"name": "c"}},
+    ]
+    full["spec"]["containers"] = [{"name": "c", "image": "x"}]
+    slim = slim_pod(full)
+    assert slim["spec"] == {"nodeName": "n1", "volumes": [{"name": "scratch", "emptyDir": {}}]}
+    assert slim_pod(pod("b"))["spec"] == {"nodeName": "n1"}

@@ -355,6 +355,14 @@ class DrainSpec(WireModel):
         "deleted) pod; unset: the pod's own terminationGracePeriodSeconds.",
         json_schema_extra={"format": "int32"},
     )
+    delete_empty_dir_data: bool | None = Field(
+        default=None,
+        description="whether pods with emptyDir volumes are evicted (their data is lost), "
+        "as kubectl drain --delete-emptydir-data: true evicts them; false never evicts nor "
+        "deletes a running one (not even with Force): the drain is blocked by it, the pool "
+        "and a DrainBlocked Event name the pod with the reason EmptyDirData, until the pod "
+        "goes or this changes. Unset: evicted, as true.",
+    )
 
 
 class RolloutSpec(WireModel):
@@ -381,8 +389,9 @@ class RolloutSpec(WireModel):
     )
     drain: DrainSpec | None = Field(
         default=None,
-        description="the drain's timeout, what happens past it, and the pods' grace period; "
-        "unset: drainTimeoutSeconds alone.",
+        description="the drain's timeout, what happens past it (onTimeout), the pods' grace "
+        "period and whether pods with emptyDir data are evicted; unset: drainTimeoutSeconds "
+        "alone.",
     )
     reboot_timeout_seconds: int | None = Field(
         default=None,

@@ -2,9 +2,17 @@
 
 Skipped (they would come straight back, or cannot be evicted): pods owned by a
 DaemonSet (the daemon itself among them) and mirror pods of static manifests.
-Everything else is evicted, emptyDir data included (the node reboots anyway),
-terminal pods too (eviction just deletes them). Pods already terminating are
-waited for, not evicted again.
+Everything else is evicted, terminal pods too (eviction just deletes them).
+Pods already terminating are waited for, not evicted again.
+
+Pods with emptyDir data (``spec.rollout.drain.deleteEmptyDirData``, as
+``kubectl drain --delete-emptydir-data``): unset or true, they are evicted like
+any other pod (unset is what this operator has always done: the node reboots
+anyway); false, a running pod with an emptyDir volume is held (``DrainState.held``):
+never evicted nor deleted, not even by ``onTimeout: Force`` (as ``kubectl drain
+--force --disable-eviction`` still refuses it), and the drain is blocked by it
+with the named reason ``EmptyDirData`` until the pod goes or the setting
+changes. A finished pod (Succeeded, Failed) may go: its data is no one's.
 
 What a drain past its timeout does (``timeout_action``), from
 ``spec.rollout.drain.onTimeout`` (``DrainPolicy``):
@@ -28,7 +36,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Final
 
@@ -58,27 +66,67 @@ def must_leave(pod: Mapping[str, Any]) -> bool:
     return not (is_daemonset_pod(pod) or is_mirror_pod(pod))
 
 
+def emptydir_volumes(pod: Mapping[str, Any]) -> tuple[str, ...]:
+    """The names of the pod's emptyDir volumes (its data lost when it goes)."""
+    return tuple(
+        str(vol.get("name", ""))
+        for vol in (pod.get("spec") or {}).get("volumes") or ()
+        if isinstance(vol, Mapping) and "emptyDir" in vol
+    )
+
+
+def is_finished(pod: Mapping[str, Any]) -> bool:
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+#: the named reason of a drain blocked by a pod's emptyDir data
+EMPTYDIR_REASON: Final = "EmptyDirData"
+
+
+def keeps_emptydir_data(pod: Mapping[str, Any], delete_emptydir_data: bool | None) -> bool:
+    """True for a pod the drain may not remove: emptyDir data of a pod not finished,
+    under ``deleteEmptyDirData: false`` (unset and true let it go)."""
+    return delete_emptydir_data is False and bool(emptydir_volumes(pod)) and not is_finished(pod)
+
+
+def emptydir_block(pod: Mapping[str, Any]) -> str:
+    """Why the drain cannot remove ``pod``, for its ``blocked_by`` entry."""
+    volumes = ", ".join(emptydir_volumes(pod))
+    return (
+        f"{EMPTYDIR_REASON}: its emptyDir volume(s) {volumes} would be lost and "
+        "spec.rollout.drain.deleteEmptyDirData is false"
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class DrainState:
     evict: tuple[str, ...]  # pods to send an Eviction for now
     terminating: tuple[str, ...]  # already going: wait
-    remaining: tuple[str, ...]  # evict + terminating: the drain is done when empty
+    remaining: tuple[str, ...]  # evict + terminating + held: the drain is done when empty
+    #: pods the drain may not remove (emptyDir data, deleteEmptyDirData false) -> why
+    held: Mapping[str, str] = field(default_factory=dict)
 
 
-def drain_state(pods: Iterable[Mapping[str, Any]]) -> DrainState:
+def drain_state(
+    pods: Iterable[Mapping[str, Any]], delete_emptydir_data: bool | None = None
+) -> DrainState:
     evict: list[str] = []
     terminating: list[str] = []
+    held: dict[str, str] = {}
     for pod in pods:
         if not must_leave(pod):
             continue
         key = pod_key(pod)
         if pod.get("metadata", {}).get("deletionTimestamp"):
             terminating.append(key)
+        elif keeps_emptydir_data(pod, delete_emptydir_data):
+            held[key] = emptydir_block(pod)
         else:
             evict.append(key)
     evict.sort()
     terminating.sort()
-    return DrainState(tuple(evict), tuple(terminating), tuple(sorted(evict + terminating)))
+    remaining = tuple(sorted([*evict, *terminating, *held]))
+    return DrainState(tuple(evict), tuple(terminating), remaining, dict(sorted(held.items())))
 
 
 def blocking_message(node: str, remaining: Iterable[str], blocked_by: Mapping[str, str]) -> str:
@@ -113,6 +161,8 @@ class DrainPolicy:
     timeout: float | None = None  # seconds; None: no limit
     on_timeout: str | None = None  # Halt | Skip | Force; None: give up (drainTimeoutSeconds)
     grace_period: int | None = None  # seconds given to each evicted or deleted pod
+    #: deleteEmptyDirData; None (unset) evicts such pods, as always
+    delete_emptydir_data: bool | None = None
 
 
 def timeout_action(policy: DrainPolicy, skips: int) -> TimeoutAction:

@@ -345,7 +345,18 @@ def _drain_policy(rollout: Mapping[str, Any], problems: list[str]) -> DrainPolic
             f"{where}.gracePeriodSeconds must be a non-negative integer, not {json.dumps(grace)}"
         )
         grace = None
-    return DrainPolicy(timeout=timeout, on_timeout=on_timeout, grace_period=grace)
+    delete_emptydir = drain.get("deleteEmptyDirData")
+    if delete_emptydir is not None and not isinstance(delete_emptydir, bool):
+        problems.append(
+            f"{where}.deleteEmptyDirData must be true or false, not {json.dumps(delete_emptydir)}"
+        )
+        delete_emptydir = None
+    return DrainPolicy(
+        timeout=timeout,
+        on_timeout=on_timeout,
+        grace_period=grace,
+        delete_emptydir_data=delete_emptydir,
+    )
 
 
 def _health_policy(health: Any, problems: list[str]) -> HealthPolicy | None:

@@ -40,7 +40,11 @@ reconciler call ``force(node)``: from then on the task DELETEs each pod left
 ``PodForceDeleted`` Warning per pod. An eviction refused otherwise than by a
 PodDisruptionBudget (an admission webhook or ValidatingAdmissionPolicy denies
 it) is retried like a 429 and counted (``drain_outcomes_total{outcome=Denied}``,
-once per pod and drain).
+once per pod and drain). Under ``deleteEmptyDirData: false`` a pod with
+emptyDir data is held, never evicted nor deleted (``drainplan``): the drain is
+blocked by it, named with the reason ``EmptyDirData`` in a DrainBlocked Warning
+and the pool's status, counted (``drain_outcomes_total{outcome=EmptyDirData}``),
+and goes on as soon as the pod goes or the pool's setting lets it go.
 """
 
 from __future__ import annotations
@@ -49,16 +53,18 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
 from bootc_operator.informers import Backoff, EventHandler, Informer
 from bootc_operator.kube import PODS, ApiError, list_objects
 from bootc_operator.policy.drainplan import (
+    EMPTYDIR_REASON,
     MIRROR_ANNOTATION,
     blocking_message,
     drain_state,
+    emptydir_volumes,
     pod_key,
     refusal_kind,
 )
@@ -86,12 +92,15 @@ class DrainResult:
     seconds: float = 0.0  # how long the drain took, once done
     #: the seconds each evicted (or force-deleted) pod is given; None: its own
     grace_period: int | None = None
+    #: spec.rollout.drain.deleteEmptyDirData (False holds pods with emptyDir data)
+    delete_emptydir_data: bool | None = None
     #: past its timeout under onTimeout Force: delete the pods left, no Eviction
     force: bool = False
     forced: int = 0  # pods deleted that way
     #: past its timeout under onTimeout Halt (its Event and metric are sent once)
     halted: bool = False
     denied: set[str] = field(default_factory=set)  # pods an admission check refused
+    held: set[str] = field(default_factory=set)  # pods held for their emptyDir data
 
     @property
     def blocked(self) -> bool:
@@ -131,9 +140,15 @@ def slim_pod(pod: Obj) -> Obj:
         slim_meta["ownerReferences"] = owners
     if MIRROR_ANNOTATION in annotations:
         slim_meta["annotations"] = {MIRROR_ANNOTATION: annotations[MIRROR_ANNOTATION]}
+    spec = pod.get("spec", {})
+    slim_spec: Obj = {"nodeName": spec.get("nodeName")}
+    # deleteEmptyDirData reads which volumes are emptyDir (their names, nothing else)
+    volumes = [{"name": name, "emptyDir": {}} for name in emptydir_volumes(pod)]
+    if volumes:
+        slim_spec["volumes"] = volumes
     return {
         "metadata": slim_meta,
-        "spec": {"nodeName": pod.get("spec", {}).get("nodeName")},
+        "spec": slim_spec,
         "status": {"phase": pod.get("status", {}).get("phase")},
     }
 
@@ -159,11 +174,23 @@ class DrainManager:
         task = self._tasks.get(node)
         return task is not None and not task.done()
 
-    def ensure(self, node: str, pool: str, grace_period: int | None = None) -> DrainResult:
+    def ensure(
+        self,
+        node: str,
+        pool: str,
+        grace_period: int | None = None,
+        delete_emptydir_data: bool | None = None,
+    ) -> DrainResult:
         res = self._results.get(node)
         if res is not None and (res.done or self.running(node)):
+            if res.delete_emptydir_data != delete_emptydir_data:
+                # the pool's setting changed mid-drain: held pods may go now (or stay)
+                res.delete_emptydir_data = delete_emptydir_data
+                self.poke(node)
             return res
-        res = DrainResult(pool=pool, grace_period=grace_period)
+        res = DrainResult(
+            pool=pool, grace_period=grace_period, delete_emptydir_data=delete_emptydir_data
+        )
         self._results[node] = res
         self._wakeups[node] = asyncio.Event()
         self._tasks[node] = asyncio.create_task(self._drain(node, res), name=f"drain-{node}")
@@ -219,7 +246,7 @@ class DrainManager:
 
     async def _drain(self, node: str, res: DrainResult) -> None:
         listed = await self._first_list(node, res)
-        if not drain_state(listed[0]).remaining:
+        if not drain_state(listed[0], res.delete_emptydir_data).remaining:
             self._finish(node, res)
             return
         await self._watch_and_evict(node, res, listed)
@@ -304,11 +331,15 @@ class DrainManager:
             # Cleared before reading the cache: a pod event arriving while we evict
             # (kwok deletes an evicted pod within milliseconds) must wake the wait below.
             wake.clear()
-            state = drain_state(pods.list())
+            state = drain_state(pods.list(), res.delete_emptydir_data)
             if not state.remaining:
                 self._finish(node, res)
                 return
             res.remaining = state.remaining
+            # pods gone, or let go since (the setting changed), block no more
+            for key in (set(res.blocked_by) - set(state.remaining)) | (res.held - set(state.held)):
+                res.blocked_by.pop(key, None)
+            self._hold(node, res, state.held)
             refused = False
             uids = {pod_key(p): p["metadata"].get("uid", "") for p in pods.list()}
             for key in state.evict:
@@ -348,6 +379,25 @@ class DrainManager:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(delay):
                     await wake.wait()
+
+    def _hold(self, node: str, res: DrainResult, held: Mapping[str, str]) -> None:
+        """Name the pods kept for their emptyDir data as what blocks the drain; each
+        counted once per drain (``drain_outcomes_total{outcome=EmptyDirData}``) and
+        told in a DrainBlocked Warning (the drain's first one, or one of its own for
+        a pod held after that)."""
+        for key, why in held.items():
+            res.blocked_by[key] = why
+            if key in res.held:
+                continue
+            DRAIN_OUTCOMES.labels(res.pool, EMPTYDIR_REASON).inc()
+            if res.reported_blocked:
+                message = blocking_message(node, [key], res.blocked_by)
+                log.warning(message, extra={"node": node, "pool": res.pool})
+                self.ctx.recorder.emit(
+                    self.ctx.node_ref(node), "Warning", "DrainBlocked", "Drain", message
+                )
+                self._on_change(node, res.pool)
+        res.held = set(held)
 
     async def _force_delete(self, node: str, res: DrainResult, key: str, uid: str) -> None:
         """DELETE one pod (no Eviction, no PodDisruptionBudget), with its Warning."""

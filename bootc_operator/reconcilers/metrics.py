@@ -51,7 +51,8 @@ DRAIN_BLOCKED: Final = Gauge(
 DRAIN_OUTCOMES: Final = Counter(
     "bootc_operator_drain_outcomes_total",
     "Drains past their timeout by what was done (GiveUp, Halt, Skip, Force), pods force-"
-    "deleted (ForcedPod), and evictions an admission webhook or policy denied (Denied)",
+    "deleted (ForcedPod), evictions an admission webhook or policy denied (Denied), and pods "
+    "held for their emptyDir data under deleteEmptyDirData false (EmptyDirData)",
     ["pool", "outcome"],
 )
 DRAIN_DURATION: Final = Histogram(

@@ -390,7 +390,7 @@ class RolloutReconciler:
             return None
         # someone may have uncordoned it (the take's cordon was a forced write)
         await ctx.set_unschedulable(name, True, trust_cache=True)
-        res = self.drains.ensure(name, pool_name, drain.grace_period)
+        res = self.drains.ensure(name, pool_name, drain.grace_period, drain.delete_emptydir_data)
         if res.done:
             await ctx.patch_bootc_node(
                 bn,

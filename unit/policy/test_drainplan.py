@@ -11,11 +11,16 @@ import pytest
 
 from bootc_operator.api import constants as c
 from bootc_operator.policy.drainplan import (
+    EMPTYDIR_REASON,
     MAX_SKIPS,
     DrainPolicy,
     TimeoutAction,
+    blocking_message,
+    drain_state,
+    emptydir_volumes,
     halt_message,
     halting_drains,
+    keeps_emptydir_data,
     overdue_drains,
     refusal_kind,
     timeout_action,
@@ -135,3 +140,88 @@ def test_halt_message_names_the_node_and_the_blocking_pod() -> None:
         "drain timed out on n1, n2 (onTimeout: Halt), no new reboots until it ends: "
         "drain of n1 blocked by default/web-1 (PDB); drain of n2 not finished"
     )
+
+
+# ------------------------------------------------- deleteEmptyDirData (issue 29 §4)
+
+
+def test_delete_emptydir_data_is_read_and_a_non_boolean_named() -> None:
+    assert policy_of(drain={"deleteEmptyDirData": False}).delete_emptydir_data is False
+    assert policy_of(drain={"deleteEmptyDirData": True}).delete_emptydir_data is True
+    # unset, in drain or without drain: None (evicted, as always)
+    assert policy_of(drain={"onTimeout": "Halt"}).delete_emptydir_data is None
+    assert policy_of().delete_emptydir_data is None
+    assert f'{D}.deleteEmptyDirData must be true or false, not "false"' in problems_of(
+        drain={"deleteEmptyDirData": "false"}
+    )
+
+
+def pod(
+    name: str,
+    *volumes: dict[str, Any],
+    phase: str = "Running",
+    owner: str | None = None,
+    deleting: bool = False,
+) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": "ns"}
+    if owner:
+        meta["ownerReferences"] = [{"kind": owner, "name": "o", "controller": True}]
+    if deleting:
+        meta["deletionTimestamp"] = "2026-11-21T00:00:00Z"
+    return {"metadata": meta, "spec": {"volumes": list(volumes)}, "status": {"phase": phase}}
+
+
+SCRATCH = {"name": "scratch", "emptyDir": {}}
+RAM = {"name": "ram", "emptyDir": {"medium": "Memory"}}
+CONFIG = {"name": "cfg", "configMap": {"name": "c"}}
+
+
+def test_emptydir_volumes_are_named_and_other_volumes_are_not() -> None:
+    assert emptydir_volumes(pod("a", CONFIG, SCRATCH, RAM)) == ("scratch", "ram")
+    assert emptydir_volumes(pod("a", CONFIG)) == ()
+    assert emptydir_volumes({"metadata": {}, "spec": {}}) == ()
+    assert emptydir_volumes({"metadata": {}}) == ()
+
+
+@pytest.mark.parametrize("setting", [None, True, False])
+@pytest.mark.parametrize("volumes", [(), (CONFIG,), (SCRATCH,), (RAM, CONFIG)])
+@pytest.mark.parametrize("phase", ["Pending", "Running", "Succeeded", "Failed", "Unknown"])
+def test_only_false_keeps_a_pod_with_emptydir_data_that_is_not_finished(
+    setting: bool | None, volumes: tuple[dict[str, Any], ...], phase: str
+) -> None:
+    p = pod("a", *volumes, phase=phase)
+    has_data = any("emptyDir" in vol for vol in volumes)
+    finished = phase in ("Succeeded", "Failed")
+    expected = setting is False and has_data and not finished
+    assert keeps_emptydir_data(p, setting) is expected
+    state = drain_state([p], setting)
+    assert state.remaining == ("ns/a",)
+    if expected:
+        assert state.evict == () and list(state.held) == ["ns/a"]
+    else:
+        assert state.evict == ("ns/a",) and not state.held
+
+
+def test_a_held_pod_blocks_the_drain_with_the_named_reason_and_its_volumes() -> None:
+    pods = [
+        pod("web", SCRATCH, RAM),
+        pod("api", CONFIG),
+        pod("gone", SCRATCH, deleting=True),  # terminating: waited for, not held
+        pod("ds", SCRATCH, owner="DaemonSet"),  # a DaemonSet pod stays, data or not
+        pod("job", SCRATCH, phase="Succeeded"),
+    ]
+    state = drain_state(pods, delete_emptydir_data=False)
+    assert state.evict == ("ns/api", "ns/job")
+    assert state.terminating == ("ns/gone",)
+    assert dict(state.held) == {
+        "ns/web": "EmptyDirData: its emptyDir volume(s) scratch, ram would be lost and "
+        "spec.rollout.drain.deleteEmptyDirData is false"
+    }
+    assert state.remaining == ("ns/api", "ns/gone", "ns/job", "ns/web")
+    msg = blocking_message("n1", state.held, state.held)
+    assert msg.startswith(f"drain of n1 blocked by ns/web ({EMPTYDIR_REASON}: ")
+    # unset and true: every one of them evicted (the daemon and the terminating aside)
+    for setting in (None, True):
+        again = drain_state(pods, setting)
+        assert again.evict == ("ns/api", "ns/job", "ns/web") and not again.held
+    assert drain_state(pods) == drain_state(pods, None)
