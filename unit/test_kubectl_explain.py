@@ -191,13 +191,16 @@ def test_the_issues_example_an_open_window_and_two_slot_holders() -> None:
     )
 
 
-def test_paused_and_alerts_as_the_controller_published_them() -> None:
+def test_paused_alerts_and_preconditions_as_the_controller_published_them() -> None:
     r = report(pool({"paused": True}), [bn("n0")])
     assert e.waits_for(r).kind == e.PAUSED
     assert "kubectl bootc resume workers" in e.waits_for(r).message
     message = "NodeDown fires; no new reboots until resolved; 0/1 updated"
     r = report(pool(up=(c.REASON_BLOCKED_BY_ALERTS, message)), [bn("n0")])
     assert e.waits_for(r) == e.Wait(e.ALERT, f"alerts to resolve: {message}")
+    message = "precondition ceph-ok is not met (empty result); no new reboots until it holds"
+    r = report(pool(up=(c.REASON_PRECONDITION_NOT_MET, message)), [bn("n0")])
+    assert e.waits_for(r) == e.Wait(e.PRECONDITION, f"preconditions to hold: {message}")
 
 
 def canary_pool() -> dict[str, Any]:

@@ -12,11 +12,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from bootc_operator.api import constants as c
+
 
 @dataclass(frozen=True, slots=True)
 class AlertGate:
     blocked: bool
     message: str = ""  # why (the alerts firing, or why Prometheus could not say)
+    #: the pool's UpToDate reason while blocked (PreconditionNotMet for preconditions)
+    reason: str = c.REASON_BLOCKED_BY_ALERTS
 
 
 FIRST_RETRY: Final = 5.0
@@ -47,6 +51,18 @@ def firing_gate(result: Sequence[Mapping[str, Any]], limit: int = 5) -> AlertGat
     shown = alerts[:limit] + ([f"and {len(alerts) - limit} more"] if len(alerts) > limit else [])
     verb = "fires" if len(alerts) == 1 else "fire"
     return AlertGate(True, f"{', '.join(shown)} {verb}; no new reboots until resolved")
+
+
+def combine(*gates: AlertGate | None) -> AlertGate | None:
+    """One gate of several (alerts, preconditions): None when none applies; blocked
+    when any is, with the first blocked one's reason and every blocked message."""
+    present = [g for g in gates if g is not None]
+    if not present:
+        return None
+    blocked = [g for g in present if g.blocked]
+    if not blocked:
+        return present[0]
+    return AlertGate(True, "; ".join(g.message for g in blocked), blocked[0].reason)
 
 
 def retry_delay(failures: int, interval: float) -> float:

@@ -97,6 +97,13 @@ REASON_AWAITING_MAINTENANCE_WINDOW: Final = "AwaitingMaintenanceWindow"
 # A Prometheus alert matching spec.rollout.blockingAlerts fires, or Prometheus cannot
 # be queried (fail closed): no new reboot slots.
 REASON_BLOCKED_BY_ALERTS: Final = "BlockedByAlerts"
+# A query of spec.rollout.preconditions returns an empty result, or Prometheus cannot
+# be queried for it (fail closed): no new reboot slots.
+REASON_PRECONDITION_NOT_MET: Final = "PreconditionNotMet"
+# spec.health.queries[].for: "30s", "5m", "1m30s" (hours, minutes, seconds; "0s": once).
+QUERY_FOR_PATTERN: Final = r"^([0-9]{1,3}h)?([0-9]{1,5}m)?([0-9]{1,6}s)?$"
+#: spec.health.queries[].name and spec.rollout.preconditions[].name: a DNS label
+QUERY_NAME_PATTERN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 # spec.rollout.blockingAlerts[]: comma-separated PromQL label matchers (ANDed).
 ALERT_MATCHERS_PATTERN: Final = (
     r'^\s*[a-zA-Z_][a-zA-Z0-9_]*\s*(=~|!~|!=|=)\s*"([^"\\]|\\.)*"\s*'

@@ -365,6 +365,31 @@ class DrainSpec(WireModel):
     )
 
 
+class Precondition(WireModel):
+    """A PromQL query that must return a non-empty result before any new reboot starts."""
+
+    name: str = Field(
+        min_length=1,
+        max_length=63,
+        pattern=c.QUERY_NAME_PATTERN,
+        description="names the precondition in the pool's status and Events (a DNS label, "
+        "unique in the list).",
+    )
+    expr: str = Field(
+        min_length=1,
+        max_length=4096,
+        description="a PromQL instant query; the precondition holds while its result is "
+        "non-empty, e.g. ceph_health_status == 0.",
+    )
+
+
+_QUERY_LIST_EXTRA: dict[str, JsonValue] = {
+    "x-kubernetes-list-type": "map",
+    "x-kubernetes-list-map-keys": ["name"],
+    "maxItems": 32,
+}
+
+
 class RolloutSpec(WireModel):
     """How updates roll out across the pool's nodes."""
 
@@ -438,6 +463,15 @@ class RolloutSpec(WireModel):
             "items": {"type": "string", "pattern": c.ALERT_MATCHERS_PATTERN, "maxLength": 1024},
         },
     )
+    preconditions: list[Precondition] | None = Field(
+        default=None,
+        description="no new reboots while any of these PromQL queries returns an empty "
+        "result (nodes already rebooting finish), e.g. Ceph reporting HEALTH_OK. Needs the "
+        "controller's --prometheus-url; when Prometheus cannot be queried, or a query fails, "
+        "no new reboots start either (fail closed). The pool names the failing precondition "
+        "(UpToDate=False/PreconditionNotMet).",
+        json_schema_extra=_QUERY_LIST_EXTRA,
+    )
     canary: CanarySpec | None = Field(
         default=None,
         description="canary nodes update first, alone, and must pass the health gate before "
@@ -494,6 +528,33 @@ class HealthPods(WireModel):
     )
 
 
+class HealthQuery(WireModel):
+    """A PromQL query an updated node must satisfy, e.g. its storage daemon being up."""
+
+    name: str = Field(
+        min_length=1,
+        max_length=63,
+        pattern=c.QUERY_NAME_PATTERN,
+        description="names the query in the node's health-check note, the pool's status and "
+        "Events (a DNS label, unique in the list).",
+    )
+    expr: str = Field(
+        min_length=1,
+        max_length=4096,
+        description="a PromQL instant query; $node is replaced by the node's name, escaped "
+        'for a quoted label value: up{job="node-exporter",node="$node"} == 1. It passes '
+        "while its result is non-empty.",
+    )
+    for_: str | None = Field(
+        default=None,
+        alias="for",
+        pattern=c.QUERY_FOR_PATTERN,
+        min_length=2,
+        description='how long the result must stay non-empty without a gap: "30s", "5m", '
+        '"1m30s". Unset or "0s": one non-empty answer passes.',
+    )
+
+
 class HealthSpec(WireModel):
     """The checks an updated node must pass before its reboot slot is released."""
 
@@ -509,6 +570,13 @@ class HealthSpec(WireModel):
         "Assessment, greenboot-style checks), as reported by the daemon.",
     )
     pods: HealthPods | None = Field(default=None, description="pods that must be Ready.")
+    queries: list[HealthQuery] | None = Field(
+        default=None,
+        description="PromQL queries that must each return a non-empty result, continuously "
+        "for their 'for', asked every --alert-check-interval. Needs the controller's "
+        "--prometheus-url; an unanswered or failing query counts as not passing.",
+        json_schema_extra=_QUERY_LIST_EXTRA,
+    )
     timeout_seconds: int | None = Field(
         default=None,
         ge=1,

@@ -36,9 +36,10 @@ from bootc_operator.informers import (
 from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, NODES
 from bootc_operator.policy.ownership import POOL_INDEX, index_by_pool
 from bootc_operator.reconcilers.alertgate import AlertReconciler
-from bootc_operator.reconcilers.context import Context, Obj
+from bootc_operator.reconcilers.context import Context, Obj, pool_ref
 from bootc_operator.reconcilers.drain import DrainManager
 from bootc_operator.reconcilers.healthpods import HealthPods
+from bootc_operator.reconcilers.healthqueries import HealthQueries
 from bootc_operator.reconcilers.membership import MembershipReconciler
 from bootc_operator.reconcilers.placement import PlacementReconciler
 from bootc_operator.reconcilers.pullsecrets import SecretState, SecretWatcher, ref_of
@@ -129,6 +130,16 @@ class Controller:
         self.health_pods = HealthPods(
             self.ctx, on_change=lambda _node, pool: self.member_changed(pool, membership=False)
         )
+        self.prometheus = PrometheusClient(prometheus) if prometheus is not None else None
+        # Prometheus polls of nodes under a health check with spec.health.queries: a
+        # query that starts or stops holding may pass the gate, so rollout and status
+        # look again.
+        self.health_queries = HealthQueries(
+            self.prometheus,
+            interval=alert_check_interval,
+            on_change=lambda _node, pool: self.member_changed(pool, membership=False),
+            now=self.ctx.now,
+        )
         self.secrets = SecretWatcher(self.watch_api, on_change=self.router.secret_changed)
         self.placement = PlacementReconciler(self.ctx)
         self.membership = MembershipReconciler(
@@ -142,6 +153,7 @@ class Controller:
             self.drains,
             self.health_pods,
             verbose_node_events=node_events == "verbose",
+            health_queries=self.health_queries,
         )
         self.registry = RegistryClient(registry)
         self.tags = TagReconciler(
@@ -152,13 +164,13 @@ class Controller:
             on_target_changed=lambda pool: self.notify(pool, source="tags"),
         )
         self.ctx.resolved_tag = self.tags.target
-        self.prometheus = PrometheusClient(prometheus) if prometheus is not None else None
         self.alerts = AlertReconciler(
             self.ctx.pool,
             self.prometheus,
             interval=alert_check_interval,
             url=prometheus.url if prometheus is not None else "",
             on_change=lambda pool: self.notify(pool, source="alerts"),
+            on_event=self._pool_event,
         )
         self.ctx.alert_gate = self.alerts.gate
         self.status = StatusReconciler(
@@ -168,6 +180,7 @@ class Controller:
             extra_problems=self.tags.problems,
             secret_state=self.secret_state,
             membership=self.membership.progress,
+            health_queries=self.health_queries,
         )
         self.loops = (
             *(
@@ -184,6 +197,12 @@ class Controller:
             Loop("pullsecrets", self.secret_watch_queue, self.reconcile_secret_watches, 1),
         )
         self.router.register()
+
+    def _pool_event(self, pool_name: str, type_: str, reason: str, note: str) -> None:
+        """An Event on pool ``pool_name`` (if it still exists)."""
+        pool = self.ctx.pool(pool_name)
+        if pool is not None:
+            self.recorder.emit(pool_ref(pool), type_, reason, "Gate", note)
 
     def secret_state(self, pool: Obj) -> SecretState | None:
         ref = ref_of(pool)
@@ -240,6 +259,7 @@ class Controller:
                     await queue.shut_down_with_drain()
         await self.drains.stop()
         await self.health_pods.stop()
+        await self.health_queries.stop()
         await self.secrets.stop()
         await self.recorder.stop()
         await self.registry.close()

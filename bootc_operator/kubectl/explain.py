@@ -9,8 +9,11 @@ do, from the same objects they read. What the plugin cannot see is taken from wh
 the controller published:
 
 - a tag's digest: ``status.targetDigest`` (the controller resolves tags in memory);
-- the alert gate: the pool's ``UpToDate`` condition says ``BlockedByAlerts`` (the
-  controller queried Prometheus; the plugin does not);
+- the alert gate and the preconditions: the pool's ``UpToDate`` condition says
+  ``BlockedByAlerts`` or ``PreconditionNotMet`` (the controller queried Prometheus;
+  the plugin does not);
+- a ``queries`` health check: the BootcNode's ``bootc.dev/health-check`` note (the
+  controller asked Prometheus);
 - a ``pods`` health check, when the caller could not list the node's pods: the
   BootcNode's ``bootc.dev/health-check`` note.
 
@@ -62,6 +65,7 @@ HALTED = "Halted"
 PAUSED = "Paused"
 WINDOW = "MaintenanceWindow"
 ALERT = "Alert"
+PRECONDITION = "Precondition"
 APPROVAL = "Approval"
 HEALTH_CHECK = "HealthCheck"
 CANARIES = "Canaries"
@@ -180,13 +184,14 @@ def pool_report(
             return pod_health(listed, policy.pods_selector, policy.pods_namespaces)
 
         gates = gate_results(policy, views.values(), now, pods_of)
-        if policy.pods_selector is not None:
-            for node in list(gates):
-                noted = _gate_from_note(views[node].health_note)
-                if (pods or {}).get(node) is None and noted is not None:
-                    gates[node] = noted  # pods not listed: the controller's last word
+        for node in list(gates):
+            noted = _gate_from_note(views[node].health_note)
+            unlisted = policy.pods_selector is not None and (pods or {}).get(node) is None
+            if (unlisted or policy.queries) and noted is not None:
+                # pods not listed, or Prometheus asked: the controller's last word
+                gates[node] = noted
     up = condition_of(pool, c.COND_UP_TO_DATE)
-    alerts = up.get("reason") == c.REASON_BLOCKED_BY_ALERTS
+    alerts = up.get("reason") in (c.REASON_BLOCKED_BY_ALERTS, c.REASON_PRECONDITION_NOT_MET)
     plan, window = plan_pool(check, list(views.values()), now, gates, alerts_blocked=alerts)
     checking = frozenset(n for n, g in gates.items() if g.verdict is not Verdict.PASSED)
     return PoolReport(
@@ -314,6 +319,8 @@ def waits_for(r: PoolReport) -> Wait:
         return Wait(PAUSED, f"resume: the rollout is paused (kubectl bootc resume {r.name})")
     if plan.window_closed:
         return Wait(WINDOW, f"a maintenance window: {_window_sentence(r)}")
+    if plan.alerts_blocked and up.get("reason") == c.REASON_PRECONDITION_NOT_MET:
+        return Wait(PRECONDITION, f"preconditions to hold: {up.get('message') or 'one is not met'}")
     if plan.alerts_blocked:
         return Wait(ALERT, f"alerts to resolve: {up.get('message') or 'a blocking alert fires'}")
     if plan.awaiting_approval:

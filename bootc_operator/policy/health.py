@@ -49,13 +49,14 @@ from bootc_operator.api.conditions import get_condition
 from bootc_operator.api.timefmt import parse_time
 from bootc_operator.api.wire import DEFAULT_HEALTH_TIMEOUT_SECONDS, BootAssessmentState
 from bootc_operator.policy.nodestate import NodeState, NodeView
+from bootc_operator.policy.queries import CHECK_QUERIES, HealthQuery, NodeQueries, queries_check
 from bootc_operator.policy.selectors import matches
 
 CHECK_READY = "Ready"
 CHECK_BOOT_COMPLETE = "bootComplete"
 CHECK_MIN_READY = "minReadySeconds"
 CHECK_PODS = "pods"
-CHECKS = (CHECK_READY, CHECK_BOOT_COMPLETE, CHECK_MIN_READY, CHECK_PODS)
+CHECKS = (CHECK_READY, CHECK_BOOT_COMPLETE, CHECK_MIN_READY, CHECK_PODS, CHECK_QUERIES)
 
 
 class Verdict(StrEnum):
@@ -75,6 +76,7 @@ class HealthPolicy:
     pods_namespaces: frozenset[str] = frozenset()
     timeout_seconds: float = float(DEFAULT_HEALTH_TIMEOUT_SECONDS)
     rollback: bool = False  # onFailure: Rollback
+    queries: tuple[HealthQuery, ...] = ()  # spec.health.queries
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,8 +178,10 @@ def evaluate(
     v: NodeView,
     pods: Sequence[PodHealth] | None,
     now: dt.datetime,
+    queries: NodeQueries | None = None,
 ) -> GateResult:
-    """The gate's verdict on ``v`` (an ``arrived`` holder) at ``now``."""
+    """The gate's verdict on ``v`` (an ``arrived`` holder) at ``now``; ``queries``:
+    what is known of its health queries (None: nothing yet)."""
     results: list[tuple[str, Verdict, str]] = []
     waits: list[float] = []
     if not v.ready:
@@ -205,6 +209,11 @@ def evaluate(
     pods_result = _pods_check(policy, pods, v.reboot_requested_at)
     if pods_result is not None:
         results.append((CHECK_PODS, *pods_result))
+    if policy.queries:
+        passed, why, wait = queries_check(policy.queries, queries, now)
+        results.append((CHECK_QUERIES, Verdict.PASSED if passed else Verdict.PENDING, why))
+        if wait is not None:
+            waits.append(wait)
 
     for check, verdict, message in results:
         if verdict is Verdict.FAILED:
@@ -232,14 +241,20 @@ def gate_results(
     views: Iterable[NodeView],
     now: dt.datetime,
     pods_of: Callable[[str], Sequence[PodHealth] | None],
+    queries_of: Callable[[str], NodeQueries | None] = lambda _n: None,
 ) -> dict[str, GateResult]:
     """The verdicts of every ``arrived`` holder (none without a health policy);
-    ``pods_of(node)`` is asked only when the policy checks pods."""
+    ``pods_of(node)`` is asked only when the policy checks pods, ``queries_of(node)``
+    only when it has queries."""
     if policy is None:
         return {}
     return {
         v.name: evaluate(
-            policy, v, pods_of(v.name) if policy.pods_selector is not None else None, now
+            policy,
+            v,
+            pods_of(v.name) if policy.pods_selector is not None else None,
+            now,
+            queries_of(v.name) if policy.queries else None,
         )
         for v in views
         if arrived(v)

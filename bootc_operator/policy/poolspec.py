@@ -35,6 +35,7 @@ from bootc_operator.api.wire import DEFAULT_HEALTH_TIMEOUT_SECONDS
 from bootc_operator.policy.drainplan import DrainPolicy
 from bootc_operator.policy.health import HealthPolicy
 from bootc_operator.policy.order import BY_NAME, FIRST, LAST, NEWEST_FIRST, OLDEST_BOOT_FIRST, Order
+from bootc_operator.policy.queries import HealthQuery, parse_hold
 from bootc_operator.policy.selectors import InvalidSelector, validate_selector
 from bootc_operator.policy.topology import Topology
 from bootc_operator.policy.windows import Window, parse_windows
@@ -390,6 +391,7 @@ def _health_policy(health: Any, problems: list[str]) -> HealthPolicy | None:
             selector = None
         namespaces = frozenset((pods or {}).get("namespaces") or ())
     return HealthPolicy(
+        queries=_health_queries(health.get("queries"), problems),
         min_ready_seconds=number("minReadySeconds", 0, 0),
         boot_complete=bool(health.get("bootComplete")),
         pods_selector=selector,
@@ -397,3 +399,39 @@ def _health_policy(health: Any, problems: list[str]) -> HealthPolicy | None:
         timeout_seconds=float(number("timeoutSeconds", 1, DEFAULT_HEALTH_TIMEOUT_SECONDS)),
         rollback=health.get("onFailure") == "Rollback",
     )
+
+
+def _health_queries(raw: Any, problems: list[str]) -> tuple[HealthQuery, ...]:
+    """``spec.health.queries``; an entry with a problem is left out (and reported)."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        problems.append("spec.health.queries must be a list")
+        return ()
+    out: list[HealthQuery] = []
+    seen: set[str] = set()
+    for i, item in enumerate(raw):
+        where = f"spec.health.queries[{i}]"
+        if not isinstance(item, Mapping):
+            problems.append(f"{where} must be an object")
+            continue
+        name, expr = item.get("name"), item.get("expr")
+        if not isinstance(name, str) or not name:
+            problems.append(f"{where}.name is required")
+            continue
+        if name in seen:
+            problems.append(f"{where}.name {name!r} is used twice")
+            continue
+        seen.add(name)
+        if not isinstance(expr, str) or not expr.strip():
+            problems.append(f"{where}.expr is required")
+            continue
+        hold = parse_hold(item.get("for"))
+        if hold is None:
+            problems.append(
+                f'{where}.for must be a duration like "30s", "5m" or "1m30s", not '
+                f"{json.dumps(item.get('for'))}"
+            )
+            continue
+        out.append(HealthQuery(name, expr, hold))
+    return tuple(out)

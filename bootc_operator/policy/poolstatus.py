@@ -14,9 +14,9 @@ reboot slot, so uncordoned (the rollout restores the cordon before it removes th
 slot annotation, so the BootcNode's release is the later write), and past its
 health check; a pool that cannot
 progress says what blocks it (InvalidSpec, TagResolutionError, HealthCheckFailed,
-RolloutHalted, Paused, AwaitingMaintenanceWindow, BlockedByAlerts, AwaitingApproval,
-RolloutBlocked for maxUnavailable 0), not "in progress"; updated nodes still being checked make
-it HealthCheckPending, naming the pending check;
+RolloutHalted, Paused, AwaitingMaintenanceWindow, BlockedByAlerts, PreconditionNotMet,
+AwaitingApproval, RolloutBlocked for maxUnavailable 0), not "in progress"; updated nodes
+still being checked make it HealthCheckPending, naming the pending check;
 ``phase`` condenses both conditions into the one word ``kubectl get`` shows.
 """
 
@@ -195,6 +195,8 @@ class RolloutFacts:
     canaries: str = ""  # "canaries first: ..." while canaries go alone
     awaiting_approval: str = ""  # canaries passed, approvedDigest not the target
     blocked_by_alerts: str = ""  # the alert gate's message while it blocks new slots
+    #: its reason (BlockedByAlerts, or PreconditionNotMet); "" means BlockedByAlerts
+    blocked_reason: str = ""
     domain: str = ""  # with a topology: "updating topology.kubernetes.io/zone=a (1 of 3)"
     order: str = ""  # with spec.rollout.order: "next (by label rack, by name): n1, n2"
 
@@ -238,7 +240,8 @@ def rollout_condition(facts: RolloutFacts) -> tuple[bool, str, str]:
             f"no new reboots outside maintenance windows; {f.next_window}; {progress}",
         )
     if f.blocked_by_alerts:
-        return False, c.REASON_BLOCKED_BY_ALERTS, f"{f.blocked_by_alerts}; {progress}"
+        reason = f.blocked_reason or c.REASON_BLOCKED_BY_ALERTS
+        return False, reason, f"{f.blocked_by_alerts}; {progress}"
     if f.awaiting_approval:
         return False, c.REASON_AWAITING_APPROVAL, f"{f.awaiting_approval}; {progress}"
     if f.canaries:
@@ -276,6 +279,7 @@ def phase(up_reason: str, degraded: bool, degraded_reason: str) -> str:
         c.REASON_HEALTH_CHECK_FAILED: c.PHASE_HALTED,
         c.REASON_AWAITING_APPROVAL: c.PHASE_AWAITING_APPROVAL,
         c.REASON_BLOCKED_BY_ALERTS: c.PHASE_BLOCKED,
+        c.REASON_PRECONDITION_NOT_MET: c.PHASE_BLOCKED,
     }.get(up_reason, c.PHASE_PROGRESSING)
 
 

@@ -1,18 +1,27 @@
-"""The alert gate: no new reboot slots while a matching Prometheus alert fires.
+"""The Prometheus gates of new reboot slots: blocking alerts and preconditions.
+
+No new reboot slots while a Prometheus alert matching ``spec.rollout.blockingAlerts``
+fires, or while a query of ``spec.rollout.preconditions`` returns an empty result
+(``policy.queries.precondition_gate``; one instant query per precondition, the
+same client and the same rhythm as the alerts).
 
 ``reconcile(pool_name)`` for a pool with ``spec.rollout.blockingAlerts``: asks
 Prometheus for the firing alerts that match (one instant query of the
 ``ALERTS`` series, so matching is Prometheus' own PromQL semantics, and it works
 against anything that serves the query API: Prometheus, Thanos, Mimir) and
 keeps the answer as the pool's ``AlertGate``, which rollout (no new slots while
-``blocked``) and status (``UpToDate=False/BlockedByAlerts``) read. It requeues
+``blocked``) and status (``UpToDate=False/BlockedByAlerts``, or
+``PreconditionNotMet`` naming the precondition) read; both gates of a pool are one
+``AlertGate`` to them (``gate.combine``, preconditions first). It requeues
 itself every ``interval``; after a failed query sooner, with capped exponential
 backoff (5 s doubling, at most ``interval``).
 
 Fail closed: until the first answer, when the controller has no
 ``--prometheus-url``, and while Prometheus cannot be queried, the pool is
 blocked with a message saying why. A changed verdict wakes the other
-reconcilers (``on_change``); a repeat does not.
+reconcilers (``on_change``); a repeat does not. A precondition verdict that changes
+is also an Event on the pool (``on_event``): Warning ``PreconditionNotMet`` naming
+it, Normal ``PreconditionsMet`` once all hold again.
 """
 
 from __future__ import annotations
@@ -26,8 +35,16 @@ from bootc_operator.alerts.gate import (
     AlertGate,
     alert_query,
     blocking_alerts,
+    combine,
     firing_gate,
     retry_delay,
+)
+from bootc_operator.api import constants as c
+from bootc_operator.policy.queries import (
+    NO_PROMETHEUS,
+    Answer,
+    precondition_gate,
+    preconditions_of,
 )
 from bootc_operator.reconcilers.context import Obj
 
@@ -49,53 +66,113 @@ class AlertReconciler:
         interval: float,
         on_change: Callable[[str], None],
         url: str = "",
+        on_event: Callable[[str, str, str, str], None] = lambda *_: None,
     ) -> None:
+        """``on_event(pool, type, reason, message)``: an Event on the pool."""
         self._pool = pool  # a pool from the cache, by name
         self.prometheus = prometheus
         self.interval = interval
         self.url = url
         self._on_change = on_change
+        self._on_event = on_event
         self._gates: dict[str, AlertGate] = {}
+        self._preconditions: dict[str, AlertGate] = {}
         self._failures: dict[str, int] = {}
 
     def gate(self, pool: Obj) -> AlertGate | None:
-        """The pool's gate (None: it has no blockingAlerts); fail closed until known."""
+        """The pool's gate (None: no blockingAlerts nor preconditions); fail closed
+        until known."""
+        return combine(self._precondition_gate(pool), self._alert_gate(pool))
+
+    def _alert_gate(self, pool: Obj) -> AlertGate | None:
         if not blocking_alerts(pool):
             return None
         if self.prometheus is None:
             return AlertGate(
-                True,
-                "spec.rollout.blockingAlerts is set but the controller was started without "
-                "--prometheus-url; no new reboots",
+                True, f"spec.rollout.blockingAlerts is set but {NO_PROMETHEUS}; no new reboots"
             )
         return self._gates.get(
             pool["metadata"]["name"],
             AlertGate(True, f"Prometheus at {self.url} not queried yet; no new reboots"),
         )
 
+    def _precondition_gate(self, pool: Obj) -> AlertGate | None:
+        if not preconditions_of(pool):
+            return None
+        reason = c.REASON_PRECONDITION_NOT_MET
+        if self.prometheus is None:
+            return AlertGate(
+                True,
+                f"spec.rollout.preconditions is set but {NO_PROMETHEUS}; no new reboots",
+                reason,
+            )
+        return self._preconditions.get(
+            pool["metadata"]["name"],
+            AlertGate(
+                True,
+                f"preconditions not checked yet (Prometheus at {self.url}); no new reboots",
+                reason,
+            ),
+        )
+
     async def reconcile(self, pool_name: str) -> float | None:
         pool = self._pool(pool_name)
         selectors = blocking_alerts(pool) if pool is not None else []
-        if pool is None or not selectors or self.prometheus is None:
+        preconditions = preconditions_of(pool) if pool is not None else []
+        if pool is None or self.prometheus is None or not (selectors or preconditions):
             self._failures.pop(pool_name, None)
-            if self._gates.pop(pool_name, None) is not None:
+            alerts = self._gates.pop(pool_name, None)
+            if self._preconditions.pop(pool_name, None) is not None or alerts is not None:
                 self._on_change(pool_name)
             return None
-        try:
-            result = await self.prometheus.query(alert_query(selectors))
-        except PrometheusError as err:
+        failed = False
+        if selectors:
+            try:
+                result = await self.prometheus.query(alert_query(selectors))
+            except PrometheusError as err:
+                failed = True
+                gate = AlertGate(
+                    True, f"{err}; no new reboots until Prometheus answers (fail closed)"
+                )
+            else:
+                gate = firing_gate(result)
+        changed = self._keep(self._gates, pool_name, gate if selectors else None, "alerts")
+        answers: dict[str, Answer] = {}
+        for p in preconditions:
+            try:
+                answers[p.name] = (await self.prometheus.query(p.expr), "")
+            except PrometheusError as err:
+                failed = True
+                answers[p.name] = (None, str(err))
+        pre = precondition_gate(preconditions, answers) if preconditions else None
+        previous = self._preconditions.get(pool_name)
+        if self._keep(self._preconditions, pool_name, pre, "preconditions"):
+            changed = True
+            if pre is not None and pre.blocked:
+                self._on_event(pool_name, "Warning", c.REASON_PRECONDITION_NOT_MET, pre.message)
+            elif pre is not None and previous is not None and previous.blocked:
+                self._on_event(
+                    pool_name, "Normal", "PreconditionsMet", "every precondition holds again"
+                )
+        if changed:
+            self._on_change(pool_name)
+        if failed:
             failures = self._failures.get(pool_name, 0) + 1
             self._failures[pool_name] = failures
-            gate = AlertGate(True, f"{err}; no new reboots until Prometheus answers (fail closed)")
-            delay = retry_delay(failures, self.interval)
-        else:
-            self._failures.pop(pool_name, None)
-            gate = firing_gate(result)
-            delay = self.interval
-        previous = self._gates.get(pool_name)
-        self._gates[pool_name] = gate
-        if gate != previous:
-            level = logging.WARNING if gate.blocked else logging.INFO
-            log.log(level, gate.message or "no blocking alert fires", extra={"pool": pool_name})
-            self._on_change(pool_name)
-        return delay
+            return retry_delay(failures, self.interval)
+        self._failures.pop(pool_name, None)
+        return self.interval
+
+    def _keep(
+        self, gates: dict[str, AlertGate], pool_name: str, gate: AlertGate | None, what: str
+    ) -> bool:
+        """Store ``gate`` (None: drop it); True when it changed (logged)."""
+        previous = gates.pop(pool_name, None) if gate is None else gates.get(pool_name)
+        if gate is None:
+            return previous is not None
+        gates[pool_name] = gate
+        if gate == previous:
+            return False
+        level = logging.WARNING if gate.blocked else logging.INFO
+        log.log(level, gate.message or f"{what}: nothing blocks", extra={"pool": pool_name})
+        return True

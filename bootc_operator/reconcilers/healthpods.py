@@ -42,7 +42,9 @@ from bootc_operator.policy.health import (
 )
 from bootc_operator.policy.nodestate import NodeView
 from bootc_operator.policy.poolspec import PoolPolicy
+from bootc_operator.policy.queries import NodeQueries
 from bootc_operator.reconcilers.context import Context, Obj
+from bootc_operator.reconcilers.healthqueries import HealthQueries
 
 
 def slim_pod(pod: Obj) -> Obj:
@@ -159,20 +161,34 @@ def health_gates(
     now: dt.datetime,
     *,
     watch: bool,
+    health_queries: HealthQueries | None = None,
 ) -> dict[str, GateResult]:
     """The health-gate verdicts of the pool's arrived holders; ``watch``: start (and,
-    for nodes no longer checked, stop) the pod watches the ``pods`` check reads —
-    the rollout does; the status reconciler only reads them."""
+    for nodes no longer checked, stop) the pod watches the ``pods`` check reads and
+    the Prometheus polls of the ``queries`` check — the rollout does; the status
+    reconciler only reads them."""
     policy = pool_policy.health
-    selector = policy.pods_selector if policy is not None else None
     views = list(views)
+    checked = {v.name for v in views if arrived(v)}
+    queries = policy.queries if policy is not None else ()
+    if health_queries is not None and watch:
+        health_queries.retain(checked if queries else (), pool_name)
+
+    def queries_of(node: str) -> NodeQueries | None:
+        if health_queries is None:
+            return None
+        if watch:
+            return health_queries.states(node, pool_name, queries)
+        return health_queries.peek(node, queries)
+
+    selector = policy.pods_selector if policy is not None else None
     if policy is None or selector is None:
         if watch:
             health_pods.retain((), pool_name)
-        return gate_results(policy, views, now, lambda _n: None)
+        return gate_results(policy, views, now, lambda _n: None, queries_of)
     namespaces = policy.pods_namespaces
     if watch:
-        health_pods.retain({v.name for v in views if arrived(v)}, pool_name)
+        health_pods.retain(checked, pool_name)
 
         def pods_of(node: str) -> list[PodHealth] | None:
             return health_pods.pods(node, pool_name, selector, namespaces)
@@ -181,4 +197,4 @@ def health_gates(
         def pods_of(node: str) -> list[PodHealth] | None:
             return health_pods.peek(node, selector, namespaces)
 
-    return gate_results(policy, views, now, pods_of)
+    return gate_results(policy, views, now, pods_of, queries_of)

@@ -85,6 +85,7 @@ from bootc_operator.reconcilers.context import Context, Obj, pool_ref
 from bootc_operator.reconcilers.drain import DrainManager
 from bootc_operator.reconcilers.fanout import each
 from bootc_operator.reconcilers.healthpods import HealthPods, health_gates
+from bootc_operator.reconcilers.healthqueries import HealthQueries
 from bootc_operator.reconcilers.metrics import (
     DRAIN_OUTCOMES,
     HEALTH_CHECK_DURATION,
@@ -112,10 +113,12 @@ class RolloutReconciler:
         health_pods: HealthPods,
         *,
         verbose_node_events: bool = False,
+        health_queries: HealthQueries | None = None,
     ) -> None:
         self.ctx = ctx
         self.drains = drains
         self.health_pods = health_pods
+        self.health_queries = health_queries
         # Per node and rollout: one Event (NodeUpdated, or a Warning) by default;
         # verbose adds the steps (Cordoned, RebootRequested, DrainCancelled).
         self.verbose_node_events = verbose_node_events
@@ -131,8 +134,8 @@ class RolloutReconciler:
         ctx = self.ctx
         pool = ctx.pool(pool_name)
         if pool is None or pool["metadata"].get("deletionTimestamp"):
-            # nothing of it is gated any more: its pod watches end with it
-            self.health_pods.retain((), pool_name)
+            # nothing of it is gated any more: its pod watches and polls end with it
+            self._retain_none(pool_name)
             return None
         policy = ctx.policy(pool)
         bns = {bn["metadata"]["name"]: bn for bn in ctx.bootc_nodes_of(pool_name)}
@@ -150,10 +153,18 @@ class RolloutReconciler:
         if adopt or restore:
             return None  # our own writes wake us again, from fresh caches
         if not policy.valid or not policy.targets:
-            self.health_pods.retain((), pool_name)  # no gate is judged meanwhile
+            self._retain_none(pool_name)  # no gate is judged meanwhile
             return None
         now = ctx.now()
-        gates = health_gates(self.health_pods, pool_name, policy, views.values(), now, watch=True)
+        gates = health_gates(
+            self.health_pods,
+            pool_name,
+            policy,
+            views.values(),
+            now,
+            watch=True,
+            health_queries=self.health_queries,
+        )
         plan, window = plan_pool(
             policy, list(views.values()), now, gates, alerts_blocked=ctx.alerts_blocked(pool)
         )
@@ -193,6 +204,11 @@ class RolloutReconciler:
             if gate.wait is not None:  # minReadySeconds or the gate's timeout
                 requeue = gate.wait if requeue is None else min(requeue, gate.wait)
         return requeue
+
+    def _retain_none(self, pool_name: str) -> None:
+        self.health_pods.retain((), pool_name)
+        if self.health_queries is not None:
+            self.health_queries.retain((), pool_name)
 
     async def _note_gate(self, pool: Obj, bn: Obj, v: NodeView, gate: GateResult) -> None:
         """Say on the BootcNode which check is pending (or failed), once per change."""

@@ -53,6 +53,7 @@ from bootc_operator.reconcilers import metrics as m
 from bootc_operator.reconcilers.context import Context, Obj, pool_ref
 from bootc_operator.reconcilers.drain import DrainManager
 from bootc_operator.reconcilers.healthpods import HealthPods, health_gates
+from bootc_operator.reconcilers.healthqueries import HealthQueries
 from bootc_operator.reconcilers.membership import MembershipProgress
 from bootc_operator.reconcilers.pullsecrets import SecretState
 
@@ -86,8 +87,10 @@ class StatusReconciler:
         extra_problems: Callable[[Obj], Mapping[str, str]] = lambda pool: {},
         secret_state: Callable[[Obj], SecretState | None] = lambda pool: None,
         membership: Callable[[str], MembershipProgress] = lambda pool: MembershipProgress(),
+        health_queries: HealthQueries | None = None,
     ) -> None:
         self.ctx = ctx
+        self.health_queries = health_queries
         self._membership = membership
         self.drains = drains
         self.health_pods = health_pods
@@ -118,7 +121,15 @@ class StatusReconciler:
         now = ctx.now()
         gates: dict[str, GateResult] = {}
         if policy.valid and policy.targets:
-            gates = health_gates(self.health_pods, pool_name, policy, views, now, watch=False)
+            gates = health_gates(
+                self.health_pods,
+                pool_name,
+                policy,
+                views,
+                now,
+                watch=False,
+                health_queries=self.health_queries,
+            )
         checking = frozenset(n for n, g in gates.items() if g.verdict is not Verdict.PASSED)
         counts = count_states(
             views, without_bootc_node=len(matched - {v.name for v in views}), checking=checking
@@ -149,6 +160,7 @@ class StatusReconciler:
         waiting_on = ""  # members outside the rollout that use up the budget
         gated = GateNews()
         blocked_by_alerts = ""
+        blocked_reason = ""
         domain: str | None = None  # status.currentDomain
         domain_note = ""
         order_note = ""
@@ -164,6 +176,7 @@ class StatusReconciler:
             max_unavailable = plan.max_unavailable
             if plan.alerts_blocked and alert_gate is not None:
                 blocked_by_alerts = alert_gate.message
+                blocked_reason = alert_gate.reason
             gated = gate_news(plan, {v.name: v for v in views}, policy)
             if policy.topology is not None and plan.domain is not None:
                 domain = display(plan.domain)
@@ -224,6 +237,7 @@ class StatusReconciler:
             canaries=gated.canaries,
             awaiting_approval=gated.approval,
             blocked_by_alerts=blocked_by_alerts,
+            blocked_reason=blocked_reason,
             domain=domain_note,
             order=order_note,
             selects_all=policy.selector_ok and is_empty(policy.selector),
