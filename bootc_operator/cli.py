@@ -341,13 +341,16 @@ def _add_registry(p: argparse.ArgumentParser) -> None:
 
 
 def _add_alert_gate(p: argparse.ArgumentParser) -> None:
-    """The Prometheus the alert gate (``spec.rollout.blockingAlerts``) asks."""
+    """The Prometheus the alert gate (``spec.rollout.blockingAlerts``), the
+    preconditions (``spec.rollout.preconditions``) and the health queries
+    (``spec.health.queries``) ask."""
     p.add_argument(
         "--prometheus-url",
         default="",
         metavar="URL",
         help="Prometheus (or any server of its query API) asked for the firing alerts of "
-        "pools' spec.rollout.blockingAlerts, e.g. http://prometheus.monitoring:9090",
+        "pools' spec.rollout.blockingAlerts, their spec.rollout.preconditions and "
+        "spec.health.queries, e.g. http://prometheus.monitoring:9090",
     )
     p.add_argument(
         "--prometheus-ca-file", default="", help="PEM bundle trusted for --prometheus-url"
@@ -367,7 +370,8 @@ def _add_alert_gate(p: argparse.ArgumentParser) -> None:
         "--alert-check-interval",
         type=parse_duration,
         default=30.0,
-        help="how often a pool's blocking alerts are checked",
+        help="how often a pool's blocking alerts and preconditions, and the health queries "
+        "of a node under its health check, are asked",
     )
 
 

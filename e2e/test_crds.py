@@ -831,3 +831,42 @@ async def test_the_crd_checks_the_order(objects: Objects) -> None:
     ok = {"order": {"byLabel": "example.com/rack", "controlPlane": "Last"}}
     created = await objects.create(POOLS, raw_pool(unique_name("order"), rollout=ok))
     assert created["spec"]["rollout"]["order"] == ok["order"] | {"by": "Name"}  # default
+
+
+@pytest.mark.parametrize(
+    ("where", "value", "cause"),
+    [
+        (
+            "health",
+            {"queries": [{"name": "a", "expr": "up"}, {"name": "a", "expr": "up == 1"}]},
+            "spec.health.queries[1]",
+        ),
+        ("health", {"queries": [{"name": "a", "expr": "up", "for": "30"}]},
+         "spec.health.queries[0].for"),
+        ("health", {"queries": [{"name": "A b", "expr": "up"}]}, "spec.health.queries[0].name"),
+        ("health", {"queries": [{"name": "a", "expr": ""}]}, "spec.health.queries[0].expr"),
+        (
+            "rollout",
+            {"preconditions": [{"name": "ceph", "expr": "x"}, {"name": "ceph", "expr": "y"}]},
+            "spec.rollout.preconditions[1]",
+        ),
+        ("rollout", {"preconditions": [{"name": "ceph"}]}, "spec.rollout.preconditions[0].expr"),
+    ],
+    ids=["duplicate-query", "for-unitless", "query-name", "empty-expr", "duplicate-precondition",
+         "precondition-no-expr"],
+)  # fmt: skip
+async def test_apiserver_rejects_bad_queries_and_preconditions(
+    objects: Objects, where: str, value: dict[str, Any], cause: str
+) -> None:
+    """Names are unique (list-maps keyed by name), ``for`` is a duration, expr is required."""
+    name = unique_name("queries")
+    with pytest.raises(ApiException) as excinfo:
+        await objects.create(POOLS, raw_pool(name, **{where: value}))
+    assert excinfo.value.status == 422, excinfo.value.body
+    causes = [c.get("field") for c in _status(excinfo.value)["details"]["causes"]]
+    assert cause in causes, causes
+    ok = {"queries": [{"name": "a", "expr": 'up{node="$node"}', "for": "1m30s"}]}
+    pool = await objects.create(
+        POOLS, raw_pool(name, health=ok, rollout={"preconditions": [{"name": "b", "expr": "up"}]})
+    )
+    assert pool["spec"]["health"]["queries"][0]["for"] == "1m30s"
