@@ -1,8 +1,9 @@
 """The user documentation as the tests read it: README.md plus the guide in docs/.
 
 Owns which files are the user documentation, their fenced code blocks, the shell
-commands in them (continuations joined, ``$ `` prompts of console blocks), a
-section by its heading, and GitHub's heading anchors. Tests that check what the
+commands in them (continuations joined, ``$ `` prompts of console blocks, with
+the output shown), a section by its heading, GitHub's heading anchors, and which
+sections make the quick start (the commands e2e/test_quickstart.py runs). Tests that check what the
 documentation shows (every command parses, the RBAC table is the RBAC, every link
 resolves) read it through here, so text can move between pages without a test
 losing sight of it.
@@ -72,6 +73,53 @@ def shell_commands(markdown: str) -> list[str]:
             if heredoc:
                 heredoc_end = heredoc.group(1)
     return commands
+
+
+def console(markdown: str) -> list[tuple[str, list[str]]]:
+    """The ``$ `` commands of MARKDOWN's console blocks, each with the output lines
+    the block shows under it."""
+    shown: list[tuple[str, list[str]]] = []
+    for block in blocks(markdown):
+        if block.language != "console":
+            continue
+        for line in block.body.splitlines():
+            if line.startswith("$ "):
+                shown.append((line[2:].strip(), []))
+            elif shown:
+                shown[-1][1].append(line)
+    return shown
+
+
+def bare(command: str) -> str:
+    """COMMAND without its trailing ``# comment``, runs of blanks made one: how a
+    command is compared with the list of those a test runs."""
+    return " ".join(re.sub(r"(^|\s)#.*$", "", command).split())
+
+
+#: The quick start, in the order a newcomer reads it: (page, section). The
+#: README's first pool and how to watch it, then the guide's kubectl view with
+#: an image change; e2e/test_quickstart.py runs every command of these sections as
+#: written (plus the uninstall's first line, :data:`UNINSTALL_POOLS`).
+QUICKSTART = (
+    ("README.md", "A first pool"),
+    ("README.md", "Watching it"),
+    ("docs/observing.md", "What kubectl shows"),
+)
+
+#: The README's uninstall begins with the pools (the rest uninstalls the operator).
+UNINSTALL_POOLS = "kubectl delete bootcnodepools --all --wait"
+
+
+def quickstart_commands(root: Path = ROOT) -> list[str]:
+    """Every command of the :data:`QUICKSTART` sections, in order, then the
+    uninstall of the pools (checked to be a command of the README's Install)."""
+    commands: list[str] = []
+    for page, heading in QUICKSTART:
+        commands += shell_commands(section((root / page).read_text(), heading))
+    install = shell_commands(section((root / "README.md").read_text(), "Install"))
+    if UNINSTALL_POOLS not in map(bare, install):
+        raise KeyError(f"the README's Install no longer shows {UNINSTALL_POOLS!r}")
+    return [*commands, UNINSTALL_POOLS]
 
 
 def section(markdown: str, heading: str) -> str:

@@ -1,5 +1,6 @@
 """The user documentation (README.md and docs/*.md) holds together: every relative
-link and anchor resolves, every command it shows is checked by a test or listed
+link and anchor resolves, every command it shows is checked by a test (plain
+kubectl, curl and hack/controlplane: run as written, line for line) or listed
 here as one no test runs, with the reason, every YAML example fits the CRD, and
 the generated API reference is fresh.
 """
@@ -23,24 +24,75 @@ CHECKED = {
     "bootc-operator": "unit/test_cli.py parses every one",
     "hack/sim": "unit/test_sim_faults.py parses every one; e2e/test_sim.py runs the faults session",
     "kubectl bootc": "unit/test_kubectl_cli.py parses every one (e2e/test_kubectl_bootc.py runs "
-    "the subcommands through the real kubectl)",
+    "the subcommands through the real kubectl; e2e/test_quickstart.py the quick start's)",
     "helm": "each is a line of docs/install.md's Helm block, which e2e/test_chart.py runs",
     "make": "its target is one of the Makefile's (checked here)",
+    "kubectl": "each line is one a test runs as written (RUN_AS_WRITTEN) or is in NOT_RUN",
+    "curl": "each line is in NOT_RUN",
+    "hack/controlplane": "each line is one a test runs as written (RUN_AS_WRITTEN)",
+}
+
+#: The tests that run documented lines as written, and which lines (``_run_as_written``).
+RUN_AS_WRITTEN = {
+    "e2e/test_quickstart.py": "the quick start (hack.userdocs.quickstart_commands) and "
+    "docs/development.md's local control plane",
+    "e2e/test_chart.py": "docs/install.md's Helm block",
+}
+
+#: The lines of kubectl, curl and hack/controlplane the documentation shows that
+#: no test runs as written, and why: each needs what the harness has not (a
+#: kubelet to run the image, a published image, another product's CRDs), or is a
+#: template the reader fills in. A test checks what each one does by other means.
+NOT_RUN = {
+    "kubectl apply -f bootc-operator.yaml": "the install of your own pushed image: its Pods "
+    "need kubelets; e2e/test_realnode.py applies the rendered install on a real node",
+    "kubectl delete -f bootc-operator.yaml": "the same install's removal (e2e/test_realnode.py)",
+    "make -s deploy IMG=localhost/bootc-operator:dev | kubectl apply -f -": "kind's cluster",
+    "kubectl apply -f manifests/install.yaml": "its Pods need kubelets and the published image; "
+    "e2e/test_chart.py installs the chart, whose render is this file, and "
+    "e2e/test_metrics_auth.py applies it to a control plane of its own",
+    "kubectl apply -k manifests/default": "the kustomize tree hack/gen-install renders into "
+    "install.yaml (unit/test_manifests.py: the render is fresh)",
+    "kubectl delete -f manifests/install.yaml": "the removal of that install",
+    "kubectl create clusterrolebinding prometheus-bootc-operator-metrics "
+    "--clusterrole=bootc-operator-metrics-reader --serviceaccount=monitoring:prometheus-k8s": (
+        "a Prometheus of kube-prometheus; e2e/test_metrics_auth.py binds the same ClusterRole"
+    ),
+    "kubectl --namespace=bootc-operator create serviceaccount metrics-peek": "the metrics peek "
+    "needs a running controller Pod (port-forward: a kubelet); e2e/test_metrics_auth.py checks "
+    "the same token, role and answers",
+    "kubectl create clusterrolebinding metrics-peek --clusterrole=bootc-operator-metrics-reader "
+    "--serviceaccount=bootc-operator:metrics-peek": "the metrics peek (above)",
+    "TOKEN=$(kubectl --namespace=bootc-operator create token metrics-peek)": "the metrics peek",
+    "kubectl --namespace=bootc-operator port-forward deploy/bootc-operator-controller 8080 &": (
+        "the metrics peek"
+    ),
+    'curl -sk -H "Authorization: Bearer $TOKEN" https://127.0.0.1:8080/metrics | head': (
+        "the metrics peek"
+    ),
+    "kubectl apply -k manifests/prometheus": "needs the Prometheus Operator's CRDs; "
+    "e2e/test_prometheus_kit.py applies the same kustomize output to an apiserver with them",
+    "kubectl -n NS create rolebinding bootc-operator-controller-secrets "
+    "--clusterrole=bootc-operator-controller-secrets "
+    "--serviceaccount=bootc-operator:bootc-operator-controller": "a template (NS is the "
+    "reader's); e2e/test_security.py checks what the binding grants",
 }
 
 #: Programs the documentation shows that no test runs as written, and why that is fine.
 ILLUSTRATIVE = {
-    "kubectl": "plain kubectl; the install, uninstall and wait steps are what e2e/test_realnode.py "
-    "and e2e/test_chart.py do through kubectl, not parsed from the text",
-    "hack/controlplane": "the harness' CLI (hack.testenv.cli); the script exists (checked here)",
     "hack/podman": "podman on the project's storage; the script exists (checked here)",
     "kind": "kind's own CLI, not part of this project",
-    "curl": "a look at /metrics by hand; e2e/test_metrics_auth.py checks the same answers",
     "head": "a pipe's tail",
     "cat": "a heredoc: the pool file of the faults session (e2e/test_sim.py uses the same pool)",
     "pool": "a shell function the faults session defines (around hack/sim pool)",
     "xdg-open": "opens a browser",
 }
+
+
+def _development_block() -> str:
+    """docs/development.md's local control plane (e2e/test_quickstart.py runs it)."""
+    text = (ROOT / "docs" / "development.md").read_text()
+    return userdocs.section(text, "A local control plane")
 
 
 def _programs(command: str) -> list[tuple[str, str]]:
@@ -125,6 +177,12 @@ def _check(program: str, simple: str, command: str, where: str) -> None:
     if program == "make":
         words = [w for w in simple.split()[1:] if not w.startswith("-") and "=" not in w]
         assert words and words[0] in _make_targets(), f"no such make target: {where}"
+    if program in ("kubectl", "curl", "hack/controlplane"):
+        line = userdocs.bare(command)
+        assert line in _run_as_written() or line in NOT_RUN, (
+            f"{where}: no test runs this line as written; run it (RUN_AS_WRITTEN) or "
+            "list it in NOT_RUN with the reason"
+        )
     if program not in CHECKED and program not in ILLUSTRATIVE:
         pytest.fail(
             f"{where}: no test checks `{program}` commands; check them, or list "
@@ -132,17 +190,37 @@ def _check(program: str, simple: str, command: str, where: str) -> None:
         )
 
 
+def _run_as_written() -> set[str]:
+    """The lines the tests of RUN_AS_WRITTEN run."""
+    development = userdocs.shell_commands(_development_block())
+    lines = [*userdocs.quickstart_commands(), *development, *_helm_block()]
+    return {userdocs.bare(line) for line in lines}
+
+
 def test_every_shell_command_is_checked_or_listed_as_illustrative() -> None:
     seen: set[str] = set()
+    lines: set[str] = set()
     for path in userdocs.files():
         for command in userdocs.shell_commands(path.read_text()):
+            lines.add(userdocs.bare(command))
             for program, simple in _programs(command):
                 seen.add(program)
                 _check(program, simple, command, f"{path.relative_to(ROOT)}: `{command}`")
-    # Every entry is still used: a stale one would hide a program nobody checks.
+    # Every entry is still used: a stale one would hide a program or line nobody checks.
     assert seen >= set(CHECKED) | set(ILLUSTRATIVE) - {"head"}, (
         set(CHECKED) | set(ILLUSTRATIVE)
     ) - seen
+    assert set(NOT_RUN) <= lines, set(NOT_RUN) - lines
+    assert not set(NOT_RUN) & _run_as_written(), "a line both run and listed as not run"
+
+
+def test_the_quick_start_runs_the_readmes_first_pool_and_watching_it() -> None:
+    """The quick start e2e/test_quickstart.py runs starts with the README's first
+    pool, applied and waited for, and ends by uninstalling the pools."""
+    commands = [userdocs.bare(c) for c in userdocs.quickstart_commands()]
+    assert commands[0].startswith("kubectl apply -f pool.yaml && kubectl wait "), commands
+    assert "kubectl get bnp" in commands and "kubectl bootc status workers" in commands
+    assert commands[-1] == userdocs.UNINSTALL_POOLS
 
 
 def test_every_path_a_command_names_exists() -> None:

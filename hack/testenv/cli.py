@@ -3,7 +3,8 @@
 ``up`` starts etcd, kube-apiserver and kube-controller-manager (optionally
 kube-scheduler and kwok) detached from the terminal, installs the CRDs and
 prints ``export KUBECONFIG=...``; state (PIDs, logs, certificates, etcd data)
-lives in one directory, by default ``.cache/controlplane`` in the repository.
+lives in one directory, by default ``.cache/controlplane`` in the repository
+(``$BOOTC_OPERATOR_CONTROLPLANE_DIR``, or ``--dir``, names another).
 ``down`` kills what ``up`` started and removes that directory; ``up`` first
 does the same for a previous ``up`` that was never taken down. ``status``
 shows whether the recorded processes are still alive.
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 from collections.abc import Callable
@@ -33,6 +35,8 @@ from hack.testenv.controlplane import (
 from hack.testenv.procs import StartupError, cmdline, kill_group, pid_alive
 
 DEFAULT_DIR = REPO_ROOT / ".cache" / "controlplane"
+#: Overrides DEFAULT_DIR (a test runs the documented commands as written elsewhere).
+DIR_ENV = "BOOTC_OPERATOR_CONTROLPLANE_DIR"
 
 
 def _err(msg: str) -> None:
@@ -152,9 +156,10 @@ def main(argv: list[str] | None = None) -> int:
         description="Run a local etcd + kube-apiserver + kube-controller-manager with the CRDs.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    dir_help = f"state directory (default: {DEFAULT_DIR})"
+    default_dir = Path(os.environ.get(DIR_ENV) or DEFAULT_DIR)
+    dir_help = f"state directory (default: ${DIR_ENV}, else {DEFAULT_DIR})"
     up = sub.add_parser("up", help="start in the background; prints `export KUBECONFIG=...`")
-    up.add_argument("--dir", type=Path, default=DEFAULT_DIR, help=dir_help)
+    up.add_argument("--dir", type=Path, default=default_dir, help=dir_help)
     up.add_argument("--scheduler", action="store_true", help="also run kube-scheduler")
     up.add_argument("--kwok", action="store_true", help="also run kwok (fake nodes)")
     up.add_argument(
@@ -176,10 +181,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     up.set_defaults(func=cmd_up)
     down = sub.add_parser("down", help="stop it and remove its state directory")
-    down.add_argument("--dir", type=Path, default=DEFAULT_DIR, help=dir_help)
+    down.add_argument("--dir", type=Path, default=default_dir, help=dir_help)
     down.set_defaults(func=cmd_down)
     status = sub.add_parser("status", help="show whether it is running")
-    status.add_argument("--dir", type=Path, default=DEFAULT_DIR, help=dir_help)
+    status.add_argument("--dir", type=Path, default=default_dir, help=dir_help)
     status.set_defaults(func=cmd_status)
 
     args = parser.parse_args(argv)
