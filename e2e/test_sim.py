@@ -484,9 +484,10 @@ async def test_each_fault_is_caught_by_its_gate_and_cleared(
     BlockedByAlerts naming it), a drain held by the fault's budget (the pool names the
     pod), a canary that stays NotReady after its reboot (HealthCheckFailed, rolled back,
     still NotReady until cleared), a canary whose boots fail their assessment
-    (HealthCheckFailed on bootComplete); then, every fault cleared, a rollout to the
-    end. The canary (worker-1, first by name) is the only node that may reboot before
-    that last rollout."""
+    (HealthCheckFailed on bootComplete), a node an autoscaler removes (its taint: shown
+    as leaving, no slot while the others update); then, every fault cleared, a rollout
+    to the end. The canary (worker-1, first by name) is the only node that may reboot
+    before the rollout of os:v4."""
     pool_file = tmp_path / "pool.yaml"
     pool_file.write_text(FAULT_POOL)
     await asyncio.to_thread(
@@ -629,12 +630,34 @@ async def test_each_fault_is_caught_by_its_gate_and_cleared(
         assert booted(canary) == v1
         assert {r["node"] for r in sim.reboots()} == {canary}, "only the canary rebooted"
 
-        # Every fault cleared: the next image reaches every node.
+        # An autoscaler removing the last node: shown as leaving, it gets no slot while
+        # the others update.
+        leaver = info.nodes[-1]
+        await cli("fault", "autoscaler", leaver)
+        await cli("fault", "clear", "boot-fail")
+        v4 = await push_and_pool("v4")
+        await wait_for(
+            lambda: pool_condition(
+                c.COND_UP_TO_DATE, "2/3 updated", "1 leaving (an autoscaler is removing them)"
+            ),
+            150,
+            f"os:v4 on every node but {leaver}, shown as leaving",
+        )
+        assert booted(leaver) == v1 and leaver not in {r["node"] for r in sim.reboots()}
+        marks = (await get_object(api, BOOTC_NODES, leaver))["metadata"].get("annotations")
+        assert c.IN_REBOOT_SLOT_ANNOTATION not in (marks or {}), marks
+        listed = await cli("fault", "list")
+        assert f"autoscaler {leaver}: the Node carries the ToBeDeletedByClusterAutoscaler" in (
+            listed
+        ), listed
+
+        # Every fault cleared: the taint goes and the image reaches every node.
         await cli("fault", "clear")
         assert (
             "no faults" in (await asyncio.to_thread(run_sim_cli, state_dir, "fault", "list")).stderr
         )
-        v4 = await push_and_pool("v4")
+        taints = (await get_object(api, NODES, leaver))["spec"].get("taints") or []
+        assert not [t for t in taints if t["key"] == "ToBeDeletedByClusterAutoscaler"], taints
         await wait_for(
             lambda: pool_condition(c.COND_UP_TO_DATE, "3/3 updated", status="True"),
             150,

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from bootc_operator.policy.autoscaler import leaving
 from hack import userdocs
 from hack.simlib import cli, demo, faults
 from hack.simlib.common import SimConfig, SimInfo
@@ -105,6 +106,25 @@ def test_a_drain_block_is_a_pod_on_the_node_that_its_budget_forbids_evicting() -
     assert pod["metadata"]["name"] == budget["metadata"]["name"] == "sim-drain-block-worker-2"
 
 
+def test_the_autoscaler_fault_is_the_taint_the_controller_reads_as_leaving() -> None:
+    args = faults.autoscaler_taint("worker-3", 1764107000.7)
+    assert args[:3] == ["taint", "node", "worker-3"] and args[-1] == "--overwrite"
+    key, rest = args[3].split("=", 1)
+    value, effect = rest.split(":", 1)
+    assert (key, value, effect) == ("ToBeDeletedByClusterAutoscaler", "1764107000", "NoSchedule")
+    node = {"spec": {"taints": [{"key": key, "value": value, "effect": effect}]}}
+    assert leaving(node) == "being removed by the cluster autoscaler (taint " + key + ")"
+    assert faults.autoscaler_untaint("worker-3") == [
+        "taint",
+        "node",
+        "worker-3",
+        f"{key}:{effect}-",
+    ]
+    described = Fault(faults.AUTOSCALER, "worker-3", since="T").describe()
+    assert described.startswith("autoscaler worker-3: the Node carries the " + key), described
+    assert faults.parse_clear(["autoscaler", "worker-3"]) == ("autoscaler", "worker-3")
+
+
 def test_the_alert_rules_fire_every_alert_fault_with_its_labels() -> None:
     assert faults.alert_rules([Fault(faults.NOT_READY, "worker-1")]) is None
     rules = faults.alert_rules(
@@ -142,6 +162,8 @@ def test_each_fault_kind_parses_and_names_its_target() -> None:
     assert (args.fault, args.target, args.unit) == ("boot-fail", "worker-2", "x.service")
     args = parser.parse_args(["fault", "alert", "--label", "team=os"])
     assert (args.fault, args.target, args.label) == ("alert", "SimulatedIncident", ["team=os"])
+    args = parser.parse_args(["fault", "autoscaler", "worker-3"])
+    assert (args.fault, args.target) == ("autoscaler", "worker-3")
     args = parser.parse_args(["fault", "registry-down"])
     assert args.fault == "registry-down" and not hasattr(args, "target")
     args = parser.parse_args(["fault", "clear", "not-ready", "worker-1", "--dir", "/x"])

@@ -31,9 +31,11 @@ DO_NOT_DISRUPT: Final = "karpenter.sh/do-not-disrupt"
 #: what a slot holder's Node carries
 PROTECT: Final[Mapping[str, str]] = {SCALE_DOWN_DISABLED: "true", DO_NOT_DISRUPT: "true"}
 
+#: the taint Cluster Autoscaler puts on a Node it is about to remove
+CLUSTER_AUTOSCALER_TAINT: Final = "ToBeDeletedByClusterAutoscaler"
 #: taint key -> who is removing the node
 LEAVING_TAINTS: Final[Mapping[str, str]] = {
-    "ToBeDeletedByClusterAutoscaler": "the cluster autoscaler",
+    CLUSTER_AUTOSCALER_TAINT: "the cluster autoscaler",
     "karpenter.sh/disrupted": "Karpenter",
     "karpenter.sh/disruption": "Karpenter",
 }

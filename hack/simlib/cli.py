@@ -378,6 +378,11 @@ def add_fault_parser(sub: Any) -> list[argparse.ArgumentParser]:
         (faults.NOT_READY, "from its next reboot on, NODE stays NotReady (the health gate)"),
         (faults.BOOT_FAIL, "from its next boot on, NODE's boot assessment fails (bootComplete)"),
         (faults.DRAIN_BLOCK, "a pod on NODE whose PodDisruptionBudget refuses its eviction"),
+        (
+            faults.AUTOSCALER,
+            "NODE gets the cluster autoscaler's ToBeDeletedByClusterAutoscaler taint "
+            "(shown as leaving, no reboot slot)",
+        ),
     ):
         leaf = kinds.add_parser(kind, help=help_text, description=help_text)
         leaf.add_argument("target", metavar="NODE")

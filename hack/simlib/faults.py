@@ -15,6 +15,11 @@ drain-block    NODE    a Pod bound to the node (``default/sim-drain-       the a
                        block-NODE``) under a PodDisruptionBudget with
                        ``minAvailable: 1``: its eviction is refused, so
                        the node's drain waits
+autoscaler     NODE    the Node gets Cluster Autoscaler's                  the apiserver
+                       ``ToBeDeletedByClusterAutoscaler`` taint (value:
+                       the time, ``NoSchedule``), as when it is about to
+                       remove the node: the pool shows it leaving and
+                       gives it no slot; cleared, the taint goes
 registry-down  -       the simulation's OCI registry is stopped (same      the supervisor
                        port, images kept): tag resolution and pulls fail
 alert          NAME    an alert NAME (default ``SimulatedIncident``,       the sim's Prometheus
@@ -51,6 +56,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import yaml
 
+from bootc_operator.policy.autoscaler import CLUSTER_AUTOSCALER_TAINT
 from hack.fakebootc.boot import DEFAULT_CHECK_UNIT
 from hack.simlib.common import CONTROL_DIR, read_json, write_json
 from hack.testenv.procs import pid_alive
@@ -62,6 +68,7 @@ if TYPE_CHECKING:
 NOT_READY: Final = "not-ready"
 BOOT_FAIL: Final = "boot-fail"
 DRAIN_BLOCK: Final = "drain-block"
+AUTOSCALER: Final = "autoscaler"
 REGISTRY_DOWN: Final = "registry-down"
 ALERT: Final = "alert"
 #: kind -> what its target is ("" for none)
@@ -69,6 +76,7 @@ KINDS: Final[Mapping[str, str]] = {
     NOT_READY: "NODE",
     BOOT_FAIL: "NODE",
     DRAIN_BLOCK: "NODE",
+    AUTOSCALER: "NODE",
     REGISTRY_DOWN: "",
     ALERT: "NAME",
 }
@@ -92,7 +100,7 @@ class Fault:
     """One active fault, as ``faults.json`` records it."""
 
     kind: str
-    #: the node (not-ready, boot-fail, drain-block), the alert's name, or ""
+    #: the node (not-ready, boot-fail, drain-block, autoscaler), the alert's name, or ""
     target: str = ""
     #: kind-specific details: boot-fail's ``unit``, an alert's ``labels``
     details: Mapping[str, Any] = field(default_factory=dict)
@@ -116,6 +124,10 @@ class Fault:
             DRAIN_BLOCK: (
                 f"{DRAIN_BLOCK_NAMESPACE}/{drain_block_name(self.target)} cannot be evicted "
                 "(PodDisruptionBudget minAvailable 1)"
+            ),
+            AUTOSCALER: (
+                f"the Node carries the {CLUSTER_AUTOSCALER_TAINT} taint: an autoscaler "
+                "is removing it (shown as leaving, no reboot slot)"
             ),
             REGISTRY_DOWN: "the registry is stopped: tag resolution and pulls fail",
             ALERT: "fires in Prometheus ({labels})",
@@ -222,6 +234,23 @@ def drain_block_manifests(node: str) -> list[dict[str, Any]]:
         "spec": {"minAvailable": 1, "selector": {"matchLabels": labels}},
     }
     return [pod, budget]
+
+
+def autoscaler_taint(node: str, now: float) -> list[str]:
+    """The ``kubectl taint`` arguments that mark ``node`` as Cluster Autoscaler does
+    before removing it (the taint's value: the time it decided, in Unix seconds)."""
+    return [
+        "taint",
+        "node",
+        node,
+        f"{CLUSTER_AUTOSCALER_TAINT}={int(now)}:NoSchedule",
+        "--overwrite",
+    ]
+
+
+def autoscaler_untaint(node: str) -> list[str]:
+    """The ``kubectl taint`` arguments that take ``autoscaler_taint`` off again."""
+    return ["taint", "node", node, f"{CLUSTER_AUTOSCALER_TAINT}:NoSchedule-"]
 
 
 def alert_rules(faults: Sequence[Fault]) -> dict[str, Any] | None:
@@ -372,6 +401,8 @@ def apply(sim: SimOps, fault: Fault) -> Fault:
         _prometheus(sim)
     if fault.kind == BOOT_FAIL:
         sim.host(fault.target).set_fault(BOOT_FAIL, message=fault.details.get("unit") or None)
+    elif fault.kind == AUTOSCALER:
+        sim.kubectl(*autoscaler_taint(fault.target, time.time()))
     elif fault.kind == DRAIN_BLOCK:
         items = drain_block_manifests(fault.target)
         sim.kubectl(
@@ -396,6 +427,13 @@ def clear(sim: SimOps, kind: str | None = None, target: str | None = None) -> li
     for fault in chosen:
         if fault.kind == BOOT_FAIL:
             sim.host(fault.target).set_fault(BOOT_FAIL, False)
+        elif fault.kind == AUTOSCALER:
+            res = sim.kubectl(*autoscaler_untaint(fault.target), check=False)
+            if res.returncode != 0 and "not found" not in res.stderr:  # gone already: fine
+                raise FaultError(
+                    f"could not take the {CLUSTER_AUTOSCALER_TAINT} taint off {fault.target}: "
+                    f"{res.stderr.strip()}"
+                )
         elif fault.kind == DRAIN_BLOCK:
             name = drain_block_name(fault.target)
             for resource in ("pod", "poddisruptionbudget"):
