@@ -6,7 +6,8 @@ reboot, so it holds its slot until the test lets it come back:
 - a slot holder's Node carries Cluster Autoscaler's ``scale-down-disabled`` and
   Karpenter's ``do-not-disrupt``; when its slot ends the Node gets back exactly
   what it had (the admin's own value, or nothing), also after a controller restart
-  mid-slot (the record lives on the BootcNode);
+  mid-slot (the record lives on the BootcNode); removed or changed by someone
+  while the slot is held (its node rebooting), they are written again;
 - a node deleted while it holds the slot gives it back at once: the next node
   takes it while the deleted one could never have come back;
 - a node tainted by an autoscaler that removes it gets no slot and is counted as
@@ -98,6 +99,16 @@ async def test_slot_holders_carry_the_autoscaler_annotations_and_get_back_what_t
                 30,
                 f"{second} annotated for the autoscalers",
             )
+            # someone takes them off (one removed, one changed) while the slot is held:
+            # they are written again (the slot's record, and so the restore, unchanged)
+            edit = {"metadata": {"annotations": {KEYS[0]: None, KEYS[1]: "false"}}}
+            await patch_object(api, NODES, second, edit)
+            await wait_for(
+                lambda: _equal(node_annotations(api, second), dict(PROTECT)),
+                30,
+                f"{second}'s autoscaler annotations written again while it holds its slot",
+            )
+            assert await holders(api, [a, b]) == [second]
             fleet.never_ready.discard(second)
             fleet.poke(second)
             await wait_for(lambda: up_to_date(api, group, 2, 2), 30, "pool UpToDate on image 2")

@@ -72,6 +72,13 @@ def test_only_relevant_node_changes_pass() -> None:
     other = node({"a": "b"})
     other["spec"]["taints"] = [{"key": "example.com/other", "effect": "NoSchedule"}]
     assert not node_changed(base, other)
+    # the autoscaler annotations a slot holder carries, removed or changed by someone
+    protected = node({"a": "b"})
+    protected["metadata"]["annotations"] = {"karpenter.sh/do-not-disrupt": "true"}
+    assert node_changed(protected, base) and node_changed(base, protected)
+    unrelated = node({"a": "b"})
+    unrelated["metadata"]["annotations"] = {"example.com/note": "x"}
+    assert not node_changed(base, unrelated)
 
 
 def test_pool_changes_that_matter() -> None:

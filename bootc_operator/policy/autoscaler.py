@@ -11,6 +11,9 @@
   restores exactly that: an admin's own value (whatever it was) comes back, a key
   the Node did not have is removed. A slot without the record (taken by the Go
   operator or an older controller) never had ours written: nothing is restored.
+  Removed or changed by someone while the slot is held, they are written again
+  (``protection_to_reapply``), as a removed cordon is; a slot without the record
+  gets none (its release would not take them off).
 - **Going away.** A Node an autoscaler is removing (``leaving``: Cluster
   Autoscaler's ``ToBeDeletedByClusterAutoscaler`` taint, Karpenter's
   ``karpenter.sh/disrupted`` (v1) or ``karpenter.sh/disruption`` (older) taint)
@@ -56,6 +59,27 @@ def parse_record(record: str) -> dict[str, str]:
     if not isinstance(prior, dict):
         return {}
     return {k: str(v) for k, v in prior.items() if k in PROTECT}
+
+
+def protection_to_reapply(
+    node_annotations: Mapping[str, str], bootc_node_annotations: Mapping[str, str]
+) -> dict[str, str]:
+    """The ``PROTECT`` annotations a slot holder's Node lost (someone removed or
+    changed them while the slot is held), to write again; empty when none is
+    missing, the node holds no slot, or its slot has no ``prior_record`` (it never
+    had ours written, and giving it back would not remove them)."""
+    if (
+        c.IN_REBOOT_SLOT_ANNOTATION not in bootc_node_annotations
+        or c.AUTOSCALER_PRIOR_ANNOTATION not in bootc_node_annotations
+    ):
+        return {}
+    return {k: v for k, v in PROTECT.items() if node_annotations.get(k) != v}
+
+
+def protection(node: Mapping[str, Any]) -> dict[str, str | None]:
+    """What the Node carries under ``PROTECT``'s keys (None: absent)."""
+    annotations = (node.get("metadata") or {}).get("annotations") or {}
+    return {k: annotations.get(k) for k in PROTECT}
 
 
 def restore_annotations(bootc_node_annotations: Mapping[str, str]) -> dict[str, str | None]:

@@ -58,7 +58,7 @@ from typing import Any
 
 from bootc_operator.api import constants as c
 from bootc_operator.api.wire import DesiredImageState
-from bootc_operator.policy.autoscaler import PROTECT, restore_annotations
+from bootc_operator.policy.autoscaler import PROTECT, protection_to_reapply, restore_annotations
 from bootc_operator.policy.drainplan import halting_drains
 from bootc_operator.policy.health import GateResult, Verdict, choose_canaries
 from bootc_operator.policy.nodestate import NodeState, NodeView
@@ -163,6 +163,21 @@ def node_take_patch() -> dict[str, Any]:
     """The Node merge patch of a slot taken (after ``take_patch``): cordon, and the
     autoscalers told to leave it alone (``autoscaler.PROTECT``)."""
     return {"spec": {"unschedulable": True}, "metadata": {"annotations": dict(PROTECT)}}
+
+
+def hold_repair_patch(
+    node: Mapping[str, Any], bootc_node_annotations: Mapping[str, str], *, cordon: bool
+) -> dict[str, Any]:
+    """The Node merge patch that puts back what someone took off a slot holder's
+    Node: the cordon (when ``cordon``: while it drains) and the autoscaler
+    annotations (``autoscaler.protection_to_reapply``). Empty: nothing to write."""
+    patch: dict[str, Any] = {}
+    if cordon and not (node.get("spec") or {}).get("unschedulable"):
+        patch["spec"] = {"unschedulable": True}
+    annotations = (node.get("metadata") or {}).get("annotations") or {}
+    if lost := protection_to_reapply(annotations, bootc_node_annotations):
+        patch["metadata"] = {"annotations": lost}
+    return patch
 
 
 def node_release_patch(annotations: Mapping[str, str]) -> dict[str, Any]:

@@ -75,6 +75,7 @@ from bootc_operator.policy.slots import (
     Adoption,
     adoption,
     adoption_patch,
+    hold_repair_patch,
     must_restore_staged,
     next_reboot_deadline,
     plan_pool,
@@ -184,6 +185,11 @@ class RolloutReconciler:
             plan.rollback, lambda n: self._roll_back(pool, bns[n], views[n], gates[n], policy)
         )
         await each(plan.take, lambda n: self._take(pool, bns[n], now))
+        # the other holders (rebooting, under health check) keep their autoscaler
+        # annotations too (the draining ones in _drive_drain, with their cordon)
+        busy = {*plan.release, *plan.rollback, *plan.take, *plan.drain}
+        holders = [n for n, v in views.items() if v.in_slot and n not in busy]
+        await each(holders, lambda n: self._keep_held(pool_name, bns[n], cordon=False))
         requeue: float | None = None
         waits = await each(plan.drain, lambda n: self._drive_drain(pool, n, policy.drain, now))
         desired = policy.desired_image
@@ -395,6 +401,26 @@ class RolloutReconciler:
             pool, name, "Normal", "SlotTaken", msg, summary, node_reason=node_reason, step=True
         )
 
+    async def _keep_held(self, pool_name: str, bn: Obj, *, cordon: bool) -> None:
+        """Put back on a holder's Node what someone took off while its slot is held:
+        the cordon (``cordon``: while it drains) and the autoscaler annotations
+        (``autoscaler.protection_to_reapply``). Judged from the cache: the take's
+        writes were forced, so a lagging cache costs at most a needless write."""
+        name = bn["metadata"]["name"]
+        node = self.ctx.node(name)
+        if node is None:
+            return
+        patch = hold_repair_patch(node, bn["metadata"].get("annotations") or {}, cordon=cordon)
+        if not patch:
+            return
+        if "metadata" in patch:
+            keys = ", ".join(sorted(patch["metadata"]["annotations"]))
+            log.warning(
+                f"{keys} removed or changed while it holds a reboot slot; written again",
+                extra={"pool": pool_name, "node": name},
+            )
+        await self.ctx.patch_node(name, patch)
+
     async def _drive_drain(
         self, pool: Obj, name: str, drain: DrainPolicy, now: dt.datetime
     ) -> float | None:
@@ -405,7 +431,7 @@ class RolloutReconciler:
         if bn is None:
             return None
         # someone may have uncordoned it (the take's cordon was a forced write)
-        await ctx.set_unschedulable(name, True, trust_cache=True)
+        await self._keep_held(pool_name, bn, cordon=True)
         res = self.drains.ensure(name, pool_name, drain.grace_period, drain.delete_emptydir_data)
         if res.done:
             await ctx.patch_bootc_node(

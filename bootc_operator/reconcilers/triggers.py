@@ -6,7 +6,9 @@
 - a Node event concerns the pools whose selector matches its old or new labels
   and the pool owning its BootcNode, and only when something the controller
   reads changed: labels, the Ready condition, ``spec.unschedulable``, deletion, an
-  autoscaler's taint saying it removes the node (``autoscaler.leaving``).
+  autoscaler's taint saying it removes the node (``autoscaler.leaving``), the
+  autoscaler annotations a slot holder carries (``autoscaler.protection``: removed,
+  they are written again; our own writes change them with the cordon, in one event).
 
 Membership reads only the BootcNodes' spec, owner, labels and ``status.sealingKey``
 and the Nodes' labels: ``membership_changed`` / ``node_membership_changed`` tell
@@ -21,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from bootc_operator.api.conditions import node_ready_status
-from bootc_operator.policy.autoscaler import leaving
+from bootc_operator.policy.autoscaler import leaving, protection
 from bootc_operator.policy.selectors import InvalidSelector, matches, validate_selector
 
 Obj = Mapping[str, Any]
@@ -48,6 +50,7 @@ def node_changed(old: Obj, new: Obj) -> bool:
         != bool(new.get("spec", {}).get("unschedulable"))
         or node_ready_status(old) != node_ready_status(new)
         or leaving(old) != leaving(new)
+        or protection(old) != protection(new)
     )
 
 

@@ -17,6 +17,8 @@ from bootc_operator.policy.autoscaler import (
     leaving,
     parse_record,
     prior_record,
+    protection,
+    protection_to_reapply,
     restore_annotations,
 )
 from bootc_operator.policy.health import choose_canaries
@@ -28,6 +30,7 @@ from bootc_operator.policy.poolstatus import (
     progress_message,
 )
 from bootc_operator.policy.slots import (
+    hold_repair_patch,
     node_release_patch,
     node_take_patch,
     plan_rollout,
@@ -94,6 +97,54 @@ def test_a_slot_without_a_record_never_wrote_ours_and_restores_nothing() -> None
     assert node_release_patch({SLOT: "T", WAS: "true"}) == {}
     kept = node_release_patch({SLOT: "T", WAS: "true", PRIOR: "{}"})
     assert kept == {"metadata": {"annotations": {SCALE_DOWN_DISABLED: None, DO_NOT_DISRUPT: None}}}
+
+
+HELD = {SLOT: "T", WAS: "false", PRIOR: "{}"}
+
+
+@pytest.mark.parametrize(
+    ("on_node", "lost"),
+    [
+        (dict(PROTECT), {}),  # as written: nothing to do
+        ({**PROTECT, "other": "x"}, {}),
+        ({}, dict(PROTECT)),  # both removed
+        ({SCALE_DOWN_DISABLED: "true"}, {DO_NOT_DISRUPT: "true"}),  # one removed
+        ({**PROTECT, DO_NOT_DISRUPT: "false"}, {DO_NOT_DISRUPT: "true"}),  # one changed
+    ],
+)
+def test_a_holder_gets_back_the_autoscaler_annotations_someone_removed(
+    on_node: dict[str, str], lost: dict[str, str]
+) -> None:
+    assert protection_to_reapply(on_node, HELD) == lost
+    node = {"metadata": {"annotations": on_node}, "spec": {"unschedulable": True}}
+    expected = {"metadata": {"annotations": lost}} if lost else {}
+    assert hold_repair_patch(node, HELD, cordon=True) == expected
+    assert hold_repair_patch(node, HELD, cordon=False) == expected
+    assert protection(node) == {k: on_node.get(k) for k in PROTECT}
+
+
+def test_only_a_slot_with_our_record_gets_them_back() -> None:
+    # no slot (released, or never taken): nothing of ours to keep
+    assert protection_to_reapply({}, {}) == {}
+    assert protection_to_reapply({}, {PRIOR: "{}"}) == {}
+    # a slot the Go operator or an older controller took: never had ours, and its
+    # release would not take them off
+    assert protection_to_reapply({}, {SLOT: "T", WAS: "false"}) == {}
+
+
+def test_a_draining_holder_is_cordoned_again_with_its_annotations() -> None:
+    bare: dict[str, Any] = {"metadata": {"name": "n"}}
+    assert hold_repair_patch(bare, HELD, cordon=True) == {
+        "spec": {"unschedulable": True},
+        "metadata": {"annotations": dict(PROTECT)},
+    }
+    # rebooting or under health check: the cordon is not its business here
+    assert hold_repair_patch(bare, HELD, cordon=False) == {
+        "metadata": {"annotations": dict(PROTECT)}
+    }
+    # without our record only the cordon
+    assert hold_repair_patch(bare, {SLOT: "T"}, cordon=True) == {"spec": {"unschedulable": True}}
+    assert hold_repair_patch(bare, {SLOT: "T"}, cordon=False) == {}
 
 
 @pytest.mark.parametrize("record", ["not json", "[1]", '{"other": "x"}'])
