@@ -281,6 +281,14 @@ def _daemon_parser(modes: _Modes) -> None:
         default=300.0,
         help="the longest delay between such retries",
     )
+    dmn.add_argument(
+        "--enforce-container-sigpolicy",
+        action=BoolFlag,
+        default=False,
+        help="run bootc switch --enforce-container-sigpolicy: the host's containers "
+        "policy (/etc/containers/policy.json) must not accept anything by default, and "
+        "bootc keeps enforcing it for later upgrades",
+    )
     _add_serving(dmn, metrics=":8090", probes=":8091", probe_paths="/healthz and /readyz")
     _add_namespace(dmn)
 

@@ -16,6 +16,7 @@ def test_daemon_defaults() -> None:
     assert (args.poll_interval, args.bootc_timeout, args.stage_timeout) == (300.0, 120.0, 3600.0)
     assert (args.backoff_initial, args.backoff_max) == (10.0, 300.0)
     assert (args.metrics_bind_address, args.health_probe_bind_address) == (":8090", ":8091")
+    assert args.enforce_container_sigpolicy is False
     config = Config.from_args(args)
     assert config == Config("n1", Path("/proc/1/root"), 300.0, RetryPolicy(10.0, 300.0))
 
@@ -34,6 +35,8 @@ def test_daemon_flags() -> None:
             "500ms",
             "--backoff-max",
             "2s",
+            "--enforce-container-sigpolicy",
         ]
     )
+    assert args.enforce_container_sigpolicy is True
     assert Config.from_args(args) == Config("n2", Path("/tmp/host"), 3600.0, RetryPolicy(0.5, 2.0))

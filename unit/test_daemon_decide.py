@@ -1268,3 +1268,38 @@ def test_a_pull_waits_for_the_sealed_pull_secret_and_nothing_else_does() -> None
     # a switch under way goes on
     d = run(Desired(B), ON_A, Work(switching=B))
     assert not d.cancel_switch and d.idle is not None and d.idle.reason == c.REASON_STAGING
+
+
+POLICY_ERROR = (
+    f"bootc switch {B} failed (exit code 1): error: Switching: Pulling: Preparing import: "
+    "Fetching manifest: failed to invoke method OpenImage: A signature was required, but no "
+    "signature exists"
+)
+
+
+def test_a_containers_policy_refusal_is_named_and_backs_off() -> None:
+    """The host's containers policy refusing the image is ContainerPolicyRejected, with
+    bootc's text, on the same capped backoff as any failed switch (no hot loop); other
+    switch failures stay Error."""
+    why = Cond(
+        True,
+        c.REASON_CONTAINER_POLICY_REJECTED,
+        f"the host's containers policy refused {B}: {POLICY_ERROR}",
+    )
+
+    def run(work: Work) -> Decision:
+        return decide(Desired(B), ON_A, work, now=NOW, retry=RETRY)
+
+    waiting = run(Work(last=failed("switch", B, 3, 5, POLICY_ERROR)))
+    assert waiting == Decision(IDLE, why, requeue_after=35.0)
+    retrying = run(Work(last=failed("switch", B, 3, 40, POLICY_ERROR)))
+    assert retrying == Decision(staging(B), why, start_switch=B)
+    assert run(Work(switching=B, last=failed("switch", B, 3, 40, POLICY_ERROR))).degraded == why
+    assert run(Work(last=failed("switch", B, 1, 3, SWITCH_ERROR))).degraded == deg(SWITCH_ERROR)
+    insecure = (
+        f"bootc switch {B} failed (exit code 1): error: Switching: Pulling: Preparing import: "
+        "Fetching manifest: containers-policy.json specifies a default of "
+        "`insecureAcceptAnything`; refusing usage"
+    )
+    got = run(Work(last=failed("switch", B, 1, 3, insecure))).degraded
+    assert got.reason == c.REASON_CONTAINER_POLICY_REJECTED

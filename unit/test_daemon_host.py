@@ -122,6 +122,33 @@ async def test_switch_stages_through_a_transient_unit(host: Host) -> None:
     assert host.active_units() == []
 
 
+async def test_the_sigpolicy_opt_in_reaches_bootc_and_its_refusal_is_the_error(
+    host: Host,
+) -> None:
+    """``enforce_sigpolicy``: ``bootc switch --enforce-container-sigpolicy``; a host policy
+    that accepts anything is refused by bootc, and that text is the error."""
+    enforcing = HostCommands(
+        DEFAULT_HOST_EXEC.split(), command_timeout=30, stage_timeout=60, enforce_sigpolicy=True
+    )
+    host.set_policy({"default": [{"type": "insecureAcceptAnything"}]})
+    with pytest.raises(HostCommandError, match="insecureAcceptAnything`; refusing usage"):
+        await enforcing.switch(D2)
+    assert host.switch_calls() == [["switch", "--enforce-container-sigpolicy", "--", D2]]
+    host.set_policy(
+        {
+            "default": [{"type": "reject"}],
+            "transports": {"docker": {REPO: [{"type": "insecureAcceptAnything"}]}},
+        }
+    )
+    await enforcing.switch(D2)
+    staged = host.status()["status"]["staged"]
+    assert staged["image"]["image"] == {
+        "image": D2,
+        "transport": "registry",
+        "signature": "containerPolicy",
+    }
+
+
 async def test_an_image_that_looks_like_an_option_stays_an_image(host: Host) -> None:
     """``--`` ends bootc's options: "--apply@sha256:…" is a (bad) image, never --apply."""
     hostile = "--apply@sha256:" + "2" * 64

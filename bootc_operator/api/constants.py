@@ -172,3 +172,7 @@ REASON_INVALID_IMAGE: Final = "InvalidImage"
 #: node Degraded: bootc status ran but printed what the daemon cannot read (not JSON,
 #: nested too deep, a number too long, an unknown shape); bootc's own failures stay Error
 REASON_UNREADABLE_STATUS: Final = "UnreadableStatus"
+#: node Degraded: bootc refused to pull the desired image because the host's containers
+#: policy (/etc/containers/policy.json) rejects it, or, with the daemon's
+#: --enforce-container-sigpolicy, because that policy accepts anything
+REASON_CONTAINER_POLICY_REJECTED: Final = "ContainerPolicyRejected"

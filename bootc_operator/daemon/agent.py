@@ -810,6 +810,7 @@ async def run(args: argparse.Namespace) -> int:
         shlex.split(args.host_exec),
         command_timeout=args.bootc_timeout,
         stage_timeout=args.stage_timeout,
+        enforce_sigpolicy=args.enforce_container_sigpolicy,
     )
     try:
         # The small client: the daemon never imports kubernetes_asyncio (~70 MiB of models).

@@ -105,7 +105,13 @@ Rules, in order (the first that applies wins):
    ``Degraded=True/Error`` with bootc's error text until the retry is due. A switch
    that exited 0 but left status without the image staged counts as failed ("exit
    code 0 also for nothing to do: read status, not the exit code"). While retrying,
-   ``Degraded`` keeps the last error (no flapping) until the image is staged. A
+   ``Degraded`` keeps the last error (no flapping) until the image is staged. A switch
+   the host's containers policy refused (``policy_refusal``: containers/image's "...
+   is rejected by policy", "A signature was required, but no signature exists", ...;
+   with ``--enforce-container-sigpolicy`` also a policy that accepts anything) is
+   ``Degraded=True/ContainerPolicyRejected`` ("the host's containers policy refused X:
+   <bootc's error>"), retried on the same backoff (a fixed policy or a newly signed
+   image is picked up without a restart). A
    queued rollback needs nothing special here: staging a deployment cancels it
    (bootc's own behaviour).
 
@@ -429,9 +435,42 @@ def with_note(cond: Cond, notes: Sequence[str]) -> Cond:
     return Cond(cond.status, cond.reason, f"{cond.message}; {note}" if cond.message else note)
 
 
+#: what containers/image and ostree-ext say when the host's containers policy refuses a
+#: pull (``containers-policy.json(5)``; ``--enforce-container-sigpolicy``'s own checks)
+POLICY_REFUSALS: Final = (
+    "is rejected by policy",
+    "A signature was required, but no signature exists",
+    "None of the signatures were accepted",
+    "Signature for identity",
+    "Signature for digest",
+    "cryptographic signature verification failed",
+    "specifies a default of `insecureAcceptAnything`; refusing usage",
+    "No containers policy.json found",
+    "Source image rejected",
+)
+
+
+def policy_refusal(attempt: Attempt | None) -> bool:
+    """The switch failed because the host's containers policy refused the image."""
+    return (
+        attempt is not None
+        and attempt.action == "switch"
+        and attempt.error is not None
+        and any(marker in attempt.error for marker in POLICY_REFUSALS)
+    )
+
+
+def attempt_reason(attempt: Attempt | None) -> str:
+    """The Degraded reason for a failed command: ``ContainerPolicyRejected`` for a policy
+    refusal (it stays until the policy, its keys or the image change), else ``Error``."""
+    return c.REASON_CONTAINER_POLICY_REJECTED if policy_refusal(attempt) else c.REASON_ERROR
+
+
 def attempt_problem(attempt: Attempt, staged_image: str | None, *, queued: bool = False) -> str:
     """The Degraded text for a command that did not get the host where it should
     (``queued``: bootc status shows a queued rollback)."""
+    if policy_refusal(attempt):
+        return f"the host's containers policy refused {attempt.image}: {attempt.error}"
     if attempt.error is not None:
         return attempt.error
     if attempt.action == "rollback":
@@ -484,7 +523,7 @@ def _stage(
         problem = attempt_problem(failed, staged_image) if failed is not None else None
         return Decision(
             Cond(False, c.REASON_STAGING, f"waiting to stage {image}: {wait}"),
-            degraded_by(problem, extra),
+            degraded_by(problem, extra, reason=attempt_reason(failed)),
             cancel_switch=other_switch,
         )
     start_switch = image if action == "switch" else None
@@ -495,13 +534,13 @@ def _stage(
         if now < retry_at:
             return Decision(
                 with_note(IDLE, notes),
-                degraded_by(problem, extra),
+                degraded_by(problem, extra, reason=attempt_reason(failed)),
                 cancel_switch=other_switch,
                 requeue_after=retry_at - now,
             )
         return Decision(
             with_note(idle, notes),
-            degraded_by(problem, extra),
+            degraded_by(problem, extra, reason=attempt_reason(failed)),
             cancel_switch=other_switch,
             start_switch=start_switch,
             rollback=rollback,
@@ -594,7 +633,11 @@ def decide(
     # 1. staging the desired image
     if desired is not None and work.switching == desired.image:
         problem = attempt_problem(last, None) if last and last.action == "switch" else None
-        return Decision(staging(desired.image), degraded_by(problem, extra), forget_attempt=forget)
+        return Decision(
+            staging(desired.image),
+            degraded_by(problem, extra, reason=attempt_reason(last)),
+            forget_attempt=forget,
+        )
 
     # 2. no usable host status
     if host.error is not None or host.status is None:

@@ -13,17 +13,19 @@ text meant for the ``Degraded`` condition.
 
 - ``status()``: ``bootc status --format=json --format-version=1``, parsed. It waits
   for the sysroot lock while another bootc command runs, hence the timeout.
-- ``switch(image)``: stop a leftover switch unit first, then
-  ``systemd-run --wait --collect --pipe --quiet --unit bootc-operator-switch.service
-  bootc switch -- IMAGE``. The switch runs as a transient unit so that it is
-  systemd's child, not the daemon's (a daemon restart never leaves a half-killed
-  bootc behind) and can be stopped by name. ``--pipe`` hands bootc's stderr to us
-  (without it the error text would only be in the journal), ``--quiet`` drops
-  systemd-run's own chatter. Its exit code only says whether bootc failed: whether
-  the image got staged is read from status. On timeout the unit is stopped (killing
-  the systemd-run client would not stop it) and the error says so. Cancelled (a
-  newer desired image, shutdown), the unit is stopped too: ``block=False`` only
-  queues the stop job, for a shutdown that must be quick.
+- ``switch(image)``: stop a leftover switch unit first, then ``systemd-run --wait
+  --collect --pipe --quiet --unit bootc-operator-switch.service bootc switch
+  [--enforce-container-sigpolicy] -- IMAGE`` (the option with the daemon's opt-in of the
+  same name: bootc then refuses a host containers policy that accepts anything, and
+  keeps enforcing the policy for later upgrades). The switch runs as a transient unit so
+  that it is systemd's child, not the daemon's (a daemon restart never leaves a
+  half-killed bootc behind) and can be stopped by name. ``--pipe`` hands bootc's stderr
+  to us (without it the error text would only be in the journal), ``--quiet`` drops
+  systemd-run's own chatter. Its exit code only says whether bootc failed: whether the
+  image got staged is read from status. On timeout the unit is stopped (killing the
+  systemd-run client would not stop it) and the error says so. Cancelled (a newer
+  desired image, shutdown), the unit is stopped too: ``block=False`` only queues the
+  stop job, for a shutdown that must be quick.
 - ``stop_switch()``: ``systemctl stop`` the unit (exit 5, "not loaded", is fine),
   then ``systemctl reset-failed`` it (a failed unit would block the next start).
 - ``apply_downloaded()``: ``bootc upgrade --from-downloaded`` (no ``--apply``): the
@@ -74,6 +76,7 @@ from bootc_operator.daemon.assessment import (
 from bootc_operator.daemon.bootc_status import BootcStatusError, HostStatus, parse_status
 
 SWITCH_UNIT: Final = "bootc-operator-switch.service"
+SIGPOLICY_OPTION: Final = "--enforce-container-sigpolicy"
 STATUS_ARGS: Final = ("bootc", "status", "--format=json", "--format-version=1")
 APPLY_DOWNLOADED_ARGS: Final = ("bootc", "upgrade", "--from-downloaded")
 ROLLBACK_ARGS: Final = ("bootc", "rollback")
@@ -204,6 +207,7 @@ class HostCommands:
         command_timeout: float,
         stage_timeout: float,
         unit: str = SWITCH_UNIT,
+        enforce_sigpolicy: bool = False,
     ) -> None:
         self.prefix = tuple(prefix)
         #: the commands' environment: None (the daemon's) unless nsenter had no --env
@@ -211,6 +215,8 @@ class HostCommands:
         self.command_timeout = command_timeout
         self.stage_timeout = stage_timeout
         self.unit = unit
+        #: ``bootc switch --enforce-container-sigpolicy`` (the daemon's opt-in)
+        self.enforce_sigpolicy = enforce_sigpolicy
         #: set at shutdown: a cancelled switch then only queues the stop job (no waiting)
         self.shutting_down = False
 
@@ -320,6 +326,7 @@ class HostCommands:
             self.unit,
             "bootc",
             "switch",
+            *([SIGPOLICY_OPTION] if self.enforce_sigpolicy else []),
             "--",  # the image is never an option, whatever it begins with
             image,
         ]

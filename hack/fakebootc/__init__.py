@@ -17,6 +17,9 @@ lists the files). Modules:
 - ``render``: the ``org.containers.bootc/v1`` status document and output formats.
 - ``resolve`` / ``registry`` / ``imageref``: how a switch target becomes a digest
   (a real registry when it answers, else a catalog; see ``resolve``'s docstring).
+- ``policy``: the host's ``/etc/containers/policy.json`` (reject, insecureAcceptAnything,
+  sigstoreSigned against the registry's cosign signatures) and
+  ``--enforce-container-sigpolicy`` (``Host.set_policy``, ``fake-host policy``).
 - ``state``: paths, the state file, locks, each image's kernel and which deployments
   are ``softRebootCapable`` (the booted one's kernel). ``cli``: the ``fake-host``
   command.

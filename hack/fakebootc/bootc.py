@@ -21,6 +21,14 @@ daemon can tell the difference:
   touches ``/ostree/bootc`` (composefs hosts: a new ``/sysroot/state/deploy/<verity>``
   entry). ``--apply`` then requests a reboot. Failures print ``error: ...`` on stderr
   and exit 1.
+- The host's containers policy (``policy.py``) decides every pull, as containers/image
+  does for real bootc: a ``reject`` or an unmet ``sigstoreSigned`` fails the switch
+  (``Switching: Pulling: Preparing import: Fetching manifest: failed to invoke method
+  OpenImage: Running image docker://... is rejected by policy.``), nothing pulled.
+  ``--enforce-container-sigpolicy`` also refuses no policy or a default of
+  ``insecureAcceptAnything``, and is kept as ``spec.image.signature: containerPolicy``
+  (part of the spec, so the same image without the flag is not "unchanged"); ``upgrade``
+  (also ``--check``) enforces what the spec says.
 - ``--soft-reboot=auto|required`` (``switch``, ``upgrade``, ``rollback``), as bootc's
   ``handle_soft_reboot``: when the deployment that boots next (staged; the rollback
   deployment for ``rollback``) is ``softRebootCapable`` (same kernel as the booted one,
@@ -71,7 +79,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from hack.fakebootc.imageref import canonicalize
 from hack.fakebootc.render import canonical_json, host_document, human_readable, to_yaml
@@ -87,6 +95,9 @@ from hack.fakebootc.state import (
     record_call,
     update_state,
 )
+
+if TYPE_CHECKING:
+    from hack.fakebootc.registry import ImageMeta
 
 VERSION = "1.1.6 (fakebootc)"
 LOCK_WAITING = "Waiting for sysroot lock..."
@@ -155,6 +166,7 @@ def new_deployment(
     *,
     kernel: str | None = None,
     boot_assessment: str | None = None,
+    signature: str | None = None,
 ) -> Deployment:
     """A deployment record; same content → same (simulated) ostree commit, next deploy serial."""
     checksum = hashlib.sha256(f"fakebootc-commit:{digest}".encode()).hexdigest()
@@ -171,6 +183,7 @@ def new_deployment(
         deploy_serial=serial,
         kernel=kernel or DEFAULT_KERNEL,
         boot_assessment=boot_assessment,
+        signature=signature,
     )
 
 
@@ -223,18 +236,20 @@ def _stage(
     quiet: bool,
     from_upgrade: bool = False,
     download_only: bool = False,
+    signature: str | None = None,
 ) -> Deployment | None:
-    """Pull and stage ``image`` (sysroot lock held by the caller). Returns the staged
-    deployment (for an upgrade: also one that was staged already); None: nothing staged."""
+    """Pull and stage ``image`` (sysroot lock held by the caller), as the host's containers
+    policy allows (``signature``: ``policy.CONTAINER_POLICY`` enforces it). Returns the
+    staged deployment (for an upgrade: also one that was staged already); None: nothing
+    staged."""
     from hack.fakebootc.registry import PullError  # noqa: PLC0415 - keep `status` imports light
-    from hack.fakebootc.resolve import resolve_image  # noqa: PLC0415
 
     context = "Upgrading" if from_upgrade else "Switching"
     if load_state(paths).faults.switch_hang:
         _wait_while(paths, "switch_hang")
     state = load_state(paths)
     try:
-        meta = resolve_image(paths, state.config, image) if transport == "registry" else None
+        meta = _resolve_allowed(paths, state, image, signature) if transport == "registry" else None
     except PullError as exc:
         raise BootcError(f"{context}: Pulling: {exc}") from exc
     if meta is not None:
@@ -269,6 +284,7 @@ def _stage(
             meta.timestamp,
             kernel=meta.kernel,
             boot_assessment=meta.boot_assessment,
+            signature=signature,
         )
         dep.download_only = download_only
         s.staged = dep
@@ -285,6 +301,32 @@ def _stage(
         print(f"  Digest: {staged.digest}")
     _touch_changed(paths, state, staged)
     return staged
+
+
+def _resolve_allowed(paths: Paths, state: State, image: str, signature: str | None) -> ImageMeta:
+    """``resolve_image``, refused as bootc's pull would be by the host's containers policy
+    (``policy.py``); policy refusals raise ``PullError`` with bootc's context."""
+    from hack.fakebootc import policy  # noqa: PLC0415
+    from hack.fakebootc.imageref import parse_ref  # noqa: PLC0415
+    from hack.fakebootc.registry import PullError  # noqa: PLC0415
+    from hack.fakebootc.resolve import image_signatures, resolve_image  # noqa: PLC0415
+
+    fetching = "Preparing import: Fetching manifest"
+    try:
+        doc = policy.load_policy(paths.root)
+        if signature == policy.CONTAINER_POLICY:
+            policy.require_enforceable(doc)
+    except (policy.PolicyInsecure, policy.PolicyRejected) as exc:
+        raise PullError(f"{fetching}: {exc}") from exc
+    meta = resolve_image(paths, state.config, image)
+    ref = parse_ref(image)
+    try:
+        policy.check(
+            doc, ref, lambda: image_signatures(paths, state.config, ref, meta), root=paths.root
+        )
+    except policy.PolicyRejected as exc:
+        raise PullError(f"{fetching}: failed to invoke method OpenImage: {exc}") from exc
+    return meta
 
 
 def _set_download_only(paths: Paths, locked: bool) -> None:
@@ -344,6 +386,8 @@ def _apply(paths: Paths, soft_reboot: str | None, context: str, apply: bool, by:
 def cmd_switch(paths: Paths, args: argparse.Namespace) -> int:
     _require_host("Switching")
     image = canonicalize(args.target) if args.transport == "registry" else args.target
+    # bootc's ImageReference.signature: ContainerPolicy with the flag, else none
+    signature = "containerPolicy" if args.enforce_container_sigpolicy else None
     with flocked(paths.sysroot_lock, waiting_message=LOCK_WAITING):
         state = load_state(paths)
         _require_booted(state, "Switching")
@@ -353,10 +397,11 @@ def cmd_switch(paths: Paths, args: argparse.Namespace) -> int:
             spec is not None
             and spec.get("image") == image
             and spec.get("transport") == args.transport
+            and spec.get("signature") == signature
         ):
             print("Image specification is unchanged.")
             return 0
-        staged = _stage(paths, image, args.transport, quiet=args.quiet)
+        staged = _stage(paths, image, args.transport, quiet=args.quiet, signature=signature)
         if staged is not None:
             _apply(paths, args.soft_reboot, "Switching", args.apply, "bootc switch --apply")
     return 0
@@ -396,10 +441,9 @@ def cmd_upgrade(paths: Paths, args: argparse.Namespace) -> int:
             return 0
         if args.check:
             from hack.fakebootc.registry import PullError  # noqa: PLC0415
-            from hack.fakebootc.resolve import resolve_image  # noqa: PLC0415
 
             try:
-                meta = resolve_image(paths, state.config, spec["image"])
+                meta = _resolve_allowed(paths, state, spec["image"], spec.get("signature"))
             except PullError as exc:
                 raise BootcError(f"Upgrading: {exc}") from exc
             current = state.staged or state.booted
@@ -418,6 +462,7 @@ def cmd_upgrade(paths: Paths, args: argparse.Namespace) -> int:
             quiet=args.quiet,
             from_upgrade=True,
             download_only=args.download_only,
+            signature=spec.get("signature"),
         )
         if staged is not None:
             _apply(paths, args.soft_reboot, "Upgrading", args.apply, "bootc upgrade --apply")

@@ -114,6 +114,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     image.add_argument("--catalog", type=Path, help="catalog file (default: the host's own)")
 
+    policy = sub.add_parser(
+        "policy", help="set the host's containers policy (/etc/containers/policy.json)"
+    )
+    policy.add_argument("root", type=Path)
+    policy.add_argument("file", type=Path, nargs="?", help="a containers-policy.json(5) file")
+    policy.add_argument(
+        "--key",
+        action="append",
+        default=[],
+        metavar="HOSTPATH=FILE",
+        help="install FILE (a cosign public key) at HOSTPATH on the host, for keyPath",
+    )
+    policy.add_argument("--clear", action="store_true", help="remove the policy file")
+
     env = sub.add_parser("env", help="print shell exports for the host's tools")
     env.add_argument("root", type=Path)
 
@@ -216,6 +230,17 @@ def run(args: argparse.Namespace) -> int:
             error=args.error,
             boot_assessment=args.boot_assessment,
         )
+    elif args.command == "policy":
+        if args.clear == (args.file is not None):
+            raise FakeHostError("policy: give a policy FILE or --clear")
+        keys = {}
+        for spec in args.key:
+            host_path, sep, source = spec.partition("=")
+            if not sep or not host_path.startswith("/"):
+                raise FakeHostError(f"policy: --key {spec!r} is not /HOST/PATH=FILE")
+            keys[host_path] = Path(source).read_bytes()
+        doc = None if args.clear else json.loads(args.file.read_text())
+        print(host.set_policy(doc, keys))
     elif args.command == "env":
         env = host.env({})
         path = shlex.quote(str(host.bin_dir))

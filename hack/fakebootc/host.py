@@ -321,6 +321,23 @@ class Host:
             boot_assessment=boot_assessment,
         )
 
+    def set_policy(
+        self, policy: dict[str, Any] | None, keys: dict[str, bytes] | None = None
+    ) -> Path:
+        """Write the host's containers policy (``ROOT/etc/containers/policy.json``; None
+        removes it) and ``keys`` (host path, e.g. ``/etc/pki/containers/os.pub`` -> PEM),
+        which its ``sigstoreSigned`` ``keyPath`` entries name (``policy.py``)."""
+        from hack.fakebootc.policy import POLICY_FILES  # noqa: PLC0415
+
+        target = self.root / POLICY_FILES[0]
+        for host_path, pem in (keys or {}).items():
+            atomic_write(self.root / host_path.lstrip("/"), pem)
+        if policy is None:
+            target.unlink(missing_ok=True)
+        else:
+            atomic_write(target, json.dumps(policy, indent=2).encode())
+        return target
+
     def trust_registry_ca(self, registry: str, ca_file: Path) -> Path:
         """Trust ``ca_file`` for ``registry`` (``host:port``) as containers/image would:
         copy it to ``ROOT/etc/containers/certs.d/<registry>/ca.crt``; that registry is

@@ -31,6 +31,7 @@ mimic containers/image's (``reading manifest v1 in host/repo: manifest unknown``
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime as dt
 import hashlib
 import json
@@ -42,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from hack.fakebootc.boot import LABEL
 from hack.fakebootc.imageref import Ref, is_loopback
+from hack.fakebootc.policy import Signatures
 from hack.fakebootc.state import KERNEL_LABEL
 
 if TYPE_CHECKING:
@@ -54,6 +56,8 @@ DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
 INDEX_TYPES = {OCI_INDEX, DOCKER_LIST}
 MANIFEST_ACCEPT = ", ".join([OCI_INDEX, OCI_MANIFEST, DOCKER_LIST, DOCKER_MANIFEST])
 USER_AGENT = "bootc/fakebootc"
+#: signatures fetched per image (each is a blob): as many as the verifier looks at
+MAX_SIGNATURE_LAYERS = 32
 
 _CHALLENGE_PARAM = re.compile(r'(\w+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s,]+))')
 
@@ -78,6 +82,9 @@ class ImageMeta:
     kernel: str | None = None
     #: the simulated boot assessment of its boots (label ``boot.LABEL``; ``boot.py``)
     boot_assessment: str | None = None
+    #: the digest of the manifest the reference names (an index for a multi-arch image):
+    #: what a cosign signature signs; None when no registry was asked
+    manifest_digest: str | None = None
     #: where it came from: "registry", "catalog" or "digest" (an accepted digest ref).
     source: str = "registry"
 
@@ -319,7 +326,7 @@ def fetch_image(
     client = _Client(ref, credentials_for(auths, ref), insecure, timeout, ca_files)
     what = f"reading manifest {ref.reference} in {ref.registry}/{ref.repository}"
     headers, body = client.get(f"manifests/{ref.reference}", MANIFEST_ACCEPT, what)
-    digest = _sha256(body)
+    digest = top_digest = _sha256(body)
     if ref.digest and ref.digest.startswith("sha256:") and digest != ref.digest:
         raise PullError(f"{what}: manifest digest {digest} does not match {ref.digest}")
     try:
@@ -359,4 +366,40 @@ def fetch_image(
         boot_assessment=str(labels[LABEL]) if labels.get(LABEL) else None,
         kernel=str(labels[KERNEL_LABEL]) if labels.get(KERNEL_LABEL) else None,
         source="registry",
+        manifest_digest=top_digest,
     )
+
+
+def fetch_signatures(
+    ref: Ref,
+    digest: str,
+    *,
+    auth_files: list[Path],
+    insecure: bool = False,
+    timeout: float = 10.0,
+    ca_files: list[Path] | None = None,
+) -> Signatures:
+    """The cosign signature manifest of ``ref``'s repository at ``digest``
+    (``sha256-<hex>.sig``; None when the registry has none) and its layers' payloads."""
+    auths, _ = load_auth(auth_files)
+    client = _Client(ref, credentials_for(auths, ref), insecure, timeout, ca_files)
+    tag = digest.replace(":", "-", 1) + ".sig"
+    what = f"reading manifest {tag} in {ref.registry}/{ref.repository}"
+    try:
+        _, body = client.get(f"manifests/{tag}", MANIFEST_ACCEPT, what)
+    except PullError as exc:
+        if str(exc).endswith("manifest unknown"):
+            return Signatures(digest, None)
+        raise
+    payloads: dict[str, bytes] = {}
+    try:
+        layers = json.loads(body).get("layers") or []
+    except (ValueError, AttributeError):
+        layers = []
+    for layer in layers[:MAX_SIGNATURE_LAYERS]:
+        blob = layer.get("digest") if isinstance(layer, dict) else None
+        if isinstance(blob, str) and blob.startswith("sha256:"):
+            blob_what = f"reading blob {blob} in {ref.registry}/{ref.repository}"
+            with contextlib.suppress(PullError):
+                payloads[blob] = client.get(f"blobs/{blob}", "*/*", blob_what)[1]
+    return Signatures(digest, body, payloads)

@@ -52,7 +52,10 @@ def default_document() -> dict[str, Any]:
 
 
 def _image_reference(dep: Deployment) -> dict[str, Any]:
-    return {"image": dep.image, "transport": dep.transport}
+    ref: dict[str, Any] = {"image": dep.image, "transport": dep.transport}
+    if dep.signature is not None:
+        ref["signature"] = dep.signature
+    return ref
 
 
 def _entry(dep: Deployment, *, backend: str, capable: bool, incompatible: bool) -> dict[str, Any]:

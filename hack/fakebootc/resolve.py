@@ -58,7 +58,14 @@ from pathlib import Path
 from typing import Any
 
 from hack.fakebootc.imageref import BadReference, Ref, is_loopback, parse_ref
-from hack.fakebootc.registry import ImageMeta, PullError, RegistryUnreachable, fetch_image
+from hack.fakebootc.policy import Signatures
+from hack.fakebootc.registry import (
+    ImageMeta,
+    PullError,
+    RegistryUnreachable,
+    fetch_image,
+    fetch_signatures,
+)
 from hack.fakebootc.state import Config, Paths
 
 CATALOG_ENV = "FAKEBOOTC_CATALOG"
@@ -176,6 +183,26 @@ def registry_insecure(ref: Ref, config: Config, paths: Paths | None = None) -> b
     return is_loopback(ref.registry) and not (paths is not None and registry_ca_files(paths, ref))
 
 
+def _registry_options(paths: Paths, config: Config, ref: Ref) -> dict[str, Any]:
+    return {
+        "auth_files": paths.auth_files,
+        "insecure": registry_insecure(ref, config, paths),
+        "timeout": config.registry_timeout,
+        "ca_files": registry_ca_files(paths, ref),
+    }
+
+
+def image_signatures(paths: Paths, config: Config, ref: Ref, meta: ImageMeta) -> Signatures | None:
+    """The cosign signatures of the image ``meta`` was resolved to (None: it came from the
+    catalog, which holds none); a registry gone meanwhile is a pull error."""
+    if meta.source != "registry" or meta.manifest_digest is None:
+        return None
+    try:
+        return fetch_signatures(ref, meta.manifest_digest, **_registry_options(paths, config, ref))
+    except RegistryUnreachable as exc:
+        raise PullError(str(exc)) from exc
+
+
 def resolve_image(paths: Paths, config: Config, image: str) -> ImageMeta:
     """What staging ``image`` on this host deploys; raises ``PullError`` as bootc would fail."""
     try:
@@ -186,12 +213,7 @@ def resolve_image(paths: Paths, config: Config, image: str) -> ImageMeta:
     if registry_contacted(ref, config):
         try:
             return fetch_image(
-                ref,
-                architecture=config.architecture,
-                auth_files=paths.auth_files,
-                insecure=registry_insecure(ref, config, paths),
-                timeout=config.registry_timeout,
-                ca_files=registry_ca_files(paths, ref),
+                ref, architecture=config.architecture, **_registry_options(paths, config, ref)
             )
         except RegistryUnreachable as exc:
             unreachable = exc

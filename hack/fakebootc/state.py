@@ -154,6 +154,9 @@ class Deployment:
     download_only: bool = False
     #: the image's own boot-assessment label (``boot.LABEL``), read when it was pulled
     boot_assessment: str | None = None
+    #: ``spec.image.signature``: ``containerPolicy`` when switched to with
+    #: ``--enforce-container-sigpolicy`` (``policy.py``; a later upgrade enforces it too)
+    signature: str | None = None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Deployment:
@@ -172,6 +175,7 @@ class Deployment:
             incompatible=bool(data.get("incompatible", False)),
             download_only=bool(data.get("download_only", False)),
             boot_assessment=data.get("boot_assessment"),
+            signature=data.get("signature"),
         )
 
     @property
