@@ -129,6 +129,7 @@ def test_values_reach_the_objects(helm: Helm) -> None:
             "resources": {"limits": {"memory": "300Mi"}},
             "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "bootc"}],
             "nodeSelector": {"kubernetes.io/os": "linux"},
+            "enforceContainerSigpolicy": True,
             "extraArgs": ["--poll-interval=60s"],
             "extraEnv": [{"name": "HTTPS_PROXY", "value": "http://proxy:3128"}],
         },
@@ -176,7 +177,8 @@ def test_values_reach_the_objects(helm: Helm) -> None:
     parser = cli.build_parser()
     parsed = parser.parse_args(ctl["args"])
     assert (parsed.log_level, parsed.lease_duration, parsed.workers) == ("debug", 30.0, 8)
-    assert parser.parse_args(dmn["args"]).poll_interval == 60.0
+    parsed_dmn = parser.parse_args(dmn["args"])
+    assert (parsed_dmn.poll_interval, parsed_dmn.enforce_container_sigpolicy) == (60.0, True)
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,171 @@
+"""The daemon's ``--enforce-container-sigpolicy`` opt-in end to end: daemons on simulated
+hosts whose ``/etc/containers/policy.json`` decides what bootc may pull, against the real
+API server; signatures made by the real cosign in the real registry.
+
+The host's policy decides with or without the opt-in (containers/image evaluates it for
+every pull); the opt-in makes bootc also refuse a policy that accepts anything, and keeps
+the policy enforced for later upgrades (``spec.image.signature: containerPolicy``). A
+refusal is ``Degraded=True/ContainerPolicyRejected`` with bootc's text, nothing staged or
+pulled, and is retried on the backoff: a fixed policy is picked up without a restart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes_asyncio.client import ApiClient
+
+from bootc_operator.api import constants as c
+from e2e.daemonenv import (
+    Daemons,
+    create_bootc_node,
+    degraded_message,
+    delete_bootc_node,
+    get_bootc_node,
+    idle_reason,
+    is_degraded,
+    set_spec,
+    settled,
+    slot_image,
+)
+from e2e.helpers import REPO, condition, image, push, unique_name, wait_for
+from hack.fakebootc import Host, make_host
+from hack.testenv import ControlPlane
+from hack.testenv.cosign import Cosign, resolve_cosign
+from hack.testenv.registry import Registry
+
+D1, D2 = image(1), image(2)
+WAIT = 60.0
+FLAG = "--enforce-container-sigpolicy"
+KEY_PATH = "/etc/pki/containers/release.pub"
+REJECT = [{"type": "reject"}]
+ACCEPT = [{"type": "insecureAcceptAnything"}]
+
+
+@pytest.fixture
+async def daemons(control_plane: ControlPlane, tmp_path: Path) -> AsyncIterator[Daemons]:
+    ds = Daemons(control_plane.kubeconfig, tmp_path / "logs")
+    try:
+        yield ds
+    finally:
+        await ds.stop_all()
+
+
+@pytest.fixture
+async def node(api: ApiClient) -> AsyncIterator[str]:
+    name = unique_name("node")
+    try:
+        yield name
+    finally:
+        await delete_bootc_node(api, name)
+
+
+def new_host(tmp_path: Path, policy: dict[str, Any] | None, booted: str = D1) -> Host:
+    host = make_host(tmp_path / unique_name("host"), booted=booted, version="1.0")
+    host.set_policy(policy)
+    return host
+
+
+async def wait_bn(api: ApiClient, name: str, predicate: Any, what: str) -> dict[str, Any]:
+    async def check() -> dict[str, Any] | None:
+        obj = await get_bootc_node(api, name)
+        return obj if predicate(obj) else None
+
+    result: dict[str, Any] | None = await wait_for(check, WAIT, what, interval=0.2)
+    assert result is not None
+    return result
+
+
+def refused(obj: dict[str, Any]) -> bool:
+    return (
+        settled(obj)
+        and is_degraded(obj)
+        and condition(obj, c.COND_DEGRADED)["reason"] == c.REASON_CONTAINER_POLICY_REJECTED
+    )
+
+
+def staged_and_healthy(obj: dict[str, Any]) -> bool:
+    return settled(obj) and idle_reason(obj) == c.REASON_STAGED and not is_degraded(obj)
+
+
+def spec_signature(host: Host) -> Any:
+    return host.status()["spec"]["image"].get("signature")
+
+
+async def test_the_opt_in_refuses_a_policy_that_accepts_anything_until_it_is_fixed(
+    api: ApiClient, daemons: Daemons, node: str, tmp_path: Path
+) -> None:
+    """Default policy ``insecureAcceptAnything``: without the opt-in the node switches (as
+    bootc does); with it, bootc refuses, the node says why and stages nothing; once the
+    host's policy requires something the retry stages it, enforced from then on."""
+    plain_host = new_host(tmp_path, {"default": ACCEPT})
+    plain = unique_name("node")
+    try:
+        await create_bootc_node(api, plain, D2)
+        daemons.start(plain, plain_host)
+        await wait_bn(api, plain, staged_and_healthy, "staged without the opt-in")
+        assert spec_signature(plain_host) is None
+    finally:
+        await delete_bootc_node(api, plain)
+
+    host = new_host(tmp_path, {"default": ACCEPT})
+    await create_bootc_node(api, node, D2)
+    daemons.start(node, host, extra=(FLAG,))
+    obj = await wait_bn(api, node, refused, "ContainerPolicyRejected with the opt-in")
+    message = degraded_message(obj)
+    assert message.startswith(f"the host's containers policy refused {D2}: bootc switch")
+    assert "containers-policy.json specifies a default of `insecureAcceptAnything`" in message
+    assert idle_reason(obj) == c.REASON_IDLE
+    assert slot_image(obj, "staged") is None and host.pulls() == []
+    assert host.switch_calls()[0] == ["switch", FLAG, "--", D2]
+
+    host.set_policy({"default": REJECT, "transports": {"docker": {REPO: ACCEPT}}})
+    obj = await wait_bn(api, node, staged_and_healthy, "staged once the policy is fixed")
+    assert slot_image(obj, "staged") == D2
+    assert spec_signature(host) == "containerPolicy"
+
+
+async def test_only_an_image_signed_by_the_policys_key_is_staged(
+    api: ApiClient, daemons: Daemons, node: str, tmp_path: Path, registry: Registry
+) -> None:
+    """A ``sigstoreSigned`` policy for the registry's repository, with the opt-in: the
+    unsigned image is refused ("A signature was required, but no signature exists"), the
+    image cosign signed with the policy's key is staged."""
+    cosign = Cosign(resolve_cosign(), tmp_path / "cosign")
+    key = cosign.generate_key_pair("release")
+    repo = unique_name("os")
+    unsigned_digest = await push(registry, registry.ref(repo, "unsigned"), "never signed")
+    signed_digest = await push(registry, registry.ref(repo, "signed"), "signed by release")
+    unsigned = registry.ref(repo, digest=unsigned_digest)
+    signed = registry.ref(repo, digest=signed_digest)
+    cosign.sign(registry, signed, key)
+
+    policy = {
+        "default": REJECT,
+        "transports": {
+            "docker": {
+                registry.ref(repo): [
+                    {
+                        "type": "sigstoreSigned",
+                        "keyPath": KEY_PATH,
+                        "signedIdentity": {"type": "matchRepository"},
+                    }
+                ]
+            }
+        },
+    }
+    host = new_host(tmp_path, None)
+    host.set_policy(policy, {KEY_PATH: key.public.encode()})
+    await create_bootc_node(api, node, unsigned)
+    daemons.start(node, host, extra=(FLAG,))
+    obj = await wait_bn(api, node, refused, "the unsigned image refused")
+    assert "A signature was required, but no signature exists" in degraded_message(obj)
+    assert slot_image(obj, "staged") is None and host.pulls() == []
+
+    await set_spec(api, node, desiredImage=signed)
+    obj = await wait_bn(api, node, staged_and_healthy, "the signed image staged")
+    assert slot_image(obj, "staged") == signed
+    assert host.pulls() == [signed], "only the signed image was pulled"
