@@ -86,6 +86,10 @@ ILLUSTRATIVE = {
     "cat": "a heredoc: the pool file of the faults session (e2e/test_sim.py uses the same pool)",
     "pool": "a shell function the faults session defines (around hack/sim pool)",
     "xdg-open": "opens a browser",
+    "printf": "writes the sim hosts' policy file (docs/simulation.md); the same policy is "
+    "e2e/test_daemon_sigpolicy.py's",
+    "hack/fake-host": "the simulated host's CLI; unit/test_fakebootc_policy.py runs its "
+    "`policy` command as docs/simulation.md shows it",
 }
 
 

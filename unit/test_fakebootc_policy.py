@@ -33,6 +33,7 @@ REJECT = [{"type": "reject"}]
 ACCEPT = [{"type": "insecureAcceptAnything"}]
 FETCH = "Preparing import: Fetching manifest"
 OPEN = f"{FETCH}: failed to invoke method OpenImage"
+KEY_PATH = "/etc/pki/containers/release.pub"
 
 
 def no_signatures() -> None:
@@ -200,14 +201,14 @@ def signed_setup(
                         image: [
                             {
                                 "type": "sigstoreSigned",
-                                "keyPath": "/etc/pki/containers/os.pub",
+                                "keyPath": KEY_PATH,
                                 "signedIdentity": {"type": "matchRepository"},
                             }
                         ]
                     }
                 },
             },
-            {"/etc/pki/containers/os.pub": pem(release)},
+            {KEY_PATH: pem(release)},
         )
         return host, f"{image}@{index}"
 
@@ -235,7 +236,7 @@ def test_a_signature_by_another_key_is_refused(signed_setup: SignedSetup) -> Non
     host, target = signed_setup(ec.generate_private_key(ec.SECP256R1()))
     text = fail_text(host.switch(target))
     assert text.startswith(f"error: Switching: Pulling: {OPEN}: cryptographic signature ")
-    assert "none made by a trusted key (/etc/pki/containers/os.pub)" in text
+    assert f"none made by a trusted key ({KEY_PATH})" in text
 
 
 def test_a_signature_for_another_digest_is_refused(
@@ -244,3 +245,24 @@ def test_a_signature_for_another_digest_is_refused(
     host, target = signed_setup(release, for_digest="sha256:" + "9" * 64)
     text = fail_text(host.switch(target))
     assert text.startswith(f"error: Switching: Pulling: {OPEN}: Signature for digest does not")
+
+
+def test_fake_host_policy_command(host: Host, tmp_path: Path, capsys: Any) -> None:
+    """``hack/fake-host policy ROOT FILE [--key HOSTPATH=FILE]`` and ``--clear``, as
+    docs/simulation.md shows them."""
+    from hack.fakebootc.cli import main  # noqa: PLC0415
+
+    policy_file = tmp_path / "policy.json"
+    policy_file.write_text('{"default": [{"type": "reject"}]}')
+    key = tmp_path / "cosign.pub"
+    key.write_text("PEM")
+    root = str(host.root)
+    assert main(["policy", root, str(policy_file), "--key", f"{KEY_PATH}={key}"]) == 0
+    assert (host.root / "etc/containers/policy.json").read_text().count('"reject"') == 1
+    assert (host.root / KEY_PATH.lstrip("/")).read_text() == "PEM"
+    assert "rejected by policy" in fail_text(host.switch("quay.io/org/os@sha256:" + "2" * 64))
+    assert main(["policy", root, "--clear"]) == 0
+    assert not (host.root / "etc/containers/policy.json").exists()
+    assert main(["policy", root]) == 1
+    assert "give a policy FILE or --clear" in capsys.readouterr().err
+    assert main(["policy", root, str(policy_file), "--key", "relative=x"]) == 1

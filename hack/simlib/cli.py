@@ -202,6 +202,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         log_level=args.log_level,
         tag_resolution_interval=args.tag_resolution_interval,
         prometheus=args.prometheus,
+        enforce_container_sigpolicy=args.enforce_container_sigpolicy,
     )
     if wants_pool(args):
         pool_manifest(args, image="")  # a bad file or flag fails before anything starts
@@ -488,6 +489,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also run Prometheus (Debian's) scraping the controllers and daemons, with the "
         "kit's alert rules (every `for` / 60); prints its URL",
+    )
+    up.add_argument(
+        "--enforce-container-sigpolicy",
+        action="store_true",
+        help="the daemons run bootc switch --enforce-container-sigpolicy; set each host's "
+        "policy with hack/fake-host policy DIR/hosts/NODE FILE",
     )
     add_pool_arguments(up, alerts=True)
     up.set_defaults(func=cmd_up)

@@ -98,6 +98,9 @@ class SimConfig:
     alert_check_interval: str = "2s"
     #: kube-apiserver writes an audit log (``hack.testenv.audit``; ``SimInfo.audit_log``)
     audit: bool = False
+    #: the daemons run with --enforce-container-sigpolicy (the hosts' containers policy:
+    #: ``hack/fake-host policy DIR/hosts/<node> FILE``)
+    enforce_container_sigpolicy: bool = False
     #: the controllers' leader election (--lease-duration, --renew-deadline, --retry-period)
     lease_duration: str = "4s"
     renew_deadline: str = "3s"

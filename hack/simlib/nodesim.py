@@ -246,6 +246,7 @@ class NodeSim:
             f"--metrics-bind-address=127.0.0.1:{metrics}",
             f"--health-probe-bind-address=127.0.0.1:{probe}",
             f"--log-level={self.cfg.log_level}",
+            *(["--enforce-container-sigpolicy"] if self.cfg.enforce_container_sigpolicy else []),
         ]
         env = host.env(self.env)
         return Slot(
