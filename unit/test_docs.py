@@ -7,14 +7,17 @@ the generated API reference is fresh.
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shlex
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from bootc_operator import cli
 from hack import apidocs, userdocs
 
 ROOT = userdocs.ROOT
@@ -44,6 +47,11 @@ RUN_AS_WRITTEN = {
 #: kubelet to run the image, a published image, another product's CRDs), or is a
 #: template the reader fills in. A test checks what each one does by other means.
 NOT_RUN = {
+    "kubectl -n bootc-operator patch daemonset bootc-operator-daemon --type=json -p "
+    '\'[{"op": "add", "path": "/spec/template/spec/containers/0/args/-", "value": '
+    '"--enforce-container-sigpolicy"}]\'': "an installed operator's DaemonSet; "
+    "test_the_sigpolicy_patch_fits_install_yaml applies it to install.yaml's, "
+    "e2e/test_daemon_sigpolicy.py runs daemons with the flag",
     "kubectl apply -f bootc-operator.yaml": "the install of your own pushed image: its Pods "
     "need kubelets; e2e/test_realnode.py applies the rendered install on a real node",
     "kubectl delete -f bootc-operator.yaml": "the same install's removal (e2e/test_realnode.py)",
@@ -216,6 +224,27 @@ def test_every_shell_command_is_checked_or_listed_as_illustrative() -> None:
     ) - seen
     assert set(NOT_RUN) <= lines, set(NOT_RUN) - lines
     assert not set(NOT_RUN) & _run_as_written(), "a line both run and listed as not run"
+
+
+def test_the_sigpolicy_patch_fits_install_yaml() -> None:
+    """docs/security.md's JSON patch, applied to install.yaml's DaemonSet, adds the flag
+    to the daemon container's arguments, which the daemon's parser accepts."""
+    line = next(k for k in NOT_RUN if "enforce-container-sigpolicy" in k)
+    (op,) = json.loads(shlex.split(line)[-1])
+    ds = next(
+        d
+        for d in yaml.safe_load_all((ROOT / "manifests" / "install.yaml").read_text())
+        if d and d["kind"] == "DaemonSet" and d["metadata"]["name"] == "bootc-operator-daemon"
+    )
+    assert ds["metadata"]["namespace"] == "bootc-operator" and op["op"] == "add"
+    *path, last = op["path"].strip("/").split("/")
+    target: Any = ds
+    for part in path:
+        target = target[int(part)] if isinstance(target, list) else target[part]
+    assert last == "-" and isinstance(target, list)
+    target.append(op["value"])
+    args = ds["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert cli.build_parser().parse_args(args).enforce_container_sigpolicy is True
 
 
 def test_the_quick_start_runs_the_readmes_first_pool_and_watching_it() -> None:
