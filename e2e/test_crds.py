@@ -423,6 +423,7 @@ REJECTED = [
     pytest.param(POOLS, "spec.disruption.rebootPolicy", "Sometimes", id="rebootPolicy=Sometimes"),
     pytest.param(POOLS, "spec.image.ref", "", id="image.ref=empty"),
     pytest.param(POOLS, "spec.image", _MISSING, id="image=missing"),
+    pytest.param(POOLS, "spec.image.verification", {}, id="verification=no-key"),
     pytest.param(POOLS, "spec.nodeSelector", _MISSING, id="nodeSelector=missing"),
     *(
         pytest.param(POOLS, "spec.rollout.maxUnavailable", v, id=f"maxUnavailable={v!r}")
@@ -485,6 +486,28 @@ async def test_apiserver_rejects_invalid_objects(
     assert field in status["message"], status["message"]
     assert field in [cause.get("field") for cause in status["details"]["causes"]]
     assert await objects.gone(plural, name)
+
+
+@pytest.mark.parametrize(
+    ("verification", "field"),
+    [
+        ({"publicKeys": ["ssh-ed25519 AAAA"]}, "spec.image.verification.publicKeys[0]"),
+        (
+            {"publicKeySecretRefs": [{"name": "keys"}]},
+            "spec.image.verification.publicKeySecretRefs[0].namespace",
+        ),
+    ],
+    ids=["not-pem", "no-namespace"],
+)
+async def test_apiserver_rejects_an_unusable_verification_key(
+    objects: Objects, verification: dict[str, Any], field: str
+) -> None:
+    body = raw_pool(unique_name("verify"))
+    body["spec"]["image"]["verification"] = verification
+    with pytest.raises(ApiException) as excinfo:
+        await objects.create(POOLS, body)
+    assert excinfo.value.status == 422, excinfo.value.body
+    assert field in [c.get("field") for c in _status(excinfo.value)["details"]["causes"]]
 
 
 async def test_desired_image_tag_rejection_explains_digest(objects: Objects) -> None:

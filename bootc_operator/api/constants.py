@@ -113,8 +113,8 @@ ALERT_MATCHERS_PATTERN: Final = (
 REASON_AWAITING_APPROVAL: Final = "AwaitingApproval"
 # Updated nodes are still being checked (spec.health) before their slots are released.
 REASON_HEALTH_CHECK_PENDING: Final = "HealthCheckPending"
-# (UpToDate is also False with InvalidSpec, TagResolutionError or RolloutHalted:
-# the Degraded reason that stops the rollout.)
+# (UpToDate is also False with InvalidSpec, TagResolutionError, SignatureRegistryError,
+# SignatureVerificationFailed or RolloutHalted: the Degraded reason that stops the rollout.)
 
 # status.phase: one word for `kubectl get bnp`.
 PHASE_PENDING: Final = "Pending"
@@ -148,6 +148,12 @@ REASON_HEALTH_CHECK_FAILED: Final = "HealthCheckFailed"
 REASON_PULL_SECRET_ERROR: Final = "PullSecretError"
 REASON_INVALID_SPEC: Final = "InvalidSpec"
 REASON_TAG_RESOLUTION_ERROR: Final = "TagResolutionError"
+# spec.image.verification: the registry could not be asked for the target's signature
+# (fail closed: nothing stages until it can).
+REASON_SIGNATURE_REGISTRY_ERROR: Final = "SignatureRegistryError"
+# spec.image.verification: the target is unsigned, signed by no trusted key, signed for
+# another digest, its signature unreadable, or the trusted keys cannot be read.
+REASON_SIGNATURE_VERIFICATION_FAILED: Final = "SignatureVerificationFailed"
 DEGRADED_PRECEDENCE: Final = (
     REASON_NODE_DEGRADED,
     REASON_NODE_CONFLICT,
@@ -156,6 +162,8 @@ DEGRADED_PRECEDENCE: Final = (
     REASON_PULL_SECRET_ERROR,
     REASON_INVALID_SPEC,
     REASON_TAG_RESOLUTION_ERROR,
+    REASON_SIGNATURE_REGISTRY_ERROR,
+    REASON_SIGNATURE_VERIFICATION_FAILED,
 )
 
 # BootcNode Idle reasons.

@@ -151,6 +151,55 @@ class LabelSelector(WireModel):
 # --------------------------------------------------------------------- pool
 
 
+#: One PEM ``PUBLIC KEY`` block (what ``cosign generate-key-pair`` writes to cosign.pub);
+#: the controller parses it and names what is wrong with a key that does not.
+PUBLIC_KEY_PEM_PATTERN = (
+    r"^\s*-----BEGIN PUBLIC KEY-----[A-Za-z0-9+/=\s]+-----END PUBLIC KEY-----\s*$"
+)
+
+
+class PublicKeySecretReference(WireModel):
+    """A key of a Secret holding a cosign public key (PEM)."""
+
+    name: str = Field(min_length=1, max_length=253, description="name is the name of the Secret.")
+    namespace: str = Field(
+        min_length=1,
+        max_length=63,
+        description="namespace is the namespace of the Secret; the controller may read "
+        "Secrets of its own namespace (bootc-operator) only, unless granted more "
+        "(docs/security.md).",
+    )
+    key: str = Field(
+        default="cosign.pub",
+        min_length=1,
+        max_length=253,
+        pattern=r"^[-._a-zA-Z0-9]+$",
+        description='the Secret\'s data key holding the PEM; default "cosign.pub" (what '
+        "cosign generate-key-pair k8s://NS/NAME writes).",
+    )
+
+
+class ImageVerification(WireModel):
+    """Cosign signatures the controller requires before any node stages a digest."""
+
+    public_keys: list[str] | None = Field(
+        default=None,
+        max_length=16,
+        description="cosign public keys (PEM, -----BEGIN PUBLIC KEY-----); a signature "
+        "made by any of them verifies.",
+        json_schema_extra={
+            "items": {"type": "string", "maxLength": 4096, "pattern": PUBLIC_KEY_PEM_PATTERN},
+            "x-kubernetes-list-type": "atomic",
+        },
+    )
+    public_key_secret_refs: list[PublicKeySecretReference] | None = Field(
+        default=None,
+        max_length=16,
+        description="Secrets holding cosign public keys (PEM), besides publicKeys.",
+        json_schema_extra={"x-kubernetes-list-type": "atomic"},
+    )
+
+
 class ImageSpec(WireModel):
     """The OS image of a pool."""
 
@@ -166,6 +215,22 @@ class ImageSpec(WireModel):
                     "message": "image.ref must be an image reference like "
                     "quay.io/example/myos:latest: it begins with a letter or digit and "
                     "holds no whitespace or control characters",
+                }
+            ]
+        },
+    )
+    verification: ImageVerification | None = Field(
+        default=None,
+        description="require a cosign signature, made by one of these keys, of the exact "
+        "digest before any node stages it; an unsigned or wrongly signed digest is not "
+        "rolled out (Degraded/SignatureVerificationFailed). Unset: no verification.",
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "(has(self.publicKeys) ? size(self.publicKeys) : 0) + "
+                    "(has(self.publicKeySecretRefs) ? size(self.publicKeySecretRefs) : 0) > 0",
+                    "message": "verification needs at least one key: publicKeys or "
+                    "publicKeySecretRefs",
                 }
             ]
         },

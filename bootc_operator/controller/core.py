@@ -3,8 +3,8 @@
 ``Controller`` builds the shared informers (pools, BootcNodes, Nodes, each
 transformed to what the reconcilers read), the ``Context`` they share, the
 reconcilers, and one ``Loop`` per reconciler: its rate-limited queue, its
-reconcile and its worker count. Five loops are keyed by pool name
-(membership, rollout, status, tags, alerts), one by Node name (placement:
+reconcile and its worker count. Six loops are keyed by pool name
+(membership, rollout, status, tags, signatures, alerts), one by Node name (placement:
 strips the daemon's placement label from Nodes without a BootcNode) and one
 has a single key (the watches of the pull Secrets pools reference). Which
 queues an event wakes is ``routing``'s; when this runs is ``lifecycle``'s.
@@ -42,8 +42,9 @@ from bootc_operator.reconcilers.healthpods import HealthPods
 from bootc_operator.reconcilers.healthqueries import HealthQueries
 from bootc_operator.reconcilers.membership import MembershipReconciler
 from bootc_operator.reconcilers.placement import PlacementReconciler
-from bootc_operator.reconcilers.pullsecrets import SecretState, SecretWatcher, ref_of
+from bootc_operator.reconcilers.pullsecrets import Ref, SecretState, SecretWatcher, ref_of
 from bootc_operator.reconcilers.rollout import RolloutReconciler
+from bootc_operator.reconcilers.signatures import SignatureReconciler, key_secret_refs
 from bootc_operator.reconcilers.status import StatusReconciler
 from bootc_operator.reconcilers.tags import TagReconciler
 from bootc_operator.registry import RegistryClient, RegistryOptions
@@ -52,7 +53,7 @@ from bootc_operator.workqueue import Clock, RateLimitingQueue, run_workers
 
 log = logging.getLogger("controller")
 
-POOL_QUEUES = ("membership", "rollout", "status", "tags", "alerts")
+POOL_QUEUES = ("membership", "rollout", "status", "tags", "signatures", "alerts")
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +165,14 @@ class Controller:
             on_target_changed=lambda pool: self.notify(pool, source="tags"),
         )
         self.ctx.resolved_tag = self.tags.target
+        self.signatures = SignatureReconciler(
+            self.ctx,
+            lambda ref, creds: self.registry.signature(ref, dockerconfigjson=creds),
+            read_secret=self.secrets.read,
+            pull_secret=self.secret_state,
+            on_change=lambda pool: self.notify(pool, source="signatures"),
+        )
+        self.ctx.verified_image = self.signatures.verified
         self.alerts = AlertReconciler(
             self.ctx.pool,
             self.prometheus,
@@ -177,7 +186,10 @@ class Controller:
             self.ctx,
             self.drains,
             self.health_pods,
-            extra_problems=self.tags.problems,
+            extra_problems=lambda pool: {
+                **self.tags.problems(pool),
+                **self.signatures.problems(pool),
+            },
             secret_state=self.secret_state,
             membership=self.membership.progress,
             health_queries=self.health_queries,
@@ -190,6 +202,7 @@ class Controller:
                     ("rollout", self.rollout.reconcile),
                     ("status", self.status.reconcile),
                     ("tags", self.tags.reconcile),
+                    ("signatures", self.signatures.reconcile),
                     ("alerts", self.alerts.reconcile),
                 )
             ),
@@ -209,8 +222,14 @@ class Controller:
         return None if ref is None else self.secrets.state(ref)
 
     async def reconcile_secret_watches(self, _key: str = SECRET_WATCHES) -> None:
-        """Watch exactly the pull Secrets some pool references (one informer each)."""
-        await self.secrets.sync({r for p in self.pools.list() if (r := ref_of(p)) is not None})
+        """Watch exactly the Secrets some pool references, pull secrets and key Secrets
+        (one informer each)."""
+        refs: set[Ref] = set()
+        for pool in self.pools.list():
+            if (ref := ref_of(pool)) is not None:
+                refs.add(ref)
+            refs |= key_secret_refs(pool)
+        await self.secrets.sync(refs)
 
     # ---------------------------------------------------------------- running
 

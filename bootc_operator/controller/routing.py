@@ -21,6 +21,7 @@ from bootc_operator.informers import EventHandler, Informer, unwrap
 from bootc_operator.policy.ownership import pool_of
 from bootc_operator.policy.placement_plan import wants_look
 from bootc_operator.reconcilers.pullsecrets import ref_of
+from bootc_operator.reconcilers.signatures import key_secret_refs
 from bootc_operator.reconcilers.triggers import (
     membership_changed,
     node_changed,
@@ -90,9 +91,9 @@ class Router:
         self.queues["status"].add_after(pool, STATUS_COALESCE)
 
     def secret_changed(self, ref: tuple[str, str]) -> None:
-        """A watched pull Secret changed (or its watch synced): its pools look again."""
+        """A watched pull or key Secret changed (or its watch synced): its pools look again."""
         for pool in self.pools.list():
-            if ref_of(pool) == ref:
+            if ref_of(pool) == ref or ref in key_secret_refs(pool):
                 self.enqueue(pool["metadata"]["name"])
 
     def check_all_placements(self) -> None:
@@ -134,7 +135,7 @@ class Router:
 
     def _pool_update(self, old: Any, new: Any) -> None:
         name = new["metadata"]["name"]
-        if ref_of(old) != ref_of(new):
+        if ref_of(old) != ref_of(new) or key_secret_refs(old) != key_secret_refs(new):
             self.secret_watches.add(SECRET_WATCHES)
         if pool_changed(_without_status(old), _without_status(new)):
             self.enqueue(name)  # spec, deletion, finalizers or labels

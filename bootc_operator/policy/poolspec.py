@@ -13,7 +13,13 @@ The target digest:
 - a digest ref targets its digest;
 - a tag ref targets the digest the tag resolver found *for this very ref*
   (``resolved``: ref → digest, kept by the controller process); None until
-  then, so a changed tag never rolls out the previous tag's digest.
+  then, so a changed tag never rolls out the previous tag's digest;
+- with ``spec.image.verification``, that digest is the target only once the
+  signature reconciler verified it *with these very keys* (``verified``: the
+  ``repo@digest`` and ``verification_fingerprint`` it checked); until then it is
+  ``unverified_digest`` and the target stays the digest last verified with these
+  keys in the same repository (a rollout to it completes), else None, as for a
+  tag not yet resolved: no node is told to stage the unverified digest.
 """
 
 from __future__ import annotations
@@ -80,6 +86,15 @@ class PoolPolicy:
     reboot_policy: str | None = None  # members' spec.rebootPolicy (None: RebootOnly)
     topology: Topology | None = None  # spec.rollout.topology; None: slots go anywhere
     order: Order | None = None  # spec.rollout.order; None: the default slot order
+    # spec.image.verification's fingerprint (None: no signature required)
+    verification: str | None = None
+    # the digest awaiting its signature's verification (target_digest is None meanwhile)
+    unverified_digest: str | None = None
+
+    @property
+    def candidate_digest(self) -> str | None:
+        """The digest the ref names (or its tag resolved to), verified or not."""
+        return self.unverified_digest or self.target_digest
 
     @property
     def awaiting_approval(self) -> bool:
@@ -136,8 +151,23 @@ class PoolPolicy:
         )
 
 
-def check_pool(pool: Mapping[str, Any], resolved: Mapping[str, str] | None = None) -> PoolPolicy:
-    """The pool's policy; ``resolved``: tag ref -> digest, as this process resolved it."""
+def verification_fingerprint(spec: Mapping[str, Any]) -> str | None:
+    """``spec.image.verification`` as one comparable string (None: unset), so a
+    verification made with other keys never counts for this spec."""
+    verification = (spec.get("image") or {}).get("verification")
+    if verification is None:
+        return None
+    return json.dumps(verification, sort_keys=True, separators=(",", ":"))
+
+
+def check_pool(
+    pool: Mapping[str, Any],
+    resolved: Mapping[str, str] | None = None,
+    verified: tuple[str, str] | None = None,
+) -> PoolPolicy:
+    """The pool's policy; ``resolved``: tag ref -> digest, as this process resolved it;
+    ``verified``: (``repo@digest``, verification fingerprint) the signature reconciler
+    last verified for this pool."""
     spec = pool.get("spec") or {}
     rollout = spec.get("rollout") or {}
     problems: list[str] = []
@@ -165,6 +195,20 @@ def check_pool(pool: Mapping[str, Any], resolved: Mapping[str, str] | None = Non
             target = (resolved or {}).get(ref_text)
     except InvalidImageRef as err:
         problems.append(f"spec.image.ref: {err}")
+    fingerprint = verification_fingerprint(spec)
+    unverified = None
+    if (
+        fingerprint is not None
+        and target is not None
+        and verified != (f"{repository}@{target}", fingerprint)
+    ):
+        # The last digest verified with these keys stays the target meanwhile (a
+        # rollout to it finishes, its slots are released); none: no target at all.
+        unverified, target = target, None
+        if verified is not None and verified[1] == fingerprint:
+            verified_repo, _, verified_digest = verified[0].rpartition("@")
+            if verified_repo == repository:
+                target = verified_digest
 
     max_unavailable = rollout.get("maxUnavailable", 1)
     for name in ("maxUnavailable", "maxUnhealthy", "stageAhead"):
@@ -223,6 +267,8 @@ def check_pool(pool: Mapping[str, Any], resolved: Mapping[str, str] | None = Non
         reboot_policy=_reboot_policy(spec),
         topology=topology,
         order=order,
+        verification=fingerprint,
+        unverified_digest=unverified,
     )
 
 

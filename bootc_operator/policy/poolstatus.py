@@ -183,6 +183,9 @@ class RolloutFacts:
     tag: str | None = None  # the tag ref, for tag pools
     target_known: bool = True
     tag_error: str = ""  # TagResolutionError message
+    # (reason, message) of a signature that failed verification (spec.image.verification)
+    signature_error: tuple[str, str] | None = None
+    unverified: str = ""  # the digest whose signature is being verified
     halted: str = ""  # RolloutHalted message
     paused: bool = False
     max_unavailable: int | None = None  # resolved; None when unknown
@@ -213,6 +216,11 @@ def rollout_condition(facts: RolloutFacts) -> tuple[bool, str, str]:
         progress += f"; {f.order}"
     if f.invalid:
         return False, c.REASON_INVALID_SPEC, f"{f.invalid}; {progress}"
+    if f.signature_error is not None:
+        reason, message = f.signature_error
+        return False, reason, f"{message}; nodes stay on what they run; {progress}"
+    if f.unverified:
+        return False, c.REASON_PENDING, f"verifying the signature of {f.unverified}; {progress}"
     if not f.target_known:
         if f.tag_error:
             return False, c.REASON_TAG_RESOLUTION_ERROR, f"{f.tag_error}; {progress}"

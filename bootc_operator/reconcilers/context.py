@@ -91,12 +91,15 @@ class Context:
     # pool name -> (image ref, digest) its tag last resolved to in this process; the
     # tag reconciler owns that knowledge and the controller injects this lookup
     resolved_tag: Callable[[str], tuple[str, str] | None] = lambda pool: None
+    # pool name -> (repo@digest, verification fingerprint) whose cosign signature the
+    # signature reconciler verified; it owns that knowledge, the controller injects this
+    verified_image: Callable[[str], tuple[str, str] | None] = lambda pool: None
     views: ViewCache = field(default_factory=ViewCache)
     # the alert gate of a pool (None: it has no spec.rollout.blockingAlerts); the alert
     # reconciler owns it and the controller injects this lookup
     alert_gate: Callable[[Obj], AlertGate | None] = lambda pool: None
-    # pool name -> ((uid, resourceVersion, tag resolution), its policy): the spec is
-    # read once per revision, whichever reconciler asks first
+    # pool name -> ((uid, resourceVersion, tag resolution, verification), its policy):
+    # the spec is read once per revision, whichever reconciler asks first
     _policies: dict[str, tuple[tuple[Any, ...], PoolPolicy]] = field(default_factory=dict)
 
     def alerts_blocked(self, pool: Obj) -> bool:
@@ -114,11 +117,12 @@ class Context:
         meta = pool["metadata"]
         name, version = meta["name"], meta.get("resourceVersion")
         resolved = self.resolved_tag(name)
-        key = (meta.get("uid"), version, resolved)
+        verified = self.verified_image(name)
+        key = (meta.get("uid"), version, resolved, verified)
         memo = self._policies.get(name)
         if version is not None and memo is not None and memo[0] == key:
             return memo[1]
-        policy = check_pool(pool, dict([resolved]) if resolved else None)
+        policy = check_pool(pool, dict([resolved]) if resolved else None, verified)
         if version is not None:
             self._policies[name] = (key, policy)
         return policy
@@ -142,6 +146,13 @@ class Context:
 
     def pool(self, name: str) -> Obj | None:
         return self.pool_overlay.read(name, self.pools.get(name))
+
+    def live_pool(self, name: str) -> Obj | None:
+        """The pool, unless it is gone or being deleted."""
+        pool = self.pool(name)
+        if pool is None or pool["metadata"].get("deletionTimestamp"):
+            return None
+        return pool
 
     def all_pools(self) -> list[Obj]:
         pools = (self.pool_overlay.read(o["metadata"]["name"], o) for o in self.pools.list())

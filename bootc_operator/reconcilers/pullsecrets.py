@@ -1,5 +1,9 @@
 """Pull secrets referenced by pools: watched one by one, validated, hashed.
 
+(The same per-Secret watches serve the Secrets holding a pool's cosign public keys,
+``spec.image.verification.publicKeySecretRefs``: ``SecretWatcher.read``; the
+signature reconciler reads and checks those.)
+
 The controller never lists Secrets: for each ``spec.pullSecretRef`` in use it
 runs an informer on exactly that Secret (namespace + ``metadata.name`` field
 selector), so RBAC can stay as narrow as "get/list/watch Secrets in the
@@ -66,6 +70,15 @@ class SecretState:
     dockerconfigjson: bytes | None = None
     problem: str | None = None
     pending: bool = False  # not read yet (informer not synced)
+
+
+@dataclass(frozen=True, slots=True)
+class WatchedSecret:
+    """A watched Secret as its informer has it (``SecretWatcher.read``)."""
+
+    pending: bool  # the informer has not synced yet
+    secret: Mapping[str, Any] | None = None  # None once synced: there is no such Secret
+    error: str = ""  # the watch's last error while pending
 
 
 def ref_of(pool: Mapping[str, Any]) -> Ref | None:
@@ -161,19 +174,26 @@ class SecretWatcher:
 
         return EventHandler(on_add=changed, on_update=changed, on_delete=changed)
 
-    def state(self, ref: Ref) -> SecretState:
+    def read(self, ref: Ref) -> WatchedSecret:
+        """What the watch of ``ref`` holds: the Secret (None: it does not exist), or
+        pending until its informer synced (with the watch's last error, if any)."""
         inf = self._informers.get(ref)
         if inf is None:
-            return SecretState(pending=True)
+            return WatchedSecret(pending=True)
         if not inf.has_synced:
-            err = inf.stats.last_error
-            if err:
+            return WatchedSecret(pending=True, error=(inf.stats.last_error or "")[:300])
+        return WatchedSecret(pending=False, secret=inf.get(f"{ref[0]}/{ref[1]}"))
+
+    def state(self, ref: Ref) -> SecretState:
+        watched = self.read(ref)
+        if watched.pending:
+            if watched.error:
                 return SecretState(
                     pending=True,
-                    problem=f"cannot read pull secret {ref[0]}/{ref[1]}: {err[:300]}",
+                    problem=f"cannot read pull secret {ref[0]}/{ref[1]}: {watched.error}",
                 )
             return SecretState(pending=True)
-        return evaluate_secret(ref, inf.get(f"{ref[0]}/{ref[1]}"))
+        return evaluate_secret(ref, watched.secret)
 
     async def stop(self) -> None:
         for ref in list(self._informers):

@@ -9,8 +9,8 @@
   updateAvailable, observedGeneration;
 - ``UpToDate``: AllUpdated / Paused / RolloutInProgress with the progress message;
 - ``Degraded``: the highest-precedence problem of InvalidSpec, NodeConflict,
-  RolloutHalted, NodeDegraded (and TagResolutionError / PullSecretError fed by
-  ``extra_problems``), else Healthy.
+  RolloutHalted, NodeDegraded (and TagResolutionError, SignatureVerificationFailed,
+  SignatureRegistryError, PullSecretError fed by ``extra_problems``), else Healthy.
 
 Every transition of a condition's status or reason is also an Event on the pool.
 """
@@ -226,6 +226,18 @@ class StatusReconciler:
             tag=policy.tag,
             target_known=target is not None,
             tag_error=problems.get(c.REASON_TAG_RESOLUTION_ERROR, ""),
+            signature_error=next(
+                (
+                    (r, problems[r])
+                    for r in (
+                        c.REASON_SIGNATURE_VERIFICATION_FAILED,
+                        c.REASON_SIGNATURE_REGISTRY_ERROR,
+                    )
+                    if problems.get(r)
+                ),
+                None,
+            ),
+            unverified=policy.unverified_digest or "",
             halted=problems.get(c.REASON_ROLLOUT_HALTED, ""),
             paused=policy.paused,
             max_unavailable=max_unavailable if policy.valid and policy.targets else None,
@@ -271,7 +283,8 @@ class StatusReconciler:
         # Only once the pool has nodes: an empty pool has deployed nothing.
         if target is not None and up and counts.total and counts.updated == counts.total:
             deployed = target
-        shown_target = target or old_status.get("targetDigest")
+        # an unverified digest is shown (the pool is Degraded saying why it is not rolled out)
+        shown_target = policy.candidate_digest or old_status.get("targetDigest")
         new_status: dict[str, Any] = {
             # Claimed only once membership has seen this generation (kubectl wait
             # compares it with metadata.generation).

@@ -88,8 +88,8 @@ class TagReconciler:
 
     async def reconcile(self, pool_name: str) -> float | None:
         ctx = self.ctx
-        pool = ctx.pool(pool_name)
-        if pool is None or pool["metadata"].get("deletionTimestamp"):
+        pool = ctx.live_pool(pool_name)
+        if pool is None:
             self._forget(pool_name)
             return None
         policy = ctx.policy(pool)

@@ -1,0 +1,263 @@
+"""Signature verification: a pool with ``spec.image.verification`` rolls out signed digests only.
+
+``reconcile(pool_name)`` for a pool that requires signatures and names a digest (a
+digest ref, or the digest its tag resolved to: the policy's ``candidate_digest``):
+
+- collects the trusted keys (``collect_keys``, pure): the inline PEMs and the keys
+  of the Secrets named by ``publicKeySecretRefs``, read from the controller's
+  per-Secret watches (``SecretWatcher.read``, shared with the pull secrets);
+- asks the ``VerdictCache`` for (image, digest, key set), else fetches the
+  ``sha256-<hex>.sig`` documents with the pool's pull secret and verifies them
+  (``registry.signature``); the verdict is cached, a registry failure is not;
+- ``Verified``: remembers (``repo@digest``, verification fingerprint) for the
+  other reconcilers (``verified(pool)``, injected as the context's
+  ``verified_image``). Only then does ``check_pool`` make the digest the pool's
+  target, so membership and rollout never write an unverified ``desiredImage``;
+- anything else (unsigned, wrong key, a payload for another digest, an unreadable
+  signature, keys that cannot be read): ``Degraded/SignatureVerificationFailed``
+  with the verdict's message and a Warning Event (once per message), and the
+  digest stays unverified: no node stages it, nodes stay on what they run (the
+  digest verified before, if any, stays the target, so a rollout to it completes
+  and its reboot slots are released). Looked
+  at again after the cache's ``recheck_after`` (a signature pushed later is seen),
+  or at once when the spec or a key Secret changes;
+- a registry that cannot be asked (connection, auth, 5xx): fail closed,
+  ``Degraded/SignatureRegistryError``, retried with capped exponential backoff.
+
+A verification belongs to the fingerprint of ``spec.image.verification``: a spec
+naming other keys makes the digest unverified until it is checked with them. A
+key Secret's content changing wakes this reconciler, which re-verifies with the
+new key set (cache miss) and withdraws the verification if it fails.
+
+``on_change`` tells the *other* reconcilers that what they see of the pool changed
+(verified, or an error appearing, changing or clearing), as tag resolution does.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime as dt
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from bootc_operator.api import constants as c
+from bootc_operator.reconcilers.context import Context, Obj, pool_ref
+from bootc_operator.reconcilers.pullsecrets import Ref, SecretState, WatchedSecret
+from bootc_operator.reconcilers.tags import retry_delay
+from bootc_operator.registry.signature import (
+    InvalidPublicKey,
+    SignatureDocuments,
+    TrustedKey,
+    Verdict,
+    VerdictCache,
+    keyset_id,
+    load_public_keys,
+)
+
+log = logging.getLogger("signatures")
+
+#: ``(host/repo@sha256:…, dockerconfigjson) -> the signature documents``
+FetchSignature = Callable[[str, bytes | None], Awaitable[SignatureDocuments]]
+DEFAULT_KEY = "cosign.pub"
+PENDING_RETRY = 1.0  # a key or pull Secret whose watch has not synced yet
+
+
+@dataclass(frozen=True, slots=True)
+class KeySet:
+    """The trusted keys of a pool, or why they cannot be had (yet)."""
+
+    keys: tuple[TrustedKey, ...] = ()
+    problem: str = ""
+    pending: bool = False
+
+
+def key_secret_refs(pool: Mapping[str, Any]) -> set[Ref]:
+    """(namespace, name) of every Secret the pool's verification takes keys from."""
+    verification = ((pool.get("spec") or {}).get("image") or {}).get("verification") or {}
+    refs = set()
+    for ref in verification.get("publicKeySecretRefs") or []:
+        if isinstance(ref, Mapping) and ref.get("name") and ref.get("namespace"):
+            refs.add((str(ref["namespace"]), str(ref["name"])))
+    return refs
+
+
+def collect_keys(verification: Mapping[str, Any], read: Callable[[Ref], WatchedSecret]) -> KeySet:
+    """The trusted keys of ``spec.image.verification`` (``read``: a watched Secret).
+
+    Every key must be usable: a key that does not parse, a Secret or data key that
+    is missing, is a problem naming it (never quoting the Secret's content), not a
+    key silently left out. A Secret not read yet is ``pending``.
+    """
+    keys: list[TrustedKey] = []
+    try:
+        for n, pem in enumerate(verification.get("publicKeys") or []):
+            keys.extend(load_public_keys(str(pem), f"verification.publicKeys[{n}]"))
+        for ref in verification.get("publicKeySecretRefs") or []:
+            ns, name = str(ref.get("namespace", "")), str(ref.get("name", ""))
+            data_key = str(ref.get("key") or DEFAULT_KEY)
+            where = f"Secret {ns}/{name} key {data_key}"
+            watched = read((ns, name))
+            if watched.pending:
+                if watched.error:
+                    return KeySet(problem=f"cannot read the key {where}: {watched.error}")
+                return KeySet(pending=True)
+            if watched.secret is None:
+                return KeySet(problem=f"the key {where}: Secret {ns}/{name} not found")
+            encoded = (watched.secret.get("data") or {}).get(data_key)
+            if encoded is None:
+                return KeySet(problem=f"the key {where}: the Secret has no {data_key!r}")
+            try:
+                pem_bytes = base64.b64decode(encoded, validate=True)
+            except (binascii.Error, ValueError):
+                return KeySet(problem=f"the key {where}: not valid base64")
+            keys.extend(load_public_keys(pem_bytes, where))
+    except InvalidPublicKey as err:  # names the key, never quotes it
+        return KeySet(problem=f"trusted key unusable: {err}")
+    if not keys:
+        return KeySet(problem="spec.image.verification names no key")
+    return KeySet(keys=tuple(keys))
+
+
+class SignatureReconciler:
+    name = "signatures"
+
+    def __init__(
+        self,
+        ctx: Context,
+        fetch: FetchSignature,
+        *,
+        read_secret: Callable[[Ref], WatchedSecret],
+        pull_secret: Callable[[Obj], SecretState | None],
+        on_change: Callable[[str], None],
+        cache: VerdictCache | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+        max_retry: float = 60.0,
+    ) -> None:
+        self.ctx = ctx
+        self._fetch = fetch
+        self._read_secret = read_secret
+        self._pull_secret = pull_secret
+        self._on_change = on_change
+        self.cache = cache if cache is not None else VerdictCache()
+        self._monotonic = monotonic
+        self.max_retry = max_retry
+        self._verified: dict[str, tuple[str, str]] = {}  # pool -> (repo@digest, fingerprint)
+        self.errors: dict[str, tuple[str, str]] = {}  # pool -> (Degraded reason, message)
+        self._failures: dict[str, int] = {}  # pool -> registry failures in a row
+        # pool -> (repo@digest, when a registry failure may be retried)
+        self._retry_at: dict[str, tuple[str, dt.datetime]] = {}
+
+    def verified(self, pool_name: str) -> tuple[str, str] | None:
+        """(``repo@digest``, verification fingerprint) last verified for the pool."""
+        return self._verified.get(pool_name)
+
+    def problems(self, pool: Obj) -> dict[str, str]:
+        err = self.errors.get(pool["metadata"]["name"])
+        return {err[0]: err[1]} if err else {}
+
+    def _forget(self, pool_name: str) -> None:
+        changed = self._verified.pop(pool_name, None) is not None
+        changed = self.errors.pop(pool_name, None) is not None or changed
+        self._failures.pop(pool_name, None)
+        self._retry_at.pop(pool_name, None)
+        if changed:
+            self._on_change(pool_name)
+
+    async def reconcile(self, pool_name: str) -> float | None:
+        ctx = self.ctx
+        pool = ctx.live_pool(pool_name)
+        if pool is None:
+            self._forget(pool_name)
+            return None
+        policy = ctx.policy(pool)
+        digest = policy.candidate_digest
+        if policy.verification is None or policy.repository is None or digest is None:
+            self._forget(pool_name)  # nothing to verify (yet): no verification, no target
+            return None
+        image = policy.repository
+        desired = f"{image}@{digest}"
+        verification = (pool["spec"].get("image") or {}).get("verification") or {}
+        keyset = collect_keys(verification, self._read_secret)
+        if keyset.pending:
+            return PENDING_RETRY
+        if keyset.problem:
+            self._fail(pool, c.REASON_SIGNATURE_VERIFICATION_FAILED, keyset.problem)
+            return None  # the spec or the Secret changing wakes this reconciler
+        ident = keyset_id(keyset.keys)
+        verdict = self.cache.get(image, digest, ident, now=self._monotonic())
+        if verdict is None:
+            pull = self._pull_secret(pool)
+            if pull is not None and pull.pending and not pull.problem:
+                return PENDING_RETRY
+            retry = self._retry_at.get(pool_name)
+            now = ctx.now()
+            if retry is not None and retry[0] == desired and now < retry[1]:
+                return (retry[1] - now).total_seconds() + 0.1
+            try:
+                docs = await self._fetch(desired, pull.dockerconfigjson if pull else None)
+            except Exception as err:  # the registry client's errors carry readable messages
+                failures = self._failures[pool_name] = self._failures.get(pool_name, 0) + 1
+                delay = retry_delay(failures, self.max_retry)
+                self._retry_at[pool_name] = (desired, now + dt.timedelta(seconds=delay))
+                self._fail(
+                    pool,
+                    c.REASON_SIGNATURE_REGISTRY_ERROR,
+                    f"cannot check the signature of {desired}: {err}; "
+                    "nothing stages until it can (fail closed)",
+                )
+                return delay
+            self._failures.pop(pool_name, None)
+            self._retry_at.pop(pool_name, None)
+            verdict = docs.verify(image, digest, keyset.keys)
+            self.cache.put(image, digest, ident, verdict, now=self._monotonic())
+        if not verdict.verified:
+            self._fail(
+                pool,
+                c.REASON_SIGNATURE_VERIFICATION_FAILED,
+                verdict.message,
+                withdraw=desired,
+            )
+            return self.cache.recheck_after
+        self._pass(pool, desired, policy.verification, verdict)
+        return None
+
+    def _pass(self, pool: Obj, desired: str, fingerprint: str, verdict: Verdict) -> None:
+        name = pool["metadata"]["name"]
+        had_error = self.errors.pop(name, None) is not None
+        new = self._verified.get(name) != (desired, fingerprint)
+        self._verified[name] = (desired, fingerprint)
+        if new:
+            log.info(verdict.message, extra={"pool": name, "image": desired})
+            self.ctx.recorder.emit(
+                pool_ref(pool),
+                "Normal",
+                "SignatureVerified",
+                "SignatureVerification",
+                verdict.message,
+            )
+        if new or had_error:
+            self._on_change(name)
+
+    def _fail(self, pool: Obj, reason: str, message: str, *, withdraw: str = "") -> None:
+        """Report a failure; ``withdraw``: the digest that failed, whose earlier
+        verification (with other key content) no longer counts. An earlier verified
+        digest stays the target while a new one fails (see ``check_pool``)."""
+        name = pool["metadata"]["name"]
+        withdrawn = False
+        held = self._verified.get(name)
+        if withdraw and held is not None and held[0] == withdraw:
+            del self._verified[name]
+            withdrawn = True
+        first = self.errors.get(name) != (reason, message)
+        self.errors[name] = (reason, message)
+        if first:
+            log.warning(message, extra={"pool": name, "reason": reason})
+            self.ctx.recorder.emit(
+                pool_ref(pool), "Warning", reason, "SignatureVerification", message
+            )
+        if first or withdrawn:
+            self._on_change(name)

@@ -1,0 +1,183 @@
+"""``spec.image.verification`` end to end: the controller rolls out cosign-signed digests only.
+
+Real parts: the session's kube-apiserver, Debian's docker-registry on loopback, images
+signed by the real cosign (``hack.testenv.cosign``), the in-process controller; the
+nodes are the simulated fleet (the controller's side is what is tested: which
+``desiredImage`` each BootcNode is given).
+
+One pool goes through: a signed digest rolls out; an unsigned one and one signed by
+an untrusted key are refused (Degraded/SignatureVerificationFailed, a Warning Event,
+every node left on the signed digest); a key Secret that is missing is reported, and
+once it holds the other key, that image verifies and rolls out; with the registry
+down, a new digest is refused (SignatureRegistryError: fail closed) until it is back.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from kubernetes_asyncio.client import ApiClient
+
+from bootc_operator.kube import (
+    BOOTC_NODE_POOLS,
+    BOOTC_NODES,
+    EVENTS,
+    SECRETS,
+    ApiError,
+    list_objects,
+)
+from bootc_operator.kube.rest import create_object, delete_object, get_object, patch_object
+from e2e.controllerenv import create_pool, delete_quietly, get_pool, running_controller
+from e2e.helpers import condition, ensure_namespace, push, unique_name, wait_for
+from hack.testenv.cosign import Cosign, KeyPair, resolve_cosign
+from hack.testenv.fleet import Fleet
+from hack.testenv.pools import pool_body
+from hack.testenv.registry import Registry
+
+NS = "bootc-operator"
+
+
+@pytest.fixture(scope="module")
+def cosign(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cosign]:
+    yield Cosign(resolve_cosign(), tmp_path_factory.mktemp("cosign"))
+
+
+async def desired_images(api: ApiClient, nodes: list[str]) -> set[str]:
+    return {(await get_object(api, BOOTC_NODES, n))["spec"]["desiredImage"] for n in nodes}
+
+
+async def warning_reasons(api: ApiClient, pool: str) -> dict[str, list[str]]:
+    """The pool's Warning Events: reason -> notes."""
+    items, _ = await list_objects(api, EVENTS, "default", field_selector=f"regarding.name={pool}")
+    out: dict[str, list[str]] = {}
+    for event in items:
+        if event.get("type") == "Warning":
+            out.setdefault(event["reason"], []).append(event.get("note", ""))
+    return out
+
+
+def degraded(api: ApiClient, pool: str, reason: str, fragment: str) -> Callable[[], Any]:
+    async def check() -> bool:
+        p = await get_pool(api, pool)
+        deg = condition(p, "Degraded")
+        return deg.get("reason") == reason and fragment in deg.get("message", "")
+
+    return check
+
+
+def rolled_out(api: ApiClient, pool: str, digest: str, count: int) -> Callable[[], Any]:
+    async def check() -> bool:
+        p = await get_pool(api, pool)
+        s = p.get("status") or {}
+        return (
+            condition(p, "UpToDate").get("status") == "True"
+            and s.get("deployedDigest") == digest
+            and s.get("updatedCount") == count
+        )
+
+    return check
+
+
+async def test_only_signed_digests_roll_out(
+    api: ApiClient, fleet: Fleet, make_registry: Callable[..., Registry], cosign: Cosign
+) -> None:
+    registry = make_registry()
+    release: KeyPair = cosign.generate_key_pair("release")
+    other: KeyPair = cosign.generate_key_pair("other")
+    repo = unique_name("os")
+
+    async def pushed(content: str, key: KeyPair | None) -> str:
+        digest = await push(registry, registry.ref(repo, content), content)
+        if key is not None:
+            cosign.sign(registry, registry.ref(repo, digest=digest), key)
+        return digest
+
+    base = await pushed("base", None)
+    signed = await pushed("signed", release)
+    unsigned = await pushed("unsigned", None)
+    by_other = await pushed("other", other)
+
+    group = unique_name("sig")
+    nodes = [f"{group}-n{i}" for i in range(2)]
+    for n in nodes:
+        await fleet.add_node(n, registry.ref(repo, digest=base), {"group": group})
+    await ensure_namespace(api, NS)
+    key_secret = f"{group}-keys"
+    pool = pool_body(group, {"group": group}, registry.ref(repo, digest=signed), 2)
+    pool["spec"]["image"]["verification"] = {"publicKeys": [release.public]}
+
+    async def set_ref(digest: str) -> None:
+        ref = registry.ref(repo, digest=digest)
+        await patch_object(api, BOOTC_NODE_POOLS, group, {"spec": {"image": {"ref": ref}}})
+
+    async def refused(
+        fragment: str, what: str, reason: str = "SignatureVerificationFailed"
+    ) -> None:
+        """The pool says why with ``reason``; every node is still given ``keep``."""
+        await wait_for(degraded(api, group, reason, fragment), 30, what)
+        assert await desired_images(api, nodes) == {registry.ref(repo, digest=keep)}
+
+    async with running_controller(api, registry=registry.options()):
+        await create_pool(api, pool)
+        # signed with the trusted key: rolls out
+        await wait_for(rolled_out(api, group, signed, 2), 60, "the signed digest rolled out")
+        assert await desired_images(api, nodes) == {registry.ref(repo, digest=signed)}
+
+        # unsigned: refused, named, a Warning Event; every node stays on the signed one
+        keep = signed
+        await set_ref(unsigned)
+        await refused("is not signed", "the unsigned digest refused")
+        up = condition(await get_pool(api, group), "UpToDate")
+        assert (up["status"], up["reason"]) == ("False", "SignatureVerificationFailed"), up
+        assert (await get_pool(api, group))["status"]["targetDigest"] == unsigned
+
+        async def refusal_notes() -> list[str]:
+            return (await warning_reasons(api, group)).get("SignatureVerificationFailed", [])
+
+        notes = await wait_for(refusal_notes, 30, "a SignatureVerificationFailed Warning Event")
+        assert any(f"@{unsigned} is not signed" in n for n in notes), notes
+        assert await desired_images(api, nodes) == {registry.ref(repo, digest=signed)}
+
+        # signed, but not by a trusted key: refused too
+        await set_ref(by_other)
+        await refused("none made by a trusted key", "the untrusted signer refused")
+
+        # the key from a Secret that does not exist yet: named
+        verification = {"publicKeySecretRefs": [{"name": key_secret, "namespace": NS}]}
+        await patch_object(
+            api,
+            BOOTC_NODE_POOLS,
+            group,
+            {"spec": {"image": {"verification": verification}}},
+        )
+        await refused(f"Secret {NS}/{key_secret} not found", "the missing key Secret reported")
+        # the Secret appears holding the other key: that image now verifies, rolls out
+        secret = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": key_secret, "namespace": NS},
+            "data": {"cosign.pub": base64.b64encode(other.public.encode()).decode()},
+        }
+        await create_object(api, SECRETS, secret, NS)
+        await wait_for(rolled_out(api, group, by_other, 2), 60, "the key Secret's image rolled out")
+        assert condition(await get_pool(api, group), "Degraded").get("reason") == "Healthy"
+
+        # the registry down while a new digest waits: fail closed, then it proceeds
+        later = await pushed("later", other)
+        registry.stop()
+        try:
+            keep = by_other
+            await set_ref(later)
+            await refused(
+                "cannot check the signature", "the outage reported", "SignatureRegistryError"
+            )
+        finally:
+            registry.start()
+        await wait_for(rolled_out(api, group, later, 2), 90, "verified once the registry is back")
+    await delete_quietly(api, BOOTC_NODE_POOLS, group)
+    with contextlib.suppress(ApiError):
+        await delete_object(api, SECRETS, key_secret, NS)
