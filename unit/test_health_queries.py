@@ -288,35 +288,33 @@ def pool(name: str = "p", **rollout: Any) -> dict[str, Any]:
     return {"metadata": {"name": name}, "spec": {"rollout": rollout}}
 
 
-async def test_the_reconciler_checks_preconditions_fails_closed_and_says_so_in_events() -> None:
+async def test_the_reconciler_checks_preconditions_fails_closed_and_wakes_on_changes() -> None:
     pre = [{"name": "ceph-ok", "expr": CEPH.expr}]
     pools = {"p": pool(preconditions=pre), "both": pool("both", preconditions=pre,
              blockingAlerts=['severity="critical"'])}  # fmt: skip
     prom = FakePrometheus()
     woken: list[str] = []
-    events: list[tuple[str, str, str]] = []
     gate = AlertReconciler(
         pools.get,
         prom,
         interval=30.0,
         on_change=woken.append,
         url="http://prom:9090",
-        on_event=lambda p, t, r, m: events.append((p, t, r)),
     )
     first = gate.gate(pools["p"])
     assert first is not None and first.blocked and "not checked yet" in first.message
     assert first.reason == c.REASON_PRECONDITION_NOT_MET
-    # empty: blocked, a Warning Event naming it
+    # empty: blocked naming it; the others are woken once
     assert await gate.reconcile("p") == 30.0
     got = gate.gate(pools["p"])
     assert got is not None and got.blocked and "precondition ceph-ok is not met" in got.message
-    assert events == [("p", "Warning", c.REASON_PRECONDITION_NOT_MET)] and woken == ["p"]
-    assert await gate.reconcile("p") == 30.0 and len(events) == 1 and woken == ["p"]
-    # holds: open, a Normal Event
+    assert woken == ["p"] and prom.queries == [CEPH.expr]
+    assert await gate.reconcile("p") == 30.0 and woken == ["p"]  # a repeat wakes nobody
+    # holds: open
     prom.answers[CEPH.expr] = ONE
     await gate.reconcile("p")
     assert gate.gate(pools["p"]) == AlertGate(False, reason=c.REASON_PRECONDITION_NOT_MET)
-    assert events[-1] == ("p", "Normal", "PreconditionsMet") and woken == ["p", "p"]
+    assert woken == ["p", "p"]
     # unreachable: fail closed with backoff
     prom.error = "cannot query Prometheus at http://prom:9090: connection refused"
     assert [await gate.reconcile("p") for _ in range(2)] == [5.0, 10.0]

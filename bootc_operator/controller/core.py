@@ -36,7 +36,7 @@ from bootc_operator.informers import (
 from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, NODES
 from bootc_operator.policy.ownership import POOL_INDEX, index_by_pool
 from bootc_operator.reconcilers.alertgate import AlertReconciler
-from bootc_operator.reconcilers.context import Context, Obj, pool_ref
+from bootc_operator.reconcilers.context import Context, Obj
 from bootc_operator.reconcilers.drain import DrainManager
 from bootc_operator.reconcilers.healthpods import HealthPods
 from bootc_operator.reconcilers.healthqueries import HealthQueries
@@ -179,7 +179,6 @@ class Controller:
             interval=alert_check_interval,
             url=prometheus.url if prometheus is not None else "",
             on_change=lambda pool: self.notify(pool, source="alerts"),
-            on_event=self._pool_event,
         )
         self.ctx.alert_gate = self.alerts.gate
         self.status = StatusReconciler(
@@ -210,12 +209,6 @@ class Controller:
             Loop("pullsecrets", self.secret_watch_queue, self.reconcile_secret_watches, 1),
         )
         self.router.register()
-
-    def _pool_event(self, pool_name: str, type_: str, reason: str, note: str) -> None:
-        """An Event on pool ``pool_name`` (if it still exists)."""
-        pool = self.ctx.pool(pool_name)
-        if pool is not None:
-            self.recorder.emit(pool_ref(pool), type_, reason, "Gate", note)
 
     def secret_state(self, pool: Obj) -> SecretState | None:
         ref = ref_of(pool)

@@ -19,9 +19,9 @@ backoff (5 s doubling, at most ``interval``).
 Fail closed: until the first answer, when the controller has no
 ``--prometheus-url``, and while Prometheus cannot be queried, the pool is
 blocked with a message saying why. A changed verdict wakes the other
-reconcilers (``on_change``); a repeat does not. A precondition verdict that changes
-is also an Event on the pool (``on_event``): Warning ``PreconditionNotMet`` naming
-it, Normal ``PreconditionsMet`` once all hold again.
+reconcilers (``on_change``); a repeat does not. The Events are the status
+reconciler's: a changed UpToDate reason is one (``PreconditionNotMet`` naming the
+precondition, like ``BlockedByAlerts``).
 """
 
 from __future__ import annotations
@@ -66,15 +66,12 @@ class AlertReconciler:
         interval: float,
         on_change: Callable[[str], None],
         url: str = "",
-        on_event: Callable[[str, str, str, str], None] = lambda *_: None,
     ) -> None:
-        """``on_event(pool, type, reason, message)``: an Event on the pool."""
         self._pool = pool  # a pool from the cache, by name
         self.prometheus = prometheus
         self.interval = interval
         self.url = url
         self._on_change = on_change
-        self._on_event = on_event
         self._gates: dict[str, AlertGate] = {}
         self._preconditions: dict[str, AlertGate] = {}
         self._failures: dict[str, int] = {}
@@ -145,15 +142,8 @@ class AlertReconciler:
                 failed = True
                 answers[p.name] = (None, str(err))
         pre = precondition_gate(preconditions, answers) if preconditions else None
-        previous = self._preconditions.get(pool_name)
         if self._keep(self._preconditions, pool_name, pre, "preconditions"):
             changed = True
-            if pre is not None and pre.blocked:
-                self._on_event(pool_name, "Warning", c.REASON_PRECONDITION_NOT_MET, pre.message)
-            elif pre is not None and previous is not None and previous.blocked:
-                self._on_event(
-                    pool_name, "Normal", "PreconditionsMet", "every precondition holds again"
-                )
         if changed:
             self._on_change(pool_name)
         if failed:
