@@ -16,6 +16,8 @@ from typing import Any
 
 import yaml
 
+from hack.generated import write_or_check
+
 ROOT = Path(__file__).resolve().parents[1]
 CRD_DIR = ROOT / "manifests" / "crd"
 API_DOC = ROOT / "docs" / "api.md"
@@ -126,13 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="fail when docs/api.md is stale")
     args = parser.parse_args(argv)
     text = render(committed_crds())
-    if args.check:
-        if not API_DOC.exists() or API_DOC.read_text() != text:
-            print(f"{API_DOC.relative_to(ROOT)} is stale: run hack/gen-crds", file=sys.stderr)
-            return 1
-        return 0
-    API_DOC.write_text(text)
-    return 0
+    return write_or_check(API_DOC, text, check=args.check, regenerate="hack/gen-crds")
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from bootc_operator.kubectl.main import build_parser
-from hack import userdocs
+from hack import krewpkg, userdocs
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -83,5 +83,29 @@ def test_the_krew_manifest() -> None:
         assert any(f["from"] == platform["bin"] for f in platform["files"])
         for expr in platform["selector"]["matchExpressions"]:
             assert expr["key"] in ("os", "arch") and expr["operator"] in ("In", "NotIn")
+    assert platform["uri"] == krewpkg.uri()
     scripts = (REPO / "pyproject.toml").read_text()
     assert 'kubectl-bootc = "bootc_operator.kubectl.main:main"' in scripts
+
+
+def test_the_krew_archive_bundles_only_pure_python() -> None:
+    """The archive's modules are the plugin's import closure: none of the
+    operator's other modes, and no dependency that has no pure-Python code (the
+    full Kubernetes client, pydantic's compiled core, cryptography)."""
+    modules, others = krewpkg.plugin_modules()
+    assert krewpkg.ENTRY in modules and "bootc_operator.kubectl.explain" in modules
+    assert not [
+        m for m in modules if m.startswith(("bootc_operator.controller", "bootc_operator.daemon"))
+    ]
+    assert "bootc_operator.kube.client" not in modules  # NOT_BUNDLED
+    assert not others & {"kubernetes_asyncio", "pydantic", "pydantic_core", "cryptography"}, others
+    names = {d.metadata["Name"].lower() for d in krewpkg.distributions(others)}
+    assert {"aiohttp", "pyyaml", "yarl", "multidict", "tzdata"} <= names, names
+
+
+def test_the_krew_manifest_text_gets_uri_and_sha256() -> None:
+    text = (REPO / "plugins/krew/bootc.yaml").read_text()
+    rewritten = yaml.safe_load(krewpkg.manifest_text(text, "ab" * 32))
+    (platform,) = rewritten["spec"]["platforms"]
+    assert (platform["uri"], platform["sha256"]) == (krewpkg.uri(), "ab" * 32)
+    assert krewpkg.manifest_text(text, "ab" * 32).count("\n") == text.count("\n")

@@ -10,6 +10,9 @@ wall time, in ms):
   the policy code, the table);
 - ``kubectl bootc status POOL`` through the real kubectl (kubectl's own start-up
   and plugin lookup on top);
+- the same two through the krew archive (``hack.krewpkg``: the zipapp of pure-Python
+  modules, run by the Python the venv was made from, no site-packages; the first
+  run unpacks it into the cache, the median is of the runs after);
 - for reference ``kubectl get bootcnodepools POOL`` and a bare
   ``python -c 'import kubernetes_asyncio.client'`` (what the full client alone would
   cost).
@@ -26,12 +29,15 @@ import os
 import statistics
 import subprocess
 import sys
+import tarfile
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import yaml
 
+from hack import krewpkg
 from hack.perf.procinfo import machine
 from hack.testenv.controlplane import ControlPlane
 
@@ -111,18 +117,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     bin_dir = Path(sys.executable).parent
     plugin = str(bin_dir / "kubectl-bootc")
-    with ControlPlane() as cp:
+    with ControlPlane() as cp, tempfile.TemporaryDirectory() as tmp:
+        with tarfile.open(krewpkg.build(Path(tmp))) as tar:
+            tar.extractall(tmp, filter="data")
+        zipapp = [
+            str(Path(sys.base_prefix) / "bin" / "python3"),
+            "-I",
+            "-S",
+            f"{tmp}/{krewpkg.BIN}",
+        ]
         kubectl = str(cp.bin_dir / "kubectl")
         cp.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(_objects(args.nodes)))
         env = {
             **os.environ,
             "KUBECONFIG": str(cp.kubeconfig),
             "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+            "XDG_CACHE_HOME": f"{tmp}/cache",  # the archive's first run unpacks here
         }
         cases = [
             ("kubectl-bootc --help", [plugin, "--help"]),
             (f"kubectl-bootc status {POOL}", [plugin, "status", POOL]),
             (f"kubectl-bootc status {POOL} -o json", [plugin, "status", POOL, "-o", "json"]),
+            ("krew archive: --help", [*zipapp, "--help"]),
+            (f"krew archive: status {POOL}", [*zipapp, "status", POOL]),
             (f"kubectl bootc status {POOL}", [kubectl, "bootc", "status", POOL]),
             (f"kubectl get bootcnodepools {POOL}", [kubectl, "get", "bootcnodepools", POOL]),
             (

@@ -1,0 +1,107 @@
+"""The krew archive of ``kubectl bootc`` (``hack/krew-archive``), installed as krew does.
+
+The archive is built from this tree; the manifest ``plugins/krew/bootc.yaml``
+must name it: its ``sha256``, its ``uri`` (the release's), its ``bin`` and
+``files`` members of it. Then it is unpacked into a store directory and its
+``bin`` linked from a bin directory (what ``kubectl krew install`` does), and
+run with nothing of the project's venv: ``PATH`` is that bin directory and the
+directory of the Python the venv was made from (a plain ``python3``), no
+``PYTHONPATH``. The real kubectl finds it (``kubectl plugin list``), runs
+``kubectl bootc --help`` and ``kubectl bootc status POOL`` against the harness's
+apiserver; ``python3 -I -S`` (no site-packages at all) runs it too, so it needs
+nothing installed beside it. Its first run unpacks it into ``$XDG_CACHE_HOME``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes_asyncio.client import ApiClient
+
+from bootc_operator.kube import BOOTC_NODE_POOLS
+from e2e.controllerenv import create_pool, delete_quietly
+from e2e.helpers import image, unique_name
+from hack import krewpkg
+from hack.testenv import ControlPlane
+from hack.testenv.pools import pool_body
+
+PLAIN_PYTHON_BIN = Path(sys.base_prefix) / "bin"
+
+
+def run(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, check=False)
+
+
+async def test_the_krew_archive_installs_and_runs_through_kubectl(
+    api: ApiClient, control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    archive = await asyncio.to_thread(krewpkg.build, tmp_path / "dist")
+    manifest = yaml.safe_load(krewpkg.MANIFEST.read_text())
+    assert manifest["spec"]["version"] == krewpkg.version()
+    (platform,) = manifest["spec"]["platforms"]
+    assert platform["sha256"] == krewpkg.sha256(archive), "stale sha256: run hack/krew-archive"
+    assert platform["uri"] == krewpkg.uri() and platform["uri"].endswith(f"/{archive.name}")
+    assert platform["bin"] == krewpkg.BIN
+
+    # kubectl krew install: unpack, move each `files` entry, link `bin`
+    store = tmp_path / "store" / "bootc" / manifest["spec"]["version"]
+    with tarfile.open(archive) as tar:
+        members = {m.name: m for m in tar.getmembers()}
+        assert sorted(members) == sorted(f["from"] for f in platform["files"]), members
+        assert members[platform["bin"]].mode & 0o111, "bin is executable"
+        tar.extractall(tmp_path / "unpacked", filter="data")
+    store.mkdir(parents=True)
+    for entry in platform["files"]:
+        target = store / entry["to"] / Path(entry["from"]).name
+        (tmp_path / "unpacked" / entry["from"]).rename(target)
+    bin_dir = tmp_path / "krew-bin"
+    bin_dir.mkdir()
+    plugin = store / platform["bin"]
+    (bin_dir / platform["bin"]).symlink_to(plugin)
+    with zipfile.ZipFile(plugin) as bundle:
+        names = bundle.namelist()
+    assert "__main__.py" in names and "bootc_operator/kubectl/main.py" in names
+    compiled = [n for n in names if n.endswith(krewpkg.COMPILED)]
+    assert compiled == [], "pure Python only"
+
+    env: dict[str, Any] = {
+        k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")
+    }
+    env |= {
+        "PATH": os.pathsep.join([str(bin_dir), str(PLAIN_PYTHON_BIN), "/usr/bin", "/bin"]),
+        "KUBECONFIG": str(control_plane.kubeconfig),
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+    }
+    kubectl = str(control_plane.bin_dir / "kubectl")
+    listed = await asyncio.to_thread(run, [kubectl, "plugin", "list"], env)
+    assert f"{bin_dir}/kubectl-bootc" in listed.stdout, listed.stdout + listed.stderr
+    helped = await asyncio.to_thread(run, [kubectl, "bootc", "--help"], env)
+    assert helped.returncode == 0, helped.stderr
+    assert "status" in helped.stdout and "approve" in helped.stdout
+    # the first run unpacked the archive into the user's cache (bytecode cached there)
+    (unpacked,) = (tmp_path / "cache" / "kubectl-bootc").iterdir()
+    assert (unpacked / "bootc_operator" / "kubectl" / "main.py").is_file()
+
+    name = unique_name("krew")
+    await create_pool(api, pool_body(name, {"group": name}, image(1), 1))
+    try:
+        status = await asyncio.to_thread(run, [kubectl, "bootc", "status", name], env)
+        assert status.returncode == 0, status.stderr
+        assert status.stdout.startswith(f"Pool {name}: "), status.stdout
+        python = str(PLAIN_PYTHON_BIN / "python3")
+        isolated = await asyncio.to_thread(
+            run, [python, "-I", "-S", str(plugin), "status", name, "-o", "json"], env
+        )
+        assert isolated.returncode == 0, isolated.stderr
+        assert json.loads(isolated.stdout)["name"] == name
+    finally:
+        await delete_quietly(api, BOOTC_NODE_POOLS, name)
