@@ -1,5 +1,5 @@
 # Entry points; each target is a thin wrapper over a hack/ script.
-.PHONY: test unit setup binaries crds controlplane-up controlplane-down bench demo image deploy
+.PHONY: test unit setup binaries crds krew controlplane-up controlplane-down bench demo image deploy
 
 # The operator's image: `make image` builds it, `make deploy` renders install.yaml with it.
 IMG ?= localhost/bootc-operator:dev
@@ -19,8 +19,11 @@ setup:           ## create .venv with the package and its test tools
 binaries:        ## build and cache kube-apiserver, kube-controller-manager, etcd, kwok ..., helm and cosign
 	bash hack/build-binaries.sh && bash hack/build-helm.sh && bash hack/build-cosign.sh
 
-crds:            ## regenerate manifests/crd from the models
+crds:            ## regenerate manifests/crd from the models (and what embeds them, and the krew sha256)
 	bash hack/gen-crds
+
+krew:            ## build the kubectl bootc krew archive; write its sha256 into plugins/krew/bootc.yaml
+	bash hack/krew-archive
 
 bench:           ## scale/performance figures (N=100/1000/5000 + 20 daemons; ARGS=--quick for N=100)
 	bash hack/bench $(ARGS)
