@@ -52,10 +52,13 @@ TIMEOUT = 120.0
 
 
 def readme_pool() -> str:
-    """The README's pool file (the YAML block of "A first pool")."""
+    """The README's pool file: the YAML block of "A first pool" that is a whole
+    BootcNodePool (others there are fragments of a spec)."""
     section = userdocs.section((ROOT / "README.md").read_text(), "A first pool")
-    (block,) = [b for b in userdocs.blocks(section) if b.language == "yaml"]
-    return block.body
+    yamls = [b.body for b in userdocs.blocks(section) if b.language == "yaml"]
+    pools = [text for text in yamls if (yaml.safe_load(text) or {}).get("kind") == c.POOL_KIND]
+    assert len(pools) == 1, f"one whole pool in the README's first pool section: {yamls}"
+    return pools[0]
 
 
 def shown_output() -> dict[str, list[str]]:
