@@ -175,8 +175,14 @@ class SignatureReconciler:
             return None
         policy = ctx.policy(pool)
         digest = policy.candidate_digest
-        if policy.verification is None or policy.repository is None or digest is None:
-            self._forget(pool_name)  # nothing to verify (yet): no verification, no target
+        if policy.verification is None:
+            self._forget(pool_name)
+            return None
+        if policy.repository is None or digest is None:
+            # Nothing to verify yet (a new tag not resolved, an invalid ref): what was
+            # verified stays (it is the target meanwhile), a failure of another ref goes.
+            if self.errors.pop(pool_name, None) is not None:
+                self._on_change(pool_name)
             return None
         image = policy.repository
         desired = f"{image}@{digest}"
