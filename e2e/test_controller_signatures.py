@@ -10,6 +10,8 @@ an untrusted key are refused (Degraded/SignatureVerificationFailed, a Warning Ev
 every node left on the signed digest); a key Secret that is missing is reported, and
 once it holds the other key, that image verifies and rolls out; with the registry
 down, a new digest is refused (SignatureRegistryError: fail closed) until it is back.
+The simulation's key (``hack/sim image push --sign``) is checked against the same
+verifier.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import base64
 import contextlib
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,8 +34,11 @@ from bootc_operator.kube import (
     list_objects,
 )
 from bootc_operator.kube.rest import create_object, delete_object, get_object, patch_object
+from bootc_operator.registry import RegistryClient
+from bootc_operator.registry.signature import load_public_keys
 from e2e.controllerenv import create_pool, delete_quietly, get_pool, running_controller
 from e2e.helpers import condition, ensure_namespace, push, unique_name, wait_for
+from hack.simlib import signing
 from hack.testenv.cosign import Cosign, KeyPair, resolve_cosign
 from hack.testenv.fleet import Fleet
 from hack.testenv.pools import pool_body
@@ -110,16 +116,20 @@ async def test_only_signed_digests_roll_out(
     pool = pool_body(group, {"group": group}, registry.ref(repo, digest=signed), 2)
     pool["spec"]["image"]["verification"] = {"publicKeys": [release.public]}
 
-    async def set_ref(digest: str) -> None:
-        ref = registry.ref(repo, digest=digest)
+    async def set_ref(digest: str, tag: str | None = None) -> None:
+        """Point the pool at ``digest``, or at ``tag`` (which names it)."""
+        ref = registry.ref(repo, tag) if tag else registry.ref(repo, digest=digest)
         await patch_object(api, BOOTC_NODE_POOLS, group, {"spec": {"image": {"ref": ref}}})
 
     async def refused(
-        fragment: str, what: str, reason: str = "SignatureVerificationFailed"
+        fragment: str, what: str, reason: str = "SignatureVerificationFailed", *, kept: bool = True
     ) -> None:
-        """The pool says why with ``reason``; every node is still given ``keep``."""
+        """The pool says why with ``reason``; every node is still given ``keep``; ``kept``:
+        and counts as updated (``keep``, verified with these keys, stays the target)."""
         await wait_for(degraded(api, group, reason, fragment), 30, what)
         assert await desired_images(api, nodes) == {registry.ref(repo, digest=keep)}
+        if kept:
+            assert (await get_pool(api, group))["status"]["updatedCount"] == 2
 
     async with running_controller(api, registry=registry.options()):
         await create_pool(api, pool)
@@ -129,7 +139,7 @@ async def test_only_signed_digests_roll_out(
 
         # unsigned: refused, named, a Warning Event; every node stays on the signed one
         keep = signed
-        await set_ref(unsigned)
+        await set_ref(unsigned, tag="unsigned")  # by its tag: verified once resolved
         await refused("is not signed", "the unsigned digest refused")
         up = condition(await get_pool(api, group), "UpToDate")
         assert (up["status"], up["reason"]) == ("False", "SignatureVerificationFailed"), up
@@ -154,7 +164,10 @@ async def test_only_signed_digests_roll_out(
             group,
             {"spec": {"image": {"verification": verification}}},
         )
-        await refused(f"Secret {NS}/{key_secret} not found", "the missing key Secret reported")
+        # (other keys: nothing is verified with them yet, no target)
+        await refused(
+            f"Secret {NS}/{key_secret} not found", "the missing key Secret reported", kept=False
+        )
         # the Secret appears holding the other key: that image now verifies, rolls out
         secret = {
             "apiVersion": "v1",
@@ -181,3 +194,18 @@ async def test_only_signed_digests_roll_out(
     await delete_quietly(api, BOOTC_NODE_POOLS, group)
     with contextlib.suppress(ApiError):
         await delete_object(api, SECRETS, key_secret, NS)
+
+
+async def test_the_simulations_key_signs_what_it_pushes(registry: Registry, tmp_path: Path) -> None:
+    """``hack/sim image push --sign`` and ``hack/sim pool --verify`` (``hack.simlib.signing``):
+    one key per state directory, made once, whose signatures the pool's key verifies."""
+    name = unique_name("sim-signed")
+    digest = await push(registry, registry.ref(name, "v1"), "signed by the sim")
+    pinned = registry.ref(name, digest=digest)
+    signing.sign(tmp_path, pinned)
+    (pem,) = signing.verification(tmp_path)["publicKeys"]
+    assert signing.public_key(tmp_path) == pem  # the same key pair, found again
+    async with RegistryClient(registry.options()) as client:
+        docs = await client.signature(pinned)
+    keys = load_public_keys(pem, "verification.publicKeys[0]")
+    assert docs.verify(registry.ref(name), digest, keys).verified

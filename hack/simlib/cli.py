@@ -4,6 +4,8 @@
     hack/sim up --prometheus             # also a Prometheus (prints its URL, SIM_PROMETHEUS=...)
     hack/sim image push os:v2            # prints 127.0.0.1:PORT/os:v2@sha256:...
     hack/sim image push os:bad --label fakebootc.boot-assessment=fail   # boots fail
+    hack/sim image push os:v3 --sign     # signed with the sim's cosign key (image key)
+    hack/sim pool --verify --image REF   # the pool rolls out signed digests only
     hack/sim workload                    # a Deployment spread over the nodes + its PDB
     hack/sim pool --stage-ahead 1 --image REF   # create/update the pool ``workers``
     hack/sim status
@@ -46,9 +48,9 @@ from types import FrameType
 from typing import Any
 
 from bootc_operator.wording import counted
-from hack.simlib import faults
+from hack.simlib import faults, signing
 from hack.simlib.common import DEFAULT_DIR, MARKER_ENV, SIM_FILE, SimConfig, SimInfo
-from hack.simlib.images import ImageError, parse_label
+from hack.simlib.images import ImageError, digest_ref, parse_label
 from hack.simlib.policy import (
     PolicyError,
     add_pool_arguments,
@@ -237,6 +239,8 @@ def cmd_up(args: argparse.Namespace) -> int:
 def apply_pool(sim: SimOps, args: argparse.Namespace, image: str) -> dict[str, Any]:
     """``kubectl apply`` the pool of the pool options (``image`` unless the file names one)."""
     pool = pool_manifest(args, image=image)
+    if getattr(args, "verify", False):
+        pool["spec"]["image"]["verification"] = signing.verification(sim.state_dir)
     sim.kubectl("apply", "-f", "-", input=json.dumps(pool))
     spec = pool["spec"]
     _err(
@@ -316,7 +320,19 @@ def cmd_push(args: argparse.Namespace) -> int:
             "start it again with: hack/sim fault clear registry-down"
         )
     labels = dict(parse_label(text) for text in args.label)
-    print(sim.push_image(args.name, labels))
+    if args.sign and not sim.info.registry:
+        raise SimError("--sign needs the simulation's registry (this one has a catalog only)")
+    ref = sim.push_image(args.name, labels)
+    if args.sign:
+        signing.sign(sim.state_dir, digest_ref(ref))
+        _err("signed with the simulation's cosign key (hack/sim image key prints it)")
+    print(ref)
+    return 0
+
+
+def cmd_image_key(args: argparse.Namespace) -> int:
+    sim = AttachedSim.open(args.dir)
+    print(signing.public_key(sim.state_dir), end="")
     return 0
 
 
@@ -514,7 +530,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="a label on the image's config (repeatable); fakebootc.boot-assessment="
         "fail[:UNIT] or hang[:UNIT] makes every boot of it fail its boot assessment",
     )
+    push.add_argument(
+        "--sign",
+        action="store_true",
+        help="sign the pushed digest with the simulation's cosign key (hack/sim image key; "
+        "pools trust it with hack/sim pool --verify)",
+    )
     push.set_defaults(func=cmd_push)
+    key = image_sub.add_parser("key", help="print the simulation's cosign public key (PEM)")
+    key.set_defaults(func=cmd_image_key)
     wl = sub.add_parser("workload", help="deploy a sample Deployment with a PodDisruptionBudget")
     wl.add_argument("--replicas", type=int, default=None, help="default: one per node")
     wl.set_defaults(func=cmd_workload)
@@ -526,12 +550,18 @@ def build_parser() -> argparse.ArgumentParser:
         "the pool's current image or the first one).",
     )
     pl.add_argument("--image", help="spec.image.ref (e.g. what `hack/sim image push` printed)")
+    pl.add_argument(
+        "--verify",
+        action="store_true",
+        help="spec.image.verification: roll out only digests signed with the simulation's "
+        "key (hack/sim image push --sign)",
+    )
     add_pool_arguments(pl, alerts=True)
     pl.set_defaults(func=cmd_pool)
     fault_leaves = add_fault_parser(sub)
     kc = sub.add_parser("kubectl", help="run the cached kubectl against the simulation")
     kc.set_defaults(func=cmd_kubectl)
-    for leaf in (up, down, status, push, wl, pl, kc, *fault_leaves):  # --dir also after
+    for leaf in (up, down, status, push, key, wl, pl, kc, *fault_leaves):  # --dir also after
         leaf.add_argument("--dir", type=Path, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     kc.add_argument("args", nargs=argparse.REMAINDER)
     return parser

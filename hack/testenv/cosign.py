@@ -96,19 +96,36 @@ class Cosign:
             )
         return res.stdout
 
-    def generate_key_pair(self, name: str) -> KeyPair:
-        """A new ECDSA P-256 key pair (``cosign generate-key-pair``), password-protected."""
+    def generate_key_pair(self, name: str, *, keep_password: bool = False) -> KeyPair:
+        """A new ECDSA P-256 key pair (``cosign generate-key-pair``), password-protected;
+        ``keep_password``: the password is also written beside it (mode 0600), so
+        ``load_key_pair`` finds the pair again (the simulation's long-lived key)."""
         password = secrets.token_hex(8)
         prefix = self.home / "keys" / name
         self.run("generate-key-pair", f"--output-key-prefix={prefix}", password=password)
+        if keep_password:
+            path = prefix.with_suffix(".password")
+            path.touch(mode=0o600)
+            path.write_text(password)
         return KeyPair(name, prefix.with_suffix(".key"), prefix.with_suffix(".pub"), password)
 
-    def registry_flags(self, registry: Registry) -> list[str]:
-        """How cosign reaches ``registry``: plain HTTP, or TLS with its CA. Credentials
-        go to cosign's Docker config (``login``), not on the command line."""
-        if registry.tls:
+    def registry_flags(self, registry: Registry | None) -> list[str]:
+        """How cosign reaches ``registry``: plain HTTP (also None: an open loopback
+        registry known by address only, the simulation's), or TLS with its CA.
+        Credentials go to cosign's Docker config (``login``), not on the command line."""
+        if registry is not None and registry.tls:
             return [f"--registry-cacert={registry.ca_file}"]
         return ["--allow-http-registry", "--allow-insecure-registry"]
+
+    def load_key_pair(self, name: str) -> KeyPair | None:
+        """The key pair ``name`` made by ``generate_key_pair(name, keep_password=True)``."""
+        prefix = self.home / "keys" / name
+        password = prefix.with_suffix(".password")
+        if not password.exists():
+            return None
+        return KeyPair(
+            name, prefix.with_suffix(".key"), prefix.with_suffix(".pub"), password.read_text()
+        )
 
     def login(self, registry: Registry) -> None:
         """Put ``registry``'s credentials in cosign's Docker config (``config.json``)."""
@@ -118,10 +135,11 @@ class Cosign:
         path.write_text(json.dumps(config))
         path.chmod(0o600)
 
-    def sign(self, registry: Registry, ref: str, key: KeyPair) -> None:
+    def sign(self, registry: Registry | None, ref: str, key: KeyPair) -> None:
         """Sign ``ref`` (``host/repo@sha256:…``) with ``key``: cosign pushes
-        ``sha256-<hex>.sig`` to the same repository (appending to one already there)."""
-        if registry.auth is not None:
+        ``sha256-<hex>.sig`` to the same repository (appending to one already there).
+        ``registry`` None: an open plain-HTTP registry (see ``registry_flags``)."""
+        if registry is not None and registry.auth is not None:
             self.login(registry)
         self.run(
             "sign",
