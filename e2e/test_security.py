@@ -26,6 +26,10 @@ no CRDs, no kube-controller-manager.
   Secret (403), publishes a sealing key only in its own BootcNode, and the
   controller (its own ServiceAccount) seals each member's pool secret to that key:
   each node opens its own blob, and no other node's, of its pool or another.
+- Signature keys (``spec.image.verification.publicKeySecretRefs``): the controller,
+  with its own ServiceAccount, reads a key Secret of its namespace (the pull secrets'
+  rule, nothing added) and verifies a cosign signature with it; one elsewhere is
+  forbidden, the pool says so and no node is given the digest.
 """
 
 from __future__ import annotations
@@ -59,10 +63,12 @@ from bootc_operator.kube.rest import (
 )
 from bootc_operator.sealing import NodeKey, Sealed, SealedForAnotherKey, UnsealFailed
 from e2e.controllerenv import running_controller
-from e2e.helpers import condition, image, unique_name, wait_for
+from e2e.helpers import condition, image, push, unique_name, wait_for
 from hack.installgen import INSTALL_YAML, render
 from hack.testenv import ControlPlane, api_client, certs
+from hack.testenv.cosign import Cosign, resolve_cosign
 from hack.testenv.pools import pool_body
+from hack.testenv.registry import Registry
 
 NS = "bootc-operator"
 CONTROLLER = "bootc-operator-controller"
@@ -918,3 +924,79 @@ async def test_a_member_reads_only_its_own_pools_secret_sealed_to_its_own_key(
         for group in (group_a, group_b):
             with contextlib.suppress(ApiError):
                 await delete_object(admin, BOOTC_NODE_POOLS, group)
+
+
+# ------------------------------------------------------------------ signature keys
+
+
+async def test_the_controller_reads_signature_keys_in_its_namespace_only(
+    cluster: Cluster, admin: ApiClient, registry: Registry, tmp_path: Path
+) -> None:
+    """``spec.image.verification.publicKeySecretRefs`` with the controller's own rights
+    (the pull secrets' rule, nothing added): a key Secret elsewhere cannot be read, the
+    pool says so and no node is given the digest; the same key in the operator's
+    namespace verifies the cosign signature and the node gets it."""
+    cosign = Cosign(resolve_cosign(), tmp_path / "cosign")
+    key = cosign.generate_key_pair("release")
+    repo = unique_name("keyed")
+    digest = await push(registry, registry.ref(repo, "v1"), "signed, key in a Secret")
+    pinned = registry.ref(repo, digest=digest)
+    cosign.sign(registry, pinned, key)
+    elsewhere = unique_name("keys")
+    cluster.cp.kubectl("create", "namespace", elsewhere)
+    secret = unique_name("cosign")
+    for ns in (NS, elsewhere):
+        await create_object(
+            admin,
+            SECRETS_R,
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": secret, "namespace": ns},
+                "data": {"cosign.pub": base64.b64encode(key.public.encode()).decode()},
+            },
+            ns,
+        )
+    group = unique_name("kp")
+    node = f"{group}-n0"
+    await create_object(
+        admin,
+        NODES_R,
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": node, "labels": {"group": group}},
+        },
+    )
+    pool = pool_body(group, {"group": group}, pinned)
+    refs = [{"name": secret, "namespace": elsewhere}]
+    pool["spec"]["image"]["verification"] = {"publicKeySecretRefs": refs}
+    ctl_api = await _unbound_client(cluster, admin, CONTROLLER, "controller-keys")
+
+    async def degraded_reading() -> bool:
+        deg = condition(await get_object(admin, BOOTC_NODE_POOLS, group), "Degraded")
+        return deg.get("reason") == c.REASON_SIGNATURE_VERIFICATION_FAILED and (
+            f"cannot read the key Secret {elsewhere}/{secret}" in deg.get("message", "")
+        )
+
+    async def given() -> str | None:
+        try:
+            return str((await get_object(admin, BOOTC_NODES, node))["spec"]["desiredImage"])
+        except ApiError:
+            return None
+
+    async with ctl_api, running_controller(ctl_api, registry=registry.options()):
+        await create_object(admin, BOOTC_NODE_POOLS, pool)
+        await wait_for(degraded_reading, 60, "the unreadable key Secret reported")
+        deg = condition(await get_object(admin, BOOTC_NODE_POOLS, group), "Degraded")
+        assert "forbidden" in deg["message"], deg
+        assert await given() is None  # no BootcNode: nothing was given the digest
+        refs[0]["namespace"] = NS
+        await patch_object(
+            admin,
+            BOOTC_NODE_POOLS,
+            group,
+            {"spec": {"image": {"verification": pool["spec"]["image"]["verification"]}}},
+        )
+        assert await wait_for(given, 60, "the verified digest given to the node") == pinned
+        await delete_object(admin, BOOTC_NODE_POOLS, group)
