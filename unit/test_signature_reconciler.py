@@ -1,0 +1,185 @@
+"""The signature reconciler's shell: one registry fetch per digest and key set, what it
+tells the other reconcilers, its Events, its rechecks and backoff.
+
+The real :class:`bootc_operator.controller.Controller` without a server (as
+``unit/test_tag_backoff.py``): the pool reaches its informer through
+``Informer.replace``/``apply``; the registry is a fake ``fetch`` counting its calls
+and answering with signature documents made here; the verdict cache and backoff run
+on clocks the test moves. Real registry, cosign and API server:
+``e2e/test_controller_signatures.py``.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+from typing import Any, cast
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from kubernetes_asyncio.client import ApiClient
+
+from bootc_operator.controller import Controller
+from bootc_operator.registry import RegistryError
+from bootc_operator.registry.signature import SignatureDocuments
+from unit.test_signature import sign
+
+NO_API = cast(ApiClient, None)
+EPOCH = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+REPO = "registry.example.com/os"
+A, B, C = ("sha256:" + ch * 64 for ch in "abc")
+
+
+class Harness:
+    def __init__(self) -> None:
+        self.ctl = Controller(NO_API, identity="unit")
+        self.now = 0.0
+        self.ctl.ctx.now = lambda: EPOCH + dt.timedelta(seconds=self.now)
+        self.sig = self.ctl.signatures
+        self.sig._monotonic = lambda: self.now
+        self.sig._fetch = self._fetch
+        self.key = ec.generate_private_key(ec.SECP256R1())
+        self.signed: set[str] = set()
+        self.down = False
+        self.fetches: list[str] = []
+        self.events: list[tuple[str, str]] = []
+        self.ctl.recorder.emit = lambda ref, type_, reason, action, note: self.events.append(  # type: ignore[method-assign]
+            (type_, reason)
+        )
+        self.changes: list[str] = []
+        self.sig._on_change = self.changes.append
+        self._rv = 1
+
+    async def _fetch(self, ref: str, creds: bytes | None) -> SignatureDocuments:
+        self.fetches.append(ref)
+        if self.down:
+            raise RegistryError("cannot connect to registry registry.example.com")
+        digest = ref.rpartition("@")[2]
+        if digest not in self.signed:
+            return SignatureDocuments(manifest=None)
+        manifest, payloads = sign(self.key, digest, reference=REPO)
+        return SignatureDocuments(manifest=manifest, payloads=payloads)
+
+    def pem(self) -> str:
+        return (
+            self.key.public_key()
+            .public_bytes(
+                serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+            )
+            .decode()
+        )
+
+    def pool(self) -> dict[str, Any]:
+        pool = self.ctl.pools.get("p")
+        assert pool is not None
+        return copy.deepcopy(pool)
+
+    def create(self, digest: str) -> None:
+        self.ctl.bootc_nodes.replace([])
+        self.ctl.nodes.replace([])
+        self.ctl.pools.replace(
+            [
+                {
+                    "apiVersion": "node.bootc.dev/v1alpha1",
+                    "kind": "BootcNodePool",
+                    "metadata": {"name": "p", "uid": "u", "generation": 1, "resourceVersion": "1"},
+                    "spec": {
+                        "nodeSelector": {"matchLabels": {"g": "p"}},
+                        "image": {
+                            "ref": f"{REPO}@{digest}",
+                            "verification": {"publicKeys": [self.pem()]},
+                        },
+                    },
+                }
+            ]
+        )
+
+    def point_at(self, digest: str) -> None:
+        pool = self.pool()
+        pool["spec"]["image"]["ref"] = f"{REPO}@{digest}"
+        self._rv += 1
+        pool["metadata"]["resourceVersion"] = str(self._rv)
+        self.ctl.pools.apply("MODIFIED", pool)
+
+    def desired(self) -> str | None:
+        return self.ctl.ctx.policy(self.pool()).desired_image
+
+    def problems(self) -> dict[str, str]:
+        return self.sig.problems(self.pool())
+
+
+async def test_verified_once_per_digest_then_cached() -> None:
+    h = Harness()
+    h.signed.add(A)
+    h.create(A)
+    assert h.desired() is None  # nothing verified yet: no target
+    assert await h.sig.reconcile("p") is None
+    assert h.desired() == f"{REPO}@{A}"
+    assert h.events == [("Normal", "SignatureVerified")] and h.changes == ["p"]
+    for _ in range(3):
+        await h.sig.reconcile("p")
+    assert h.fetches == [f"{REPO}@{A}"]  # the verdict is cached
+    assert h.changes == ["p"] and len(h.events) == 1  # no news, no Event
+
+
+async def test_an_unsigned_digest_is_refused_and_the_verified_one_kept() -> None:
+    h = Harness()
+    h.signed.add(A)
+    h.create(A)
+    await h.sig.reconcile("p")
+    h.point_at(B)
+    assert h.desired() == f"{REPO}@{A}"  # the digest verified with these keys stays
+    recheck = await h.sig.reconcile("p")
+    assert recheck == h.sig.cache.recheck_after
+    assert h.problems() == {
+        "SignatureVerificationFailed": f"{REPO}@{B} is not signed "
+        f"(no sha256-{'b' * 64}.sig in the repository)"
+    }
+    assert h.events[-1] == ("Warning", "SignatureVerificationFailed")
+    assert h.desired() == f"{REPO}@{A}"
+    await h.sig.reconcile("p")  # within the recheck interval: from the cache, no Event
+    assert len(h.fetches) == 2 and len(h.events) == 2
+    # signed later: seen once the negative verdict expires
+    h.signed.add(B)
+    h.now += recheck
+    await h.sig.reconcile("p")
+    assert len(h.fetches) == 3 and h.problems() == {}
+    assert h.desired() == f"{REPO}@{B}"
+
+
+async def test_a_registry_outage_fails_closed_with_backoff() -> None:
+    h = Harness()
+    h.signed.update({A, C})
+    h.create(A)
+    await h.sig.reconcile("p")
+    h.point_at(C)
+    h.down = True
+    delays = [await h.sig.reconcile("p")]
+    assert delays == [5.0]
+    reason, message = next(iter(h.problems().items()))
+    assert reason == "SignatureRegistryError"
+    assert message.startswith(f"cannot check the signature of {REPO}@{C}: cannot connect")
+    assert h.desired() == f"{REPO}@{A}"
+    await h.sig.reconcile("p")  # still backing off: no request
+    assert len(h.fetches) == 2
+    h.now += 5.0
+    delays.append(await h.sig.reconcile("p"))
+    assert delays == [5.0, 10.0] and len(h.fetches) == 3
+    h.down = False
+    h.now += 10.0
+    await h.sig.reconcile("p")
+    assert h.problems() == {} and h.desired() == f"{REPO}@{C}"
+
+
+async def test_removing_the_verification_forgets_it() -> None:
+    h = Harness()
+    h.signed.add(A)
+    h.create(A)
+    await h.sig.reconcile("p")
+    pool = h.pool()
+    del pool["spec"]["image"]["verification"]
+    pool["metadata"]["resourceVersion"] = "9"
+    h.ctl.pools.apply("MODIFIED", pool)
+    await h.sig.reconcile("p")
+    assert h.sig.verified("p") is None and h.changes == ["p", "p"]
+    assert h.desired() == f"{REPO}@{A}"  # no verification: the digest as is
