@@ -434,3 +434,19 @@ def test_the_admins_order_shows_who_is_next() -> None:
     assert e.why_node(r, "n0").endswith(
         f" It is number 2 of 3 in line (spec.rollout.order: {describe})."
     ), e.why_node(r, "n0")
+
+
+def test_a_signed_pool_as_the_controller_published_it() -> None:
+    """spec.image.verification: the plugin checks no signature; the pool's conditions say
+    whether the controller verified its digest."""
+    verification = {"publicKeys": ["-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----"]}
+    signed = pool(phase="UpToDate", up=(c.REASON_ALL_UPDATED, "2/2 updated"))
+    signed["spec"]["image"]["verification"] = verification
+    r = report(signed, [updated("n0"), updated("n1")])
+    assert e.waits_for(r) == e.Wait(e.NOTHING, f"nothing: all 2 nodes run {D2[7:19]}")
+    message = f"{REPO}@{D2} is not signed (no sha256-....sig in the repository); nodes stay"
+    refused = pool(phase="Degraded", up=(c.REASON_SIGNATURE_VERIFICATION_FAILED, message))
+    refused["spec"]["image"]["verification"] = verification
+    r = report(refused, [bn("n0")])
+    assert r.target == "" and r.plan is None
+    assert e.waits_for(r).message == message

@@ -35,7 +35,7 @@ from bootc_operator.kubectl.table import NodeRow, condition_of, node_row, short
 from bootc_operator.policy.health import GateResult, Verdict, arrived, gate_results, pod_health
 from bootc_operator.policy.nodestate import NodeView, view
 from bootc_operator.policy.order import order_news
-from bootc_operator.policy.poolspec import PoolPolicy, check_pool
+from bootc_operator.policy.poolspec import PoolPolicy, check_pool, verification_fingerprint
 from bootc_operator.policy.poolstatus import (
     Counts,
     MemberState,
@@ -138,6 +138,27 @@ def _resolved(pool: Obj) -> dict[str, str]:
     return {ref: str(target)} if ref and target else {}
 
 
+_SIGNATURE_REFUSED = (c.REASON_SIGNATURE_VERIFICATION_FAILED, c.REASON_SIGNATURE_REGISTRY_ERROR)
+
+
+def _verified(pool: Obj, resolved: Mapping[str, str]) -> tuple[str, str] | None:
+    """What the controller verified, as far as its conditions tell (this plugin checks
+    no signature): the pool's digest, unless UpToDate says its signature failed or is
+    still being verified (then the controller rolls nothing new out)."""
+    fingerprint = verification_fingerprint(pool.get("spec") or {})
+    if fingerprint is None:
+        return None
+    up = condition_of(pool, c.COND_UP_TO_DATE)
+    if up.get("reason") in _SIGNATURE_REFUSED or str(up.get("message") or "").startswith(
+        "verifying the signature"
+    ):
+        return None
+    unchecked = check_pool(pool, resolved)
+    if unchecked.repository is None or unchecked.candidate_digest is None:
+        return None
+    return f"{unchecked.repository}@{unchecked.candidate_digest}", fingerprint
+
+
 def _gate_from_note(note: str) -> GateResult | None:
     """The controller's last verdict, from ``bootc.dev/health-check`` (``Pending: pods: …``)."""
     verdict, _, rest = note.partition(": ")
@@ -158,7 +179,8 @@ def pool_report(
     """``pool`` with its BootcNodes, the Nodes by name and, per node under a ``pods``
     health check, the Pods on it (None: not listed; the controller's note is used)."""
     name = str(pool["metadata"]["name"])
-    check = check_pool(pool, _resolved(pool))
+    resolved = _resolved(pool)
+    check = check_pool(pool, resolved, _verified(pool, resolved))
     mine = sorted(
         (bn for bn in bootc_nodes if bn["metadata"].get("labels", {}).get(c.POOL_LABEL) == name),
         key=lambda bn: str(bn["metadata"]["name"]),
