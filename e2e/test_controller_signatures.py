@@ -5,10 +5,11 @@ signed by the real cosign (``hack.testenv.cosign``), the in-process controller; 
 nodes are the simulated fleet (the controller's side is what is tested: which
 ``desiredImage`` each BootcNode is given).
 
-One pool goes through: a signed digest rolls out; an unsigned one and one signed by
-an untrusted key are refused (Degraded/SignatureVerificationFailed, a Warning Event,
-every node left on the signed digest); a key Secret that is missing is reported, and
-once it holds the other key, that image verifies and rolls out; with the registry
+One pool goes through: a signed digest rolls out; an unsigned one, one carrying a
+copy of another image's signature and one signed by an untrusted key are refused
+(Degraded/SignatureVerificationFailed, a Warning Event, every node left on the
+signed digest); a key Secret that is missing is reported, and once it holds the
+other key, that image verifies and rolls out; with the registry
 down, a new digest is refused (SignatureRegistryError: fail closed) until it is back.
 The simulation's key (``hack/sim image push --sign``) is checked against the same
 verifier.
@@ -34,14 +35,15 @@ from bootc_operator.kube import (
     list_objects,
 )
 from bootc_operator.kube.rest import create_object, delete_object, get_object, patch_object
-from bootc_operator.registry import RegistryClient
-from bootc_operator.registry.signature import load_public_keys
+from bootc_operator.registry import RegistryClient, make_target
+from bootc_operator.registry.signature import load_public_keys, signature_tag
 from e2e.controllerenv import create_pool, delete_quietly, get_pool, running_controller
 from e2e.helpers import condition, ensure_namespace, push, unique_name, wait_for
 from hack.simlib import signing
 from hack.testenv.cosign import Cosign, KeyPair, resolve_cosign
 from hack.testenv.fleet import Fleet
 from hack.testenv.pools import pool_body
+from hack.testenv.push import Blob, push_manifest
 from hack.testenv.registry import Registry
 
 NS = "bootc-operator"
@@ -151,6 +153,17 @@ async def test_only_signed_digests_roll_out(
         notes = await wait_for(refusal_notes, 30, "a SignatureVerificationFailed Warning Event")
         assert any(f"@{unsigned} is not signed" in n for n in notes), notes
         assert await desired_images(api, nodes) == {registry.ref(repo, digest=signed)}
+
+        # a valid signature of the signed image copied onto another: refused too
+        copied = await pushed("copied", None)
+        async with RegistryClient(registry.options()) as client:
+            original = await client.signature(registry.ref(repo, digest=signed))
+            assert original.manifest is not None
+            sig = Blob("application/vnd.oci.image.manifest.v1+json", original.manifest)
+            target = make_target(registry.ref(repo))
+            await push_manifest(client, target, signature_tag(copied), sig)
+        await set_ref(copied)
+        await refused(f"is for another image: its payload names {signed}", "the copy refused")
 
         # signed, but not by a trusted key: refused too
         await set_ref(by_other)
