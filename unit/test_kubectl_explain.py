@@ -267,6 +267,24 @@ def test_a_pods_check_without_listed_pods_uses_the_controllers_note() -> None:
     assert "n0 (pods: default/web is not Ready (0/1 Ready); " in e.waits_for(r).message
 
 
+def test_a_queries_check_uses_the_controllers_note() -> None:
+    """The plugin does not ask Prometheus: the controller's last verdict is shown."""
+    note = "Pending: queries: ceph-osds-up: non-empty for 40s of 120s (0/1 pass)"
+    queries = {"queries": [{"name": "ceph-osds-up", "expr": "x", "for": "2m"}]}
+    arrived = holding(
+        120, **{c.REBOOT_REQUESTED_ANNOTATION: ts(100), c.HEALTH_CHECK_ANNOTATION: note}
+    )
+    r = report(pool(health=queries), [updated("n0", annotations=arrived), bn("n1")])
+    assert r.gates["n0"].check == "queries"
+    assert "n0 (queries: ceph-osds-up: non-empty for 40s of 120s (0/1 pass); " in (
+        e.waits_for(r).message
+    )
+    # no note yet: the plugin says the queries were not asked, never that they pass
+    bare = holding(120, **{c.REBOOT_REQUESTED_ANNOTATION: ts(100)})
+    r = report(pool(health=queries), [updated("n0", annotations=bare), bn("n1")])
+    assert "ceph-osds-up: not asked yet" in e.waits_for(r).message
+
+
 def test_a_failed_boot_halts_and_two_unhealthy_holders_halt() -> None:
     arrived = holding(120, **{c.REBOOT_REQUESTED_ANNOTATION: ts(100)})
     failed = updated("n0", annotations=arrived)
