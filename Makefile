@@ -19,10 +19,10 @@ setup:           ## create .venv with the package and its test tools
 binaries:        ## build and cache kube-apiserver, kube-controller-manager, etcd, kwok ..., helm and cosign
 	bash hack/build-binaries.sh && bash hack/build-helm.sh && bash hack/build-cosign.sh
 
-crds:            ## regenerate manifests/crd from the models (and what embeds them, and the krew sha256)
+crds:            ## regenerate manifests/crd from the models (and what embeds them)
 	bash hack/gen-crds
 
-krew:            ## build the kubectl bootc krew archive; write its sha256 into plugins/krew/bootc.yaml
+krew:            ## a release's krew plugin: archive + rendered manifest of this version into .cache/krew
 	bash hack/krew-archive
 
 bench:           ## scale/performance figures (N=100/1000/5000 + 20 daemons; ARGS=--quick for N=100)

@@ -1,8 +1,10 @@
-"""The krew archive of ``kubectl bootc`` (``hack/krew-archive``), installed as krew does.
+"""A release's krew plugin (``hack/krew-archive``), installed as krew does.
 
-The archive is built from this tree; the manifest ``plugins/krew/bootc.yaml``
-must name it: its ``sha256``, its ``uri`` (the release's), its ``bin`` and
-``files`` members of it. Then it is unpacked into a store directory and its
+The release is built from this tree into a temporary directory: the archive and
+the manifest template ``plugins/krew/bootc.yaml`` rendered for it. The rendered
+manifest must pass krew's rules (apiVersion, kind, platforms with selectors …)
+and name that archive: its ``sha256``, its ``uri`` (the release's), its ``bin``
+and ``files`` members of it. Then it is unpacked into a store directory and its
 ``bin`` linked from a bin directory (what ``kubectl krew install`` does), and
 run with nothing of the project's venv: ``PATH`` is that bin directory and the
 directory of the Python the venv was made from (a plain ``python3``), no
@@ -15,6 +17,7 @@ nothing installed beside it. Its first run unpacks it into ``$XDG_CACHE_HOME``.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import subprocess
@@ -44,12 +47,20 @@ def run(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str
 async def test_the_krew_archive_installs_and_runs_through_kubectl(
     api: ApiClient, control_plane: ControlPlane, tmp_path: Path
 ) -> None:
-    archive = await asyncio.to_thread(krewpkg.build, tmp_path / "dist")
-    manifest = yaml.safe_load(krewpkg.MANIFEST.read_text())
-    assert manifest["spec"]["version"] == krewpkg.version()
+    tag = krewpkg.version()
+    dist = tmp_path / "dist"
+    assert await asyncio.to_thread(krewpkg.main, ["--version", tag, "--out", str(dist)]) == 0
+    archive, rendered = dist / f"kubectl-bootc-{tag}.tar.gz", dist / "bootc.yaml"
+    assert sorted(dist.iterdir()) == sorted([archive, rendered])
+    manifest = yaml.safe_load(rendered.read_text())
+    assert krewpkg.problems(manifest) == []
+    assert manifest["apiVersion"] == "krew.googlecontainertools.github.com/v1alpha2"
+    assert manifest["kind"] == "Plugin" and manifest["spec"]["version"] == tag
     (platform,) = manifest["spec"]["platforms"]
-    assert platform["sha256"] == krewpkg.sha256(archive), "stale sha256: run hack/krew-archive"
-    assert platform["uri"] == krewpkg.uri() and platform["uri"].endswith(f"/{archive.name}")
+    assert platform["selector"]["matchExpressions"], platform
+    assert platform["sha256"] == hashlib.sha256(archive.read_bytes()).hexdigest()
+    assert platform["uri"].startswith("https://github.com/")
+    assert platform["uri"].endswith(f"/releases/download/{tag}/{archive.name}")
     assert platform["bin"] == krewpkg.BIN
 
     # kubectl krew install: unpack, move each `files` entry, link `bin`

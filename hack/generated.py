@@ -1,6 +1,5 @@
 """Committed generated files: write one, or (``--check``) say it is stale and how to
-regenerate it. The generators of ``docs/api.md`` (``hack.apidocs``) and of the krew
-manifest's sha256 (``hack.krewpkg``) end with it."""
+regenerate it. The generator of ``docs/api.md`` (``hack.apidocs``) ends with it."""
 
 from __future__ import annotations
 

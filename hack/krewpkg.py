@@ -1,4 +1,4 @@
-"""The krew archive of ``kubectl bootc`` and its manifest's ``uri`` and ``sha256``.
+"""The krew archive of ``kubectl bootc`` and the release's manifest rendered for it.
 
 krew installs a plugin from an archive: it unpacks it, and links the manifest's
 ``bin`` into ``~/.krew/bin``. For a Python plugin the archive holds one file,
@@ -23,14 +23,21 @@ and runs from there, so Python caches the bytecode: run from the zip, every star
 would compile every module (about twice the start-up time).
 
 The archive is reproducible: entries sorted, fixed times and modes, the zip stored
-(the tar is gzipped, once), so its sha256 depends only on those files. The
-manifest's ``uri`` is where a release publishes it (:data:`RELEASES`: the GitHub
-release of the tag ``v<version>``); this script writes ``sha256`` and ``uri``
-into ``plugins/krew/bootc.yaml``, ``--check`` only compares.
-``e2e/test_krew.py`` installs the archive as krew would and runs it through the
+(the tar is gzipped, once), so its sha256 depends only on those files.
+
+The repository holds no sha256: it changes with every edit of a bundled module.
+``plugins/krew/bootc.yaml`` is a manifest *template* in krew-release-bot's format
+(Go text/template: ``{{ .TagName }}`` is the release's tag, ``{{ addURIAndSha
+"URL" .TagName }}`` becomes the ``uri:`` and ``sha256:`` lines of the asset at
+URL, itself a template of the tag). At release time :func:`release` builds the
+archive of the tag and renders the final manifest (:func:`render`, the subset of
+the bot's template language the template uses) into one directory: both go on
+the GitHub release, the manifest to krew-index (or krew-release-bot renders the
+same template from the published asset). ``e2e/test_krew.py`` renders a release
+into a temporary directory, installs it as krew would and runs it through the
 real kubectl.
 
-    python -m hack.krewpkg [--out DIR] [--check]      (hack/krew-archive)
+    python -m hack.krewpkg [--version vX.Y.Z] [--out DIR]      (hack/krew-archive)
 """
 
 from __future__ import annotations
@@ -45,20 +52,21 @@ import re
 import sys
 import tarfile
 import zipfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
+import yaml
 from packaging.requirements import Requirement
 
 import bootc_operator
-from hack.generated import write_or_check
 
 ROOT = Path(__file__).resolve().parents[1]
-MANIFEST = ROOT / "plugins" / "krew" / "bootc.yaml"
+#: the manifest template (krew-release-bot's format); a release renders it
+TEMPLATE = ROOT / "plugins" / "krew" / "bootc.yaml"
+API_VERSION = "krew.googlecontainertools.github.com/v1alpha2"
 ENTRY = "bootc_operator.kubectl.main"
 BIN = "kubectl-bootc"
-#: where a release publishes its artifacts (the tag is ``v<version>``)
-RELEASES = "https://github.com/bootc-dev/bootc-operator-py/releases/download"
 #: the oldest Python the plugin supports (pyproject's requires-python)
 PYTHON = "3.11"
 SHEBANG = b"#!/usr/bin/env python3\n"
@@ -117,15 +125,12 @@ COMPILED = (".so", ".pyd", ".dylib", ".pyc", ".pxd", ".pyx", ".c", ".h")
 
 
 def version() -> str:
+    """The release tag of this tree's version (krew wants ``v`` and semver)."""
     return f"v{bootc_operator.__version__}"
 
 
-def archive_name() -> str:
-    return f"{BIN}-{version()}.tar.gz"
-
-
-def uri() -> str:
-    return f"{RELEASES}/{version()}/{archive_name()}"
+def archive_name(tag: str) -> str:
+    return f"{BIN}-{tag}.tar.gz"
 
 
 def _module_file(name: str) -> Path | None:
@@ -252,10 +257,10 @@ def tarball(members: dict[str, tuple[bytes, int]]) -> bytes:
     return gzip.compress(buffer.getvalue(), compresslevel=9, mtime=0)
 
 
-def build(out_dir: Path) -> Path:
-    """Write the archive into OUT_DIR; its path."""
+def build(out_dir: Path, tag: str) -> Path:
+    """Write the archive of release TAG into OUT_DIR; its path."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / archive_name()
+    path = out_dir / archive_name(tag)
     path.write_bytes(tarball({BIN: (zipapp(contents()), 0o755)}))
     return path
 
@@ -264,26 +269,130 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def manifest_text(text: str, digest: str) -> str:
-    """The manifest TEXT with the platform's ``uri`` and ``sha256`` set (comments and
-    layout kept)."""
-    text, n_uri = re.subn(r"(?m)^(\s+uri: ).*$", rf"\g<1>{uri()}", text)
-    text, n_sha = re.subn(r"(?m)^(\s+sha256: ).*$", rf'\g<1>"{digest}"', text)
-    if (n_uri, n_sha) != (1, 1):
-        raise ValueError(f"{MANIFEST}: expected one platform with uri and sha256")
+#: the actions of krew-release-bot's template language that :func:`render` knows:
+#: a value (``.TagName``, or ``.Version``: the tag's numbers) and ``addURIAndSha``
+_ACTION = re.compile(
+    r'\{\{\s*(?:\.(?P<field>TagName|Version)|addURIAndSha\s+"(?P<url>[^"]*)"\s+\.TagName)\s*\}\}'
+)
+
+
+def render(template: str, tag: str, sha256_of: Callable[[str], str]) -> str:
+    """TEMPLATE (krew-release-bot's format) rendered for release TAG, as the bot
+    does: ``addURIAndSha`` becomes ``uri: URL`` and, indented by 4 (the bot's
+    fixed indent), ``sha256:`` of SHA256_OF(URL). Any other action is an error,
+    not left in the manifest."""
+    values = {"TagName": tag, "Version": re.sub(r"^v", "", tag)}
+
+    def field(match: re.Match[str]) -> str:
+        if match["field"] is None:
+            raise ValueError(f"addURIAndSha inside addURIAndSha's URL: {match[0]}")
+        return values[match["field"]]
+
+    def action(match: re.Match[str]) -> str:
+        if match["field"] is not None:
+            return values[match["field"]]
+        url = _ACTION.sub(field, match["url"])
+        return f"uri: {url}\n    sha256: {sha256_of(url)}"
+
+    text = _ACTION.sub(action, template)
+    for number, line in enumerate(text.splitlines(), 1):
+        if "{{" in line or "}}" in line:
+            raise ValueError(f"line {number}: a template action render does not know: {line}")
     return text
 
 
-def main(argv: list[str] | None = None) -> int:
+def problems(manifest: Any) -> list[str]:
+    """What krew's manifest rules (those of its validate-krew-manifest this plugin
+    could break) find wrong in MANIFEST, a parsed rendered manifest; [] when none."""
+    if not isinstance(manifest, dict):
+        return ["not a YAML mapping"]
+    found: list[str] = []
+
+    def need(ok: object, problem: str) -> None:
+        if not ok:
+            found.append(problem)
+
+    need(manifest.get("apiVersion") == API_VERSION, f"apiVersion is not {API_VERSION}")
+    need(manifest.get("kind") == "Plugin", "kind is not Plugin")
+    name = (manifest.get("metadata") or {}).get("name")
+    need(isinstance(name, str) and re.fullmatch(r"[a-z][a-z0-9-]*", name), f"name {name!r}")
+    spec = manifest.get("spec") or {}
+    tag = spec.get("version")
+    need(isinstance(tag, str) and re.fullmatch(r"v\d+\.\d+\.\d+", tag), f"version {tag!r}")
+    short = spec.get("shortDescription")
+    need(isinstance(short, str) and 0 < len(short) <= 50, "shortDescription: 1 to 50 characters")
+    need(str(spec.get("homepage", "")).startswith("https://"), "homepage: not https://")
+    need(spec.get("description"), "no description")
+    platforms = spec.get("platforms")
+    need(isinstance(platforms, list) and platforms, "no platforms")
+    for i, platform in enumerate(platforms if isinstance(platforms, list) else []):
+        at = f"platforms[{i}]"
+        selector = platform.get("selector") or {}
+        need(selector.get("matchLabels") or selector.get("matchExpressions"), f"{at}: no selector")
+        for expr in selector.get("matchExpressions") or []:
+            need(expr.get("key") in ("os", "arch"), f"{at}: selector key {expr.get('key')!r}")
+            need(
+                expr.get("operator") in ("In", "NotIn"), f"{at}: operator {expr.get('operator')!r}"
+            )
+            need(isinstance(expr.get("values"), list) and expr["values"], f"{at}: no values")
+        uri = str(platform.get("uri", ""))
+        need(uri.startswith("https://") and f"/{tag}/" in uri, f"{at}: uri {uri!r}")
+        digest = platform.get("sha256")
+        need(isinstance(digest, str) and re.fullmatch(r"[0-9a-f]{64}", digest), f"{at}: sha256")
+        files = platform.get("files") or []
+        need(platform.get("bin") == BIN, f"{at}: bin is not {BIN}")
+        need(any(f.get("from") == platform.get("bin") for f in files), f"{at}: bin not in files")
+        need(all(f.get("from") and f.get("to") for f in files), f"{at}: a file without from/to")
+    return found
+
+
+def release(tag: str, out_dir: Path) -> tuple[Path, Path]:
+    """Build the archive of release TAG into OUT_DIR and render the manifest
+    template beside it (``bootc.yaml``, uri and sha256 of that archive): what
+    the release publishes. The archive and manifest paths."""
+    if not re.fullmatch(r"v\d+\.\d+\.\d+", tag):
+        raise ValueError(f"--version {tag}: a release tag is vMAJOR.MINOR.PATCH (krew's rule)")
+    if tag != version():
+        raise ValueError(
+            f"--version {tag}: this tree is {version()} (bootc_operator.__version__); "
+            "release the tag of the version the tree says"
+        )
+    archive = build(out_dir, tag)
+    digest = sha256(archive)
+
+    def sha256_of(url: str) -> str:
+        if url.rpartition("/")[2] != archive.name:
+            raise ValueError(f"{TEMPLATE}: addURIAndSha names {url}, the archive is {archive.name}")
+        return digest
+
+    text = render(TEMPLATE.read_text(), tag, sha256_of)
+    wrong = problems(yaml.safe_load(text))
+    if wrong:
+        raise ValueError(f"{TEMPLATE} renders a manifest krew refuses: {'; '.join(wrong)}")
+    manifest = out_dir / TEMPLATE.name
+    manifest.write_text(text)
+    return archive, manifest
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hack/krew-archive", description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--version", default=version(), help="the release tag (default: %(default)s, the tree's)"
+    )
     parser.add_argument("--out", type=Path, default=ROOT / ".cache" / "krew")
-    parser.add_argument("--check", action="store_true", help="compare, do not write")
-    args = parser.parse_args(argv)
-    path = build(args.out)
-    digest = sha256(path)
-    print(f"{path} sha256 {digest}")
-    wanted = manifest_text(MANIFEST.read_text(), digest)
-    return write_or_check(MANIFEST, wanted, check=args.check, regenerate="hack/krew-archive")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        archive, manifest = release(args.version, args.out)
+    except ValueError as exc:
+        print(f"hack/krew-archive: {exc}", file=sys.stderr)
+        return 2
+    print(f"{archive} sha256 {sha256(archive)}")
+    print(f"{manifest} (the release's krew manifest)")
+    return 0
 
 
 if __name__ == "__main__":

@@ -29,6 +29,8 @@ CHECKED = {
     "kubectl bootc": "unit/test_kubectl_cli.py parses every one (e2e/test_kubectl_bootc.py runs "
     "the subcommands through the real kubectl; e2e/test_quickstart.py the quick start's)",
     "helm": "each is a line of docs/install.md's Helm block, which e2e/test_chart.py runs",
+    "hack/krew-archive": "unit/test_kubectl_cli.py parses every one (e2e/test_krew.py runs "
+    "the release step into a temporary directory)",
     "make": "its target is one of the Makefile's (checked here)",
     "kubectl": "each line is one a test runs as written (RUN_AS_WRITTEN) or is in NOT_RUN",
     "curl": "each line is in NOT_RUN",

@@ -67,25 +67,92 @@ def test_every_readme_command_parses() -> None:
             pytest.fail(f"documented command `kubectl bootc {shlex.join(args)}` exits {exc.code}")
 
 
-def test_the_krew_manifest() -> None:
-    doc = yaml.safe_load((REPO / "plugins/krew/bootc.yaml").read_text())
+TAG = "v1.2.3"
+URI = f"https://github.com/bootc-dev/bootc-operator-py/releases/download/{TAG}/kubectl-bootc-{TAG}.tar.gz"
+
+
+def _sha256_of(url: str) -> str:
+    """A stand-in for the archive's sha256 (the template renders without building)."""
+    return "ab" * 32 if url == URI else pytest.fail(f"addURIAndSha names {url}")
+
+
+def test_the_krew_template_keeps_its_placeholders() -> None:
+    """The committed template holds no release's values: its version and the
+    archive's uri and sha256 are krew-release-bot's placeholders."""
+    text = krewpkg.TEMPLATE.read_text()
+    assert "  version: {{ .TagName }}\n" in text
+    uri_template = URI.replace(TAG, "{{ .TagName }}")
+    assert f'    {{{{ addURIAndSha "{uri_template}" .TagName }}}}\n' in text
+    body = "\n".join(line for line in text.splitlines() if not line.startswith("#"))
+    assert not re.search(r"(?m)\b[0-9a-f]{64}\b|^\s*(sha256|uri):|\bv\d+\.\d+\.\d+\b", body)
+
+
+def test_the_krew_template_renders_a_manifest_krew_accepts() -> None:
+    text = krewpkg.render(krewpkg.TEMPLATE.read_text(), TAG, _sha256_of)
+    doc = yaml.safe_load(text)
+    assert krewpkg.problems(doc) == []
     assert doc["apiVersion"] == "krew.googlecontainertools.github.com/v1alpha2"
-    assert doc["kind"] == "Plugin"
-    assert re.fullmatch(r"[a-z][a-z0-9-]*", doc["metadata"]["name"])
-    spec = doc["spec"]
-    assert re.fullmatch(r"v\d+\.\d+\.\d+", spec["version"])
-    assert spec["shortDescription"] and len(spec["shortDescription"]) <= 50
-    assert spec["homepage"].startswith("https://") and spec["description"]
-    for platform in spec["platforms"]:
-        assert platform["uri"].startswith("https://") and spec["version"] in platform["uri"]
-        assert re.fullmatch(r"[0-9a-f]{64}", platform["sha256"])
-        assert platform["bin"] == "kubectl-bootc"
-        assert any(f["from"] == platform["bin"] for f in platform["files"])
-        for expr in platform["selector"]["matchExpressions"]:
-            assert expr["key"] in ("os", "arch") and expr["operator"] in ("In", "NotIn")
-    assert platform["uri"] == krewpkg.uri()
+    assert (doc["kind"], doc["metadata"]["name"], doc["spec"]["version"]) == (
+        "Plugin",
+        "bootc",
+        TAG,
+    )
+    (platform,) = doc["spec"]["platforms"]
+    assert (platform["uri"], platform["sha256"]) == (URI, "ab" * 32)
+    assert platform["bin"] == "kubectl-bootc"
+    assert platform["selector"]["matchExpressions"][0]["values"] == ["linux", "darwin"]
     scripts = (REPO / "pyproject.toml").read_text()
     assert 'kubectl-bootc = "bootc_operator.kubectl.main:main"' in scripts
+
+
+def test_render_is_krew_release_bots_language() -> None:
+    """``addURIAndSha`` as the bot writes it (sha256 indented by 4), ``.Version``,
+    and an action it does not know is an error, never left in the manifest."""
+    template = (
+        'v: {{.Version}}\n  - x: 1\n    {{addURIAndSha "https://h/{{ .TagName }}/a" .TagName}}\n'
+    )
+    assert krewpkg.render(template, "v0.3.0", lambda url: f"sha-of-{url}") == (
+        "v: 0.3.0\n  - x: 1\n    uri: https://h/v0.3.0/a\n    sha256: sha-of-https://h/v0.3.0/a\n"
+    )
+    for bad in ("{{ .Tag }}", "{{- .TagName }}", '{{ addURIAndSha "u" "v1" }}', "{{ end }}"):
+        with pytest.raises(ValueError, match="line 1: a template action render does not know"):
+            krewpkg.render(bad, TAG, _sha256_of)
+
+
+def test_problems_names_what_krew_refuses() -> None:
+    doc = yaml.safe_load(krewpkg.render(krewpkg.TEMPLATE.read_text(), TAG, _sha256_of))
+    platform = doc["spec"]["platforms"][0]
+    platform["sha256"], platform["bin"] = "ab", "other"
+    del platform["selector"]
+    doc["kind"], doc["spec"]["version"] = "Pluginn", "1.2.3"
+    assert krewpkg.problems(doc) == [
+        "kind is not Plugin",
+        "version '1.2.3'",
+        "platforms[0]: no selector",
+        "platforms[0]: uri " + repr(URI),
+        "platforms[0]: sha256",
+        "platforms[0]: bin is not kubectl-bootc",
+        "platforms[0]: bin not in files",
+    ]
+
+
+def test_a_release_of_another_version_than_the_trees_is_refused(tmp_path: Path) -> None:
+    for tag, problem in (("1.2.3", "vMAJOR.MINOR.PATCH"), ("v99.0.0", "this tree is v")):
+        with pytest.raises(ValueError, match=problem):
+            krewpkg.release(tag, tmp_path)
+    assert list(tmp_path.iterdir()) == []  # refused before building
+
+
+def test_every_documented_release_command_parses() -> None:
+    commands = [
+        shlex.split(line.split("#")[0])
+        for line in userdocs.shell_commands(userdocs.text())
+        if line.startswith("hack/krew-archive ")
+    ]
+    assert commands, "docs/development.md shows the release step"
+    for argv in commands:
+        args = krewpkg.build_parser().parse_args(argv[1:])
+        assert re.fullmatch(r"v\d+\.\d+\.\d+", args.version), argv
 
 
 def test_the_krew_archive_bundles_only_pure_python() -> None:
@@ -101,11 +168,3 @@ def test_the_krew_archive_bundles_only_pure_python() -> None:
     assert not others & {"kubernetes_asyncio", "pydantic", "pydantic_core", "cryptography"}, others
     names = {d.metadata["Name"].lower() for d in krewpkg.distributions(others)}
     assert {"aiohttp", "pyyaml", "yarl", "multidict", "tzdata"} <= names, names
-
-
-def test_the_krew_manifest_text_gets_uri_and_sha256() -> None:
-    text = (REPO / "plugins/krew/bootc.yaml").read_text()
-    rewritten = yaml.safe_load(krewpkg.manifest_text(text, "ab" * 32))
-    (platform,) = rewritten["spec"]["platforms"]
-    assert (platform["uri"], platform["sha256"]) == (krewpkg.uri(), "ab" * 32)
-    assert krewpkg.manifest_text(text, "ab" * 32).count("\n") == text.count("\n")

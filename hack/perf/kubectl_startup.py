@@ -118,7 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     bin_dir = Path(sys.executable).parent
     plugin = str(bin_dir / "kubectl-bootc")
     with ControlPlane() as cp, tempfile.TemporaryDirectory() as tmp:
-        with tarfile.open(krewpkg.build(Path(tmp))) as tar:
+        with tarfile.open(krewpkg.build(Path(tmp), krewpkg.version())) as tar:
             tar.extractall(tmp, filter="data")
         zipapp = [
             str(Path(sys.base_prefix) / "bin" / "python3"),
