@@ -204,6 +204,24 @@ async def test_only_signed_digests_roll_out(
         finally:
             registry.start()
         await wait_for(rolled_out(api, group, later, 2), 90, "verified once the registry is back")
+
+    # A new controller (a failover: its verdict cache is empty) verifies the deployed
+    # digest again; meanwhile the conditions do not move (no Pending, no flap).
+    settled = await get_pool(api, group)
+    async with running_controller(api, registry=registry.options()) as ctl:
+        status = ctl.queues["status"]
+
+        def reverified_and_settled() -> bool:
+            return (
+                ctl.signatures.verified(group) is not None
+                and not status.is_dirty(group)
+                and not status.is_processing(group)
+            )
+
+        await wait_for(reverified_and_settled, 30, "the new controller verified it again")
+        now = await get_pool(api, group)
+        for ctype in ("UpToDate", "Degraded"):
+            assert condition(now, ctype) == condition(settled, ctype), ctype
     await delete_quietly(api, BOOTC_NODE_POOLS, group)
     with contextlib.suppress(ApiError):
         await delete_object(api, SECRETS, key_secret, NS)

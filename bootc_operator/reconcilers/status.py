@@ -218,13 +218,18 @@ class StatusReconciler:
         membership_done = generation is not None and (
             progress.generation == generation or old_status.get("observedGeneration") == generation
         )
+        # The deployed digest being verified again (a new controller's empty cache,
+        # e.g. after a failover): not news, the conditions must not flap meanwhile.
+        reverifying = policy.unverified_digest is not None and policy.unverified_digest == (
+            old_status.get("deployedDigest")
+        )
         facts = RolloutFacts(
             counts=counts,
             generation=generation,
             membership_done=membership_done,
             invalid=problems.get(c.REASON_INVALID_SPEC, ""),
             tag=policy.tag,
-            target_known=target is not None,
+            target_known=target is not None or reverifying,
             tag_error=problems.get(c.REASON_TAG_RESOLUTION_ERROR, ""),
             signature_error=next(
                 (
@@ -237,7 +242,7 @@ class StatusReconciler:
                 ),
                 None,
             ),
-            unverified=policy.unverified_digest or "",
+            unverified="" if reverifying else (policy.unverified_digest or ""),
             halted=problems.get(c.REASON_ROLLOUT_HALTED, ""),
             paused=policy.paused,
             max_unavailable=max_unavailable if policy.valid and policy.targets else None,
