@@ -288,7 +288,11 @@ def test_the_sim_prometheus_scrapes_the_controllers_and_loads_the_rules(
     sim: Sim, prom: Prometheus
 ) -> None:
     """Both controllers, labelled as the ServiceMonitor's scrape would; no daemon yet:
-    no Node is managed, so the install's DaemonSet would run none."""
+    no Node is managed, so the install's DaemonSet would run none. The rules were
+    loaded once every target answered: ``BootcOperatorControllerDown`` was never even
+    pending (the start-up is not on the simulation's clock; loaded with Prometheus,
+    it was pending until the controllers' first scrape, and fired when that took
+    10 s)."""
     targets = {t["labels"]["instance"]: t for t in prom.targets()}
     expected = scrape_targets(sim.processes(), managed=())
     assert len(expected[CONTROLLER_JOB]) == 2 and expected[DAEMON_JOB] == []
@@ -309,6 +313,9 @@ def test_the_sim_prometheus_scrapes_the_controllers_and_loads_the_rules(
     assert {r["name"] for r in rules} == kit
     assert {r["name"]: r["duration"] for r in rules}["BootcOperatorDrainBlocked"] == 30
     assert all(r["health"] == "ok" for r in rules), rules
+    # the whole TSDB: this Prometheus started with the simulation
+    down = 'max_over_time(ALERTS{alertname="BootcOperatorControllerDown"}[1h])'
+    assert prom.query(down) == [], "ControllerDown pending or firing during the start-up"
 
 
 @dataclass

@@ -21,7 +21,8 @@ directory (``common`` lists its layout):
    alerting rules loaded on the simulation's clock (``hack.simlib.monitoring``):
    ``sim.prometheus`` (its URL in ``info.prometheus``), its targets kept in step
    by a thread while the simulation runs. It starts before the node simulator,
-   whose controllers get its URL (``--prometheus-url``: the alert gate queries it).
+   whose controllers get its URL (``--prometheus-url``: the alert gate queries it);
+   the rules are loaded once every target answers a scrape.
 
 The owner applies the ``registry-down`` fault (``hack.simlib.faults``):
 ``apply_faults()`` stops the registry while ``DIR/control/faults.json`` lists it
@@ -364,7 +365,7 @@ class Sim(SimOps, Component):
         self.info.save()
 
     def _launch_prometheus(self) -> None:
-        """Prometheus with the rules and no targets yet (the controllers get its URL)."""
+        """Prometheus with no targets nor rules yet (the controllers get its URL)."""
         self.say("starting Prometheus (the controllers, the managed nodes' daemons, the rules)")
         cp = self.control_plane
         assert cp is not None
@@ -377,7 +378,8 @@ class Sim(SimOps, Component):
         self._record_pids()
 
     def _scrape(self, deadline: float) -> None:
-        """Prometheus' targets synced by a thread; returns once every target answers."""
+        """Prometheus' targets synced by a thread; once every target answers, the rules
+        loaded (``monitoring.load_rules``: the simulation's start-up is not on its clock)."""
         cp = self.control_plane
         assert cp is not None and self.prometheus is not None
         self._targets = monitoring.TargetSync(
@@ -396,6 +398,7 @@ class Sim(SimOps, Component):
                     f"last lines of {self.prometheus.log_path}:\n{self.prometheus.tail()}"
                 )
             time.sleep(0.2)
+        monitoring.load_rules(self.prometheus)
 
     def _spawn_nodesim(self) -> Process:
         env = {

@@ -26,7 +26,7 @@ While it runs:
 - ``set_rules(name, doc)`` / ``remove_rules(name)`` add, replace or drop a rules
   file and reload (``POST /-/reload`` returns once the rules are loaded, so
   ``rules()`` shows them at once; what they *evaluate to* comes with the group's
-  next evaluation: wait for that);
+  next evaluation: wait for that, ``wait_evaluated(rules)``);
 - ``await fire(alert, labels)`` / ``await resolve(alert)`` are the shortest way to
   an alert that fires or stops on demand (a rule ``vector(1)`` with no ``for``).
   They return only once Prometheus reports the change both ways an alert consumer
@@ -74,7 +74,7 @@ import threading
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
@@ -460,6 +460,16 @@ class Prometheus(PrometheusClient, ServerComponent):
         self._write_rules(name, doc)
         if self.running:
             self.reload()
+
+    def wait_evaluated(self, rules: Collection[str], timeout: float = ALERT_TIMEOUT) -> None:
+        """Block until each rule named in ``rules`` was evaluated (its health no longer
+        "unknown"): a reload returns once they are loaded, an evaluation later."""
+
+        def evaluated() -> bool:
+            health = {r["name"]: r["health"] for g in self.rules() for r in g["rules"]}
+            return all(health.get(name, "unknown") != "unknown" for name in rules)
+
+        self._wait_until(evaluated, timeout, f"did not evaluate {', '.join(sorted(rules))}")
 
     def remove_rules(self, name: str) -> None:
         (self.rules_dir / f"{name}.yml").unlink(missing_ok=True)
