@@ -9,13 +9,19 @@ Every failure becomes a :class:`PluginError` whose message is the one line
 ``kubectl bootc`` prints: no cluster (no kubeconfig, connection refused, TLS),
 no permission (``cannot list bootcnodepools.node.bootc.dev: User "…" cannot …``),
 no such pool or node.
+
+An answer that says "come back shortly" (429 Too Many Requests: priority and
+fairness, or a resource's storage (re)initializing right after an apiserver
+restart or a CRD install) is retried after the Status' ``retryAfterSeconds``, a
+few times, as kubectl's client does (:func:`retry_delay`); only then is it the
+one-line error.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +38,28 @@ from bootc_operator.kube.rest import (
     open_stream,
     patch_object,
 )
+
+#: how often a 429 answer is retried, and the longest wait asked for that is honoured
+RETRIES_ON_429 = 5
+LONGEST_RETRY_AFTER = 5.0
+#: how the retry waits (the unit tests record the waits instead)
+pause: Callable[[float], Awaitable[None]] = asyncio.sleep
+
+
+def retry_delay(err: ApiError, attempt: int) -> float | None:
+    """How long to wait before sending again a request that got ``err`` on its
+    ``attempt``-th try (0-based), or None when it is not to be retried: only a 429
+    (the request was not processed, so any verb may be sent again), at most
+    :data:`RETRIES_ON_429` times, after the Status' ``details.retryAfterSeconds``
+    (1 s when absent or unusable; at most :data:`LONGEST_RETRY_AFTER`)."""
+    if err.status != 429 or attempt >= RETRIES_ON_429:
+        return None
+    details = (err.body or {}).get("details")
+    asked = details.get("retryAfterSeconds") if isinstance(details, dict) else None
+    if isinstance(asked, bool) or not isinstance(asked, int | float) or not asked > 0:
+        return 1.0
+    return min(float(asked), LONGEST_RETRY_AFTER)
+
 
 CORE_EVENTS = Resource("", "v1", "events", namespaced=True, kind="Event")
 #: what ``status -w`` watches: (resource, from resourceVersion, selector query)
@@ -111,22 +139,38 @@ class Cluster:
     async def __aexit__(self, *exc: object) -> None:
         await self.client.close()
 
-    async def _call(self, method: str, resource: Resource, name: str | None, coro: Any) -> Any:
-        try:
-            return await coro
-        except ApiError as e:
-            raise PluginError(explain_api_error(e, _verb(method, name), resource, name)) from None
-        except aiohttp.ClientConnectorError as e:
-            raise PluginError(
-                f"no cluster: cannot connect to {self.client.host}: {e.os_error.strerror or e}"
-            ) from None
-        except (aiohttp.ClientError, TimeoutError) as e:
-            raise PluginError(f"no cluster: {self.client.host}: {e or type(e).__name__}") from None
+    async def _call(
+        self,
+        method: str,
+        resource: Resource,
+        name: str | None,
+        request: Callable[[], Awaitable[Any]],
+    ) -> Any:
+        attempt = 0
+        while True:
+            try:
+                return await request()
+            except ApiError as e:
+                delay = retry_delay(e, attempt)
+                if delay is None:
+                    raise PluginError(
+                        explain_api_error(e, _verb(method, name), resource, name)
+                    ) from None
+            except aiohttp.ClientConnectorError as e:
+                raise PluginError(
+                    f"no cluster: cannot connect to {self.client.host}: {e.os_error.strerror or e}"
+                ) from None
+            except (aiohttp.ClientError, TimeoutError) as e:
+                raise PluginError(
+                    f"no cluster: {self.client.host}: {e or type(e).__name__}"
+                ) from None
+            attempt += 1
+            await pause(delay)
 
     async def get(self, resource: Resource, name: str, namespace: str | None = None) -> Obj:
         return dict(
             await self._call(
-                "GET", resource, name, get_object(self.client, resource, name, namespace)
+                "GET", resource, name, lambda: get_object(self.client, resource, name, namespace)
             )
         )
 
@@ -142,7 +186,7 @@ class Cluster:
             "GET",
             resource,
             None,
-            list_objects(
+            lambda: list_objects(
                 self.client,
                 resource,
                 namespace,
@@ -155,7 +199,10 @@ class Cluster:
     async def patch(self, resource: Resource, name: str, body: Mapping[str, Any]) -> Obj:
         return dict(
             await self._call(
-                "PATCH", resource, name, patch_object(self.client, resource, name, dict(body))
+                "PATCH",
+                resource,
+                name,
+                lambda: patch_object(self.client, resource, name, dict(body)),
             )
         )
 
