@@ -129,6 +129,17 @@ def test_drain_flags_set_the_drain_policy_over_the_files(tmp_path: Path) -> None
         parse("--drain-on-timeout=Drop")
 
 
+def test_the_emptydir_flag_sets_delete_emptydir_data_true_or_false() -> None:
+    for text, value in (("true", True), ("false", False)):
+        args = parse(f"--drain-delete-emptydir-data={text}")
+        assert wants_pool(args)
+        rollout = pool_manifest(args, image=IMAGE)["spec"]["rollout"]
+        assert rollout == {"drain": {"deleteEmptyDirData": value}}
+        assert describe_rollout(rollout) == f"maxUnavailable 1, drain deleteEmptyDirData {text}"
+    with pytest.raises(SystemExit):
+        parse("--drain-delete-emptydir-data=yes")
+
+
 def test_a_pool_file_is_filled_in_and_flags_beat_its_fields(tmp_path: Path) -> None:
     path = tmp_path / "pool.yaml"
     path.write_text(

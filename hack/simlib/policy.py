@@ -59,7 +59,11 @@ FLAG_FIELDS = (
 
 
 #: the drain fields a flag sets: (argparse dest, spec.rollout.drain key)
-DRAIN_FIELDS = (("drain_timeout", "timeoutSeconds"), ("drain_on_timeout", "onTimeout"))
+DRAIN_FIELDS = (
+    ("drain_timeout", "timeoutSeconds"),
+    ("drain_on_timeout", "onTimeout"),
+    ("drain_delete_emptydir_data", "deleteEmptyDirData"),
+)
 DRAIN_ON_TIMEOUT = ("Halt", "Skip", "Force")
 
 
@@ -75,6 +79,14 @@ def int_or_percent(text: str) -> int | str:
     if value.isdigit():
         return int(value)
     raise argparse.ArgumentTypeError(f'"{text}" is not an integer or a percentage like 25%')
+
+
+def true_or_false(text: str) -> bool:
+    """An argparse type: ``"true"`` → True, ``"false"`` → False (as in the pool's YAML)."""
+    value = text.strip().lower()
+    if value in ("true", "false"):
+        return value == "true"
+    raise argparse.ArgumentTypeError(f'"{text}" is not true or false')
 
 
 def _days(text: str) -> list[str]:
@@ -174,6 +186,13 @@ def add_pool_arguments(
         "--drain-on-timeout",
         choices=DRAIN_ON_TIMEOUT,
         help="spec.rollout.drain.onTimeout: what a drain past its timeout does",
+    )
+    group.add_argument(
+        "--drain-delete-emptydir-data",
+        type=true_or_false,
+        metavar="true|false",
+        help="spec.rollout.drain.deleteEmptyDirData: evict pods with emptyDir volumes "
+        "(their data is lost); false leaves them and the drain waits",
     )
     group.add_argument(
         "--maintenance-window",
@@ -327,6 +346,8 @@ def describe_rollout(rollout: Mapping[str, Any]) -> str:
         parts.append(f"drain timeout {drain['timeoutSeconds']}s then {then}")
     elif drain.get("onTimeout"):
         parts.append(f"drain onTimeout {drain['onTimeout']}")
+    if drain.get("deleteEmptyDirData") is not None:
+        parts.append(f"drain deleteEmptyDirData {str(drain['deleteEmptyDirData']).lower()}")
     if rollout.get("paused"):
         parts.append("paused")
     if order := rollout.get("order"):
