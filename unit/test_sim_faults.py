@@ -249,3 +249,21 @@ def test_every_documented_hack_sim_command_parses() -> None:
             pytest.fail(f"documented command `hack/sim {shlex.join(args)}` exits {exc.code}")
     shown = {args[1] for args in commands if args[:1] == ["fault"] and len(args) > 1}
     assert shown >= {*faults.KINDS, "list", "clear"}, "every fault is shown"
+
+
+def test_precondition_flags_set_preconditions_and_need_prometheus() -> None:
+    parser = cli.build_parser()
+    args = parser.parse_args(
+        ["up", "--precondition=db=up == 1", "--precondition", "capacity=sum(x) > 2"]
+    )
+    rollout = pool_manifest(args, image="r/os@sha256:" + "a" * 64)["spec"]["rollout"]
+    assert rollout["preconditions"] == [
+        {"name": "db", "expr": "up == 1"},
+        {"name": "capacity", "expr": "sum(x) > 2"},
+    ]
+    assert "preconditions db, capacity" in describe_rollout(rollout)
+    with pytest.raises(PolicyError, match="--precondition needs a Prometheus"):
+        check_alert_gate(args, prometheus=False)
+    check_alert_gate(args, prometheus=True)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["up", "--precondition=noexpr"])

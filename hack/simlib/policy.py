@@ -19,6 +19,8 @@
   ``spec.rollout.blockingAlerts``, e.g. ``'severity="critical"'`` (the alert gate;
   ``hack/sim fault alert`` fires one). ``check_alert_gate`` refuses it for a
   simulation without Prometheus, where the gate would block every reboot;
+- ``--precondition NAME=EXPR`` (repeatable; ``hack/sim`` only, needs ``--prometheus``
+  likewise): ``spec.rollout.preconditions``;
 - ``--maintenance-window "[DAYS] START DURATION [TIME_ZONE]"`` (repeatable), e.g.
   ``"Mon-Fri 22:00 4h Europe/Berlin"``, ``"Sat,Sun 10:00 90m"`` or ``"+1m 2m"``:
   DAYS is a comma list of ``Mon``..``Sun`` or ranges (``Mon-Fri``), left out for
@@ -64,6 +66,11 @@ DRAIN_FIELDS = (
     ("drain_on_timeout", "onTimeout"),
     ("drain_delete_emptydir_data", "deleteEmptyDirData"),
 )
+#: flags whose gate asks Prometheus: (argparse dest, flag, gate)
+PROMETHEUS_FLAGS = (
+    ("blocking_alert", "--blocking-alert", "the alert gate"),
+    ("precondition", "--precondition", "the preconditions gate"),
+)
 DRAIN_ON_TIMEOUT = ("Halt", "Skip", "Force")
 
 
@@ -87,6 +94,14 @@ def true_or_false(text: str) -> bool:
     if value in ("true", "false"):
         return value == "true"
     raise argparse.ArgumentTypeError(f'"{text}" is not true or false')
+
+
+def name_and_expr(text: str) -> dict[str, str]:
+    """An argparse type: ``"NAME=EXPR"`` → ``{"name": NAME, "expr": EXPR}``."""
+    name, sep, expr = text.partition("=")
+    if not sep or not name.strip() or not expr.strip():
+        raise argparse.ArgumentTypeError(f'"{text}" is not NAME=EXPR')
+    return {"name": name.strip(), "expr": expr.strip()}
 
 
 def _days(text: str) -> list[str]:
@@ -244,11 +259,20 @@ def add_pool_arguments(
         help="spec.rollout.blockingAlerts entry (repeatable), PromQL label matchers, e.g. "
         "'severity=\"critical\"': no new reboots while a matching alert fires",
     )
+    group.add_argument(
+        "--precondition",
+        action="append",
+        default=[],
+        type=name_and_expr,
+        metavar="NAME=EXPR",
+        help="spec.rollout.preconditions entry (repeatable): a PromQL query that must "
+        "return a result before a reboot, e.g. 'capacity=up{job=\"db\"} == 1'",
+    )
 
 
 def wants_pool(args: argparse.Namespace) -> bool:
     """Whether any pool option was given (``hack/sim up`` creates no pool otherwise)."""
-    alerts = getattr(args, "blocking_alert", None)
+    alerts = getattr(args, "blocking_alert", None) or getattr(args, "precondition", None)
     topology = getattr(args, "topology_key", None)
     order = _order(args)
     return bool(args.pool_file or args.maintenance_window or alerts or topology or order) or any(
@@ -259,11 +283,12 @@ def wants_pool(args: argparse.Namespace) -> bool:
 def check_alert_gate(args: argparse.Namespace, prometheus: bool) -> None:
     """``--blocking-alert`` needs the simulation's Prometheus: without one the gate
     fails closed and no node would ever reboot."""
-    if getattr(args, "blocking_alert", None) and not prometheus:
-        raise PolicyError(
-            "--blocking-alert needs a Prometheus for the alert gate to ask (without one "
-            "no node would reboot): start the simulation with hack/sim up --prometheus"
-        )
+    for dest, flag, gate in PROMETHEUS_FLAGS:
+        if getattr(args, dest, None) and not prometheus:
+            raise PolicyError(
+                f"{flag} needs a Prometheus for {gate} to ask (without one "
+                "no node would reboot): start the simulation with hack/sim up --prometheus"
+            )
 
 
 def load_pool_file(path: Path) -> dict[str, Any]:
@@ -302,6 +327,8 @@ def pool_manifest(
         rollout["maintenanceWindows"] = [parse_window(w, when) for w in args.maintenance_window]
     if getattr(args, "blocking_alert", None):
         rollout["blockingAlerts"] = list(args.blocking_alert)
+    if getattr(args, "precondition", None):
+        rollout["preconditions"] = list(args.precondition)
     per_domain = getattr(args, "max_unavailable_per_domain", None)
     if (getattr(args, "topology_order", None) or per_domain is not None) and not getattr(
         args, "topology_key", None
@@ -358,6 +385,8 @@ def describe_rollout(rollout: Mapping[str, Any]) -> str:
         parts.append(f"zone by zone by {topology.get('key')}{first}")
     if rollout.get("blockingAlerts"):
         parts.append("blocking alerts " + " or ".join(rollout["blockingAlerts"]))
+    if rollout.get("preconditions"):
+        parts.append("preconditions " + ", ".join(p["name"] for p in rollout["preconditions"]))
     windows = rollout.get("maintenanceWindows") or []
     if windows:
         shown = [
