@@ -30,7 +30,8 @@ from kubernetes_asyncio.client import ApiClient
 
 from bootc_operator.kube import NODES, ApiError
 from bootc_operator.kube.rest import delete_object
-from e2e.daemonenv import Daemons
+from e2e.daemonenv import Daemons, delete_bootc_node
+from e2e.helpers import unique_name
 from e2e.hostsenv import HostedNodes
 from hack.simlib import Sim
 from hack.testenv import ControlPlane, api_client
@@ -150,3 +151,23 @@ async def hosted(
     daemons = Daemons(control_plane.kubeconfig, tmp_path / "logs")
     async with HostedNodes(api, daemons, tmp_path / "hosts") as nodes:
         yield nodes
+
+
+@pytest.fixture
+async def daemons(control_plane: ControlPlane, tmp_path: Path) -> AsyncIterator[Daemons]:
+    """Real daemon processes (``e2e.daemonenv``), all stopped at the end."""
+    ds = Daemons(control_plane.kubeconfig, tmp_path / "logs")
+    try:
+        yield ds
+    finally:
+        await ds.stop_all()
+
+
+@pytest.fixture
+async def node(api: ApiClient) -> AsyncIterator[str]:
+    """A unique node name; its BootcNode (if a test created one) is deleted at the end."""
+    name = unique_name("node")
+    try:
+        yield name
+    finally:
+        await delete_bootc_node(api, name)

@@ -56,25 +56,6 @@ CLUSTER_ROLE_BINDINGS = Resource(
 )
 
 
-@pytest.fixture
-async def daemons(control_plane: ControlPlane, tmp_path: Path) -> AsyncIterator[Daemons]:
-    ds = Daemons(control_plane.kubeconfig, tmp_path / "logs")
-    try:
-        yield ds
-    finally:
-        await ds.stop_all()
-
-
-@pytest.fixture
-async def node(api: ApiClient) -> AsyncIterator[str]:
-    """A unique node name; its BootcNode (if a test created one) is deleted at the end."""
-    name = unique_name("node")
-    try:
-        yield name
-    finally:
-        await delete_bootc_node(api, name)
-
-
 def running_switch(host: Host) -> str | None:
     """The image of the switch unit running on ``host``, if any."""
     record = unit_record(host.paths, SWITCH_UNIT)

@@ -15,11 +15,10 @@ controller (the tests write BootcNode.spec and the rollout's annotations themsel
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
 from kubernetes_asyncio.client import ApiClient
 
 from bootc_operator.api import constants as c
@@ -29,7 +28,6 @@ from e2e.daemonenv import (
     NodeLog,
     boot_assessment,
     create_bootc_node,
-    delete_bootc_node,
     get_bootc_node,
     idle_reason,
     is_degraded,
@@ -41,30 +39,11 @@ from e2e.daemonenv import (
 from e2e.helpers import condition, digest, image, push, unique_name, wait_for
 from hack.fakebootc import Host, make_host
 from hack.fakebootc.boot import LABEL
-from hack.testenv import ControlPlane
 from hack.testenv.registry import Registry
 
 D1, D2, D3 = image(1), image(2), image(3)
 WAIT = 60.0
 GREENBOOT = "greenboot-healthcheck.service"
-
-
-@pytest.fixture
-async def daemons(control_plane: ControlPlane, tmp_path: Path) -> AsyncIterator[Daemons]:
-    ds = Daemons(control_plane.kubeconfig, tmp_path / "logs")
-    try:
-        yield ds
-    finally:
-        await ds.stop_all()
-
-
-@pytest.fixture
-async def node(api: ApiClient) -> AsyncIterator[str]:
-    name = unique_name("node")
-    try:
-        yield name
-    finally:
-        await delete_bootc_node(api, name)
 
 
 def new_host(tmp_path: Path, booted: str = D1, **kwargs: Any) -> Host:

@@ -11,11 +11,9 @@ pulled, and is retried on the backoff: a fixed policy is picked up without a res
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from kubernetes_asyncio.client import ApiClient
 
 from bootc_operator.api import constants as c
@@ -33,7 +31,6 @@ from e2e.daemonenv import (
 )
 from e2e.helpers import REPO, condition, image, push, unique_name, wait_for
 from hack.fakebootc import Host, make_host
-from hack.testenv import ControlPlane
 from hack.testenv.cosign import Cosign, resolve_cosign
 from hack.testenv.registry import Registry
 
@@ -43,24 +40,6 @@ FLAG = "--enforce-container-sigpolicy"
 KEY_PATH = "/etc/pki/containers/release.pub"
 REJECT = [{"type": "reject"}]
 ACCEPT = [{"type": "insecureAcceptAnything"}]
-
-
-@pytest.fixture
-async def daemons(control_plane: ControlPlane, tmp_path: Path) -> AsyncIterator[Daemons]:
-    ds = Daemons(control_plane.kubeconfig, tmp_path / "logs")
-    try:
-        yield ds
-    finally:
-        await ds.stop_all()
-
-
-@pytest.fixture
-async def node(api: ApiClient) -> AsyncIterator[str]:
-    name = unique_name("node")
-    try:
-        yield name
-    finally:
-        await delete_bootc_node(api, name)
 
 
 def new_host(tmp_path: Path, policy: dict[str, Any] | None, booted: str = D1) -> Host:
