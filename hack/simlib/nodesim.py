@@ -422,6 +422,10 @@ class NodeSim:
         self._requests.forget(node.host)
         node.rebooting = False
         self._pods_back_up(node.name)
+        # The state file first, then the record: whoever sees the reboot recorded also
+        # sees the node up in the state file (its daemon's pid, a not-ready hold), not a
+        # state from mid-reboot that the main loop would rewrite only at its next tick.
+        self._write_state()
         with (self.dir / REBOOTS_FILE).open("a") as f:
             f.write(json.dumps(done.record()) + "\n")
         log.info(
