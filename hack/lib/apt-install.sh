@@ -1,5 +1,5 @@
-# Sourced by hack/install-*.sh: `apt_install_quietly TAG PACKAGE [NOTE]` installs one
-# Debian package. It needs root (or passwordless sudo); messages go to stderr,
+# Sourced by hack/install-*.sh: `apt_install_quietly TAG PACKAGES [NOTE]` installs
+# Debian packages (PACKAGES: one name, or several separated by spaces). It needs root (or passwordless sudo); messages go to stderr,
 # prefixed with TAG (NOTE ends the "installing" line); apt-get's output is shown
 # only when it fails. Stale or missing package lists are refreshed once. The
 # package's service is never started: a policy-rc.d forbids it for the install
@@ -31,7 +31,9 @@ apt_install_quietly() (
     POLICY_CREATED=1
   fi
   export DEBIAN_FRONTEND=noninteractive
-  apt_install() { "${SUDO[@]}" apt-get install -y -q --no-install-recommends "$package"; }
+  local names
+  read -r -a names <<<"$package"
+  apt_install() { "${SUDO[@]}" apt-get install -y -q --no-install-recommends "${names[@]}"; }
   if ! apt_install >"$LOG" 2>&1; then
     if ! { "${SUDO[@]}" apt-get update -q && apt_install; } >>"$LOG" 2>&1; then
       cat "$LOG" >&2
