@@ -23,7 +23,13 @@ import pytest
 
 from hack.fakebootc import FAULTS, FakeHostError, Host, make_host, open_host
 from hack.fakebootc.boot import DEFAULT_CHECK_UNIT, LABEL, decide_boot
-from hack.fakebootc.state import DEFAULT_KERNEL, KERNEL_LABEL, lock_is_held, update_state
+from hack.fakebootc.state import (
+    DEFAULT_KERNEL,
+    KERNEL_LABEL,
+    lock_is_held,
+    lock_waiters,
+    update_state,
+)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 REPO = "quay.io/example/os"
@@ -249,8 +255,13 @@ def test_switch_stage_delay_holds_the_sysroot_lock(host: Host) -> None:
             lambda: lock_is_held(host.paths.sysroot_lock), "the switch to take the sysroot lock"
         )
         st = popen(host, "bootc", "status", "--json")
-        with pytest.raises(subprocess.TimeoutExpired):
-            st.wait(timeout=0.5)
+        # kill the switch only once status provably sleeps on the lock (not before it
+        # reached its lock attempt: then it would never have had to wait)
+        wait_for(
+            lambda: st.pid in lock_waiters(host.paths.sysroot_lock),
+            "bootc status to wait on the sysroot lock",
+        )
+        assert st.poll() is None
         switch.kill()
         switch.wait(timeout=10)
         out, err = st.communicate(timeout=10)
@@ -270,8 +281,11 @@ def test_status_blocks_until_a_running_switch_finishes(host: Host) -> None:
             lambda: lock_is_held(host.paths.sysroot_lock), "the switch to take the sysroot lock"
         )
         st = popen(host, "bootc", "status", "--json")
-        with pytest.raises(subprocess.TimeoutExpired):
-            st.wait(timeout=0.5)
+        wait_for(
+            lambda: st.pid in lock_waiters(host.paths.sysroot_lock),
+            "bootc status to wait on the sysroot lock",
+        )
+        assert st.poll() is None
         host.clear_faults()  # the "pull" resumes and completes
         assert switch.wait(timeout=10) == 0
         out, _ = st.communicate(timeout=10)

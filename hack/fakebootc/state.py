@@ -452,6 +452,26 @@ def lock_is_held(path: Path) -> bool:
         os.close(fd)
 
 
+def lock_waiters(path: Path) -> set[int]:
+    """The pids blocked in ``flock`` on ``path``, read from ``/proc/locks``.
+
+    A blocked request is listed there (``->``) only once its process sleeps in the
+    kernel waiting for the lock: proof, not a guess, that it is waiting.
+    """
+    try:
+        st = path.stat()
+        table = Path("/proc/locks").read_text()
+    except FileNotFoundError:
+        return set()
+    where = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    waiters: set[int] = set()
+    for line in table.splitlines():
+        fields = line.split()
+        if len(fields) >= 7 and fields[1] == "->" and fields[2] == "FLOCK" and fields[6] == where:
+            waiters.add(int(fields[5]))
+    return waiters
+
+
 def update_state(paths: Paths, change: Callable[[State], None]) -> State:
     """Apply ``change`` to the state under the state lock and save it; returns the new state."""
     with flocked(paths.state_lock):
