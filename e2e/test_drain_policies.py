@@ -13,7 +13,9 @@ The controller runs in-process, so its metrics are read from the registry.
   and no other node takes a slot even with room for it; once the PDB goes the
   drain finishes and the rollout with it.
 - ``Skip``: the node is uncordoned and let go, the other node updates, it is
-  tried again up to ``MAX_SKIPS`` times, then marked ``drain-blocked``.
+  tried again, ``MAX_TRIES`` drains in all (counted from watches of its Node's
+  cordons and its BootcNode's slot takes: never a fourth), the last one past its
+  timeout marks it ``drain-blocked``.
 - An eviction the admission policy denies is retried with backoff, not fatal:
   the pool names the denial; once the policy goes the drain finishes.
 - ``deleteEmptyDirData``: false holds a pod with an emptyDir volume (the pool
@@ -35,7 +37,7 @@ from bootc_operator.api import constants as c
 from bootc_operator.informers import EventHandler, Informer
 from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, EVENTS, NODES, ApiError
 from bootc_operator.kube.rest import get_object, list_objects, patch_object, request_json
-from bootc_operator.policy.drainplan import MAX_SKIPS
+from bootc_operator.policy.drainplan import MAX_TRIES
 from e2e.controllerenv import (
     add_nodes,
     create_blocking_pdb,
@@ -225,36 +227,93 @@ async def test_halt_keeps_the_slot_names_the_pod_and_starts_no_other_slot(
     await delete_quietly(api, BOOTC_NODE_POOLS, group)
 
 
-async def test_skip_lets_the_node_go_retries_it_and_gives_up_after_max_skips(
+class Tries:
+    """How many times one node was cordoned and given a reboot slot, from watches of
+    its Node and its BootcNode (every write is one watch event, in order)."""
+
+    def __init__(self, api: ApiClient, node: str) -> None:
+        self.node = node
+        self.cordons = 0
+        self.takes = 0
+        self.is_cordoned = False
+        self._in_slot = False
+        self._watches = (Informer(api, NODES), Informer(api, BOOTC_NODES))
+        self._watches[0].add_event_handler(self._handler(self._node))
+        self._watches[1].add_event_handler(self._handler(self._bootc_node))
+
+    def _handler(self, seen: Any) -> EventHandler:
+        return EventHandler(on_add=seen, on_update=lambda _o, n: seen(n))
+
+    def _node(self, obj: dict[str, Any]) -> None:
+        if obj["metadata"]["name"] != self.node:
+            return
+        cordoned = bool(obj["spec"].get("unschedulable"))
+        self.cordons += cordoned and not self.is_cordoned
+        self.is_cordoned = cordoned
+
+    def _bootc_node(self, obj: dict[str, Any]) -> None:
+        if obj["metadata"]["name"] != self.node:
+            return
+        in_slot = c.IN_REBOOT_SLOT_ANNOTATION in (obj["metadata"].get("annotations") or {})
+        self.takes += in_slot and not self._in_slot
+        self._in_slot = in_slot
+
+    async def __aenter__(self) -> Tries:
+        for watch in self._watches:
+            watch.start()
+        for watch in self._watches:
+            await watch.wait_for_sync()
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        for watch in self._watches:
+            await watch.stop()
+
+
+async def test_skip_lets_the_node_go_retries_it_and_gives_up_after_max_tries(
     api: ApiClient, fleet: Fleet
 ) -> None:
+    """Issue 37 §5: ``at most 3 tries`` is three cordons and drains, not four."""
     group, nodes, pod = await held_pod(api, fleet, "dskip")
     drain = {"timeoutSeconds": 2, "onTimeout": "Skip"}
-    async with SafetyMonitor(api, group, 1) as monitor, running_controller(api):
+    async with (
+        Tries(api, nodes[0]) as tries,
+        SafetyMonitor(api, group, 1) as monitor,
+        running_controller(api),
+    ):
         await pool_on_image_1(api, group, drain=drain)
         await start(api, group)
 
         async def given_up() -> bool:
-            marks = await marks_of(api, nodes[0])
-            return f"skipped {MAX_SKIPS} times already" in marks.get(c.DRAIN_BLOCKED_ANNOTATION, "")
+            return c.DRAIN_BLOCKED_ANNOTATION in await marks_of(api, nodes[0])
 
-        await wait_for(given_up, 180, f"{nodes[0]} given up after {MAX_SKIPS} skips")
+        await wait_for(given_up, 180, f"{nodes[0]} given up")
         await wait_for(lambda: updated(api, group, 1), 120, f"{nodes[1]} updated")
         marks = await marks_of(api, nodes[0])
         assert c.IN_REBOOT_SLOT_ANNOTATION not in marks
         assert c.DRAIN_SKIPPED_ANNOTATION not in marks
         assert not await cordoned(api, nodes[0])
+        # the uncordon of the give-up is seen: every cordon before it was counted
+        await wait_for(lambda: not tries.is_cordoned, 60, f"{nodes[0]} seen uncordoned")
+        assert (tries.takes, tries.cordons) == (MAX_TRIES, MAX_TRIES)
+        given = f"onTimeout Skip (try {MAX_TRIES} of {MAX_TRIES}): given up"
+        assert given in marks[c.DRAIN_BLOCKED_ANNOTATION]
         assert await pod_exists(api, pod)
         await wait_for(lambda: outcomes(group, "GiveUp") == 1.0, 60, "one GiveUp outcome")
-        assert outcomes(group, "Skip") == MAX_SKIPS
-        for n in range(1, MAX_SKIPS + 1):
-            await wait_event(api, nodes[0], "DrainTimeout", f"onTimeout Skip ({n} of {MAX_SKIPS})")
+        assert outcomes(group, "Skip") == MAX_TRIES - 1
+        for n in range(1, MAX_TRIES):
+            await wait_event(
+                api, nodes[0], "DrainTimeout", f"onTimeout Skip (try {n} of {MAX_TRIES})"
+            )
+        await wait_event(api, nodes[0], "DrainTimeout", given)
 
         async def degraded() -> bool:
             deg = condition(await get_pool(api, group), "Degraded")
             return deg.get("reason") == "NodeDegraded" and nodes[0] in deg.get("message", "")
 
         await wait_for(degraded, 60, f"the pool Degraded naming {nodes[0]}")
+        # given up for good: no further try while the target stays
+        assert (tries.takes, tries.cordons) == (MAX_TRIES, MAX_TRIES)
     assert not monitor.summary.violations, monitor.summary.violations
     assert nodes[0] not in {n for n, _ in fleet.reboots}
     await delete_quietly(api, BOOTC_NODE_POOLS, group)

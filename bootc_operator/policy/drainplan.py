@@ -24,7 +24,9 @@ What a drain past its timeout does (``timeout_action``), from
   slots start in the pool until it drains;
 - ``Skip``: the node gives its slot back, is uncordoned and marked
   ``bootc.dev/drain-skipped`` (how many times); it competes again after every
-  node never skipped, ``MAX_SKIPS`` times at most, then it is given up as above;
+  node skipped fewer times. ``MAX_TRIES`` drains in all: the last one past its
+  timeout gives the node up as above (``MAX_TRIES - 1`` skips, never a fourth
+  cordon and drain);
 - ``Force``: the pods left are deleted without the Eviction API (PDBs bypassed).
 
 An eviction refused for another reason than a PodDisruptionBudget (an admission
@@ -141,8 +143,10 @@ def blocking_message(node: str, remaining: Iterable[str], blocked_by: Mapping[st
     return f"drain of {node} blocked by {', '.join(parts)}" if parts else f"drain of {node} done"
 
 
-#: how many times Skip gives a node's slot back before the node is given up
-MAX_SKIPS: Final = 3
+#: how many drains ``onTimeout: Skip`` gives a node in all (the CRD and docs say
+#: "at most 3 tries"): the first ``MAX_TRIES - 1`` past their timeout are skipped,
+#: the last one gives the node up
+MAX_TRIES: Final = 3
 
 
 class TimeoutAction(StrEnum):
@@ -166,12 +170,13 @@ class DrainPolicy:
 
 
 def timeout_action(policy: DrainPolicy, skips: int) -> TimeoutAction:
-    """What a drain past its timeout does; ``skips``: times Skip already let the node go."""
+    """What a drain past its timeout does; ``skips``: times Skip already let the node go
+    (so this drain is try ``skips + 1`` of ``MAX_TRIES``)."""
     if policy.on_timeout == "Halt":
         return TimeoutAction.HALT
     if policy.on_timeout == "Force":
         return TimeoutAction.FORCE
-    if policy.on_timeout == "Skip" and skips < MAX_SKIPS:
+    if policy.on_timeout == "Skip" and skips + 1 < MAX_TRIES:
         return TimeoutAction.SKIP
     return TimeoutAction.GIVE_UP
 

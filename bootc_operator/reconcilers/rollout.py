@@ -57,7 +57,7 @@ from bootc_operator.api.timefmt import now_rfc3339, parse_time
 from bootc_operator.api.v1alpha1 import RebootKind
 from bootc_operator.policy.autoscaler import prior_record
 from bootc_operator.policy.drainplan import (
-    MAX_SKIPS,
+    MAX_TRIES,
     DrainPolicy,
     TimeoutAction,
     timeout_action,
@@ -490,14 +490,14 @@ class RolloutReconciler:
         if action is TimeoutAction.SKIP:
             skips += 1
             message += (
-                f"; onTimeout Skip ({skips} of {MAX_SKIPS}): slot released and node uncordoned, "
-                "it is tried again after the other nodes"
+                f"; onTimeout Skip (try {skips} of {MAX_TRIES}): slot released and node "
+                "uncordoned, it is tried again after the other nodes"
             )
             mark = {c.DRAIN_SKIPPED_ANNOTATION: f"{skips} {message}"[:1000]}
             summary = "{n} nodes could not be drained in time and wait for another try"
         else:
             if drain.on_timeout == "Skip":
-                message += f"; skipped {MAX_SKIPS} times already: given up"
+                message += f"; onTimeout Skip (try {skips + 1} of {MAX_TRIES}): given up"
             mark = {c.DRAIN_BLOCKED_ANNOTATION: message[:1000]}
             summary = "{n} nodes could not be drained in time and were skipped (see their Events)"
         await ctx.patch_bootc_node(bn, release_patch(spec_state, mark))

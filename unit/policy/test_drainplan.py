@@ -12,7 +12,7 @@ import pytest
 from bootc_operator.api import constants as c
 from bootc_operator.policy.drainplan import (
     EMPTYDIR_REASON,
-    MAX_SKIPS,
+    MAX_TRIES,
     DrainPolicy,
     TimeoutAction,
     blocking_message,
@@ -83,9 +83,14 @@ def test_timeout_action_per_policy_and_skip_is_bounded() -> None:
     assert timeout_action(DrainPolicy(timeout=1, on_timeout="Halt"), 0) is TimeoutAction.HALT
     assert timeout_action(DrainPolicy(timeout=1, on_timeout="Force"), 5) is TimeoutAction.FORCE
     skip = DrainPolicy(timeout=1, on_timeout="Skip")
-    assert [timeout_action(skip, n) for n in range(MAX_SKIPS + 1)] == [
-        TimeoutAction.SKIP
-    ] * MAX_SKIPS + [TimeoutAction.GIVE_UP]
+    # issue 37 §5: "at most 3 tries" is three drains: two skips, the third gives up
+    assert MAX_TRIES == 3
+    assert [timeout_action(skip, n) for n in range(MAX_TRIES + 1)] == [
+        TimeoutAction.SKIP,
+        TimeoutAction.SKIP,
+        TimeoutAction.GIVE_UP,
+        TimeoutAction.GIVE_UP,
+    ]
 
 
 def test_only_a_pdb_429_is_a_pdb_refusal() -> None:
