@@ -90,14 +90,16 @@ async def create_pod(
     namespace: str = "default",
     owner: dict[str, Any] | None = None,
     volumes: list[dict[str, Any]] | None = None,
+    grace: int = 0,
 ) -> dict[str, Any]:
-    """A pod bound straight to ``node`` (no scheduler), deleted at once when evicted."""
+    """A pod bound straight to ``node`` (no scheduler), deleted at once when evicted;
+    with a ``grace`` period, evicted it stays terminating (no kubelet confirms it)."""
     meta: dict[str, Any] = {"name": name, "namespace": namespace, "labels": labels}
     if owner:
         meta["ownerReferences"] = [owner]
     spec: dict[str, Any] = {
         "nodeName": node,
-        "terminationGracePeriodSeconds": 0,
+        "terminationGracePeriodSeconds": grace,
         "containers": [{"name": "c", "image": "registry.example.com/app:1"}],
     }
     if volumes:

@@ -16,6 +16,9 @@ The controller runs in-process, so its metrics are read from the registry.
   tried again, ``MAX_TRIES`` drains in all (counted from watches of its Node's
   cordons and its BootcNode's slot takes: never a fourth), the last one past its
   timeout marks it ``drain-blocked``.
+- A blocked drain names only the pods still refused: not one evicted and
+  terminating in its grace period (no kubelet confirms it here), nor one an
+  admin deleted meanwhile.
 - An eviction the admission policy denies is retried with backoff, not fatal:
   the pool names the denial; once the policy goes the drain finishes.
 - ``deleteEmptyDirData``: false holds a pod with an emptyDir volume (the pool
@@ -35,7 +38,7 @@ from prometheus_client import REGISTRY
 
 from bootc_operator.api import constants as c
 from bootc_operator.informers import EventHandler, Informer
-from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, EVENTS, NODES, ApiError
+from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, EVENTS, NODES, PODS, ApiError
 from bootc_operator.kube.rest import get_object, list_objects, patch_object, request_json
 from bootc_operator.policy.drainplan import MAX_TRIES
 from e2e.controllerenv import (
@@ -403,6 +406,68 @@ async def test_an_eviction_denied_by_admission_is_retried_until_allowed(
         for path in (VAPB_PATH, VAP_PATH):
             with contextlib.suppress(ApiError):
                 await request_json(api, "DELETE", f"{path}/{group}")
+    await delete_quietly(api, BOOTC_NODE_POOLS, group)
+
+
+async def delete_pod(api: ApiClient, name: str, grace: int) -> None:
+    with contextlib.suppress(ApiError):
+        await request_json(
+            api,
+            "DELETE",
+            f"/api/v1/namespaces/default/pods/{name}",
+            body={"gracePeriodSeconds": grace},
+        )
+
+
+async def terminating(api: ApiClient, name: str) -> bool:
+    pod = await get_object(api, PODS, name, "default")
+    return bool(pod["metadata"].get("deletionTimestamp"))
+
+
+async def test_a_blocked_drain_names_only_the_pods_still_blocked(
+    api: ApiClient, fleet: Fleet
+) -> None:
+    """Issue 37 §7: the pod just evicted, terminating in its grace period, is not named
+    beside the one a PDB holds; once an admin deletes the held one (terminating too)
+    the pool names no pod as blocking; when both are gone the node updates."""
+    group, nodes, held = await pod_on_one_node(api, fleet, "dnamed")
+    slow = f"{group}-slow"
+    # no kubelet: evicted, it stays terminating through its grace period
+    await create_pod(api, slow, nodes[0], {"app": slow}, grace=300)
+    await create_blocking_pdb(api, group, {"app": group})
+    try:
+        async with SafetyMonitor(api, group, 1) as monitor, running_controller(api):
+            await pool_on_image_1(api, group)
+            await start(api, group)
+            event = await wait_event(api, nodes[0], "DrainBlocked", held)
+            assert await terminating(api, slow), "the other pod was evicted"
+            assert slow not in event["note"], event["note"]
+
+            async def pool_says() -> str:
+                return str(condition(await get_pool(api, group), "UpToDate").get("message", ""))
+
+            async def names_the_held_pod() -> bool:
+                return f"blocked by default/{held} (" in await pool_says()
+
+            await wait_for(names_the_held_pod, 60, f"the pool names {held} as blocking")
+            assert slow not in await pool_says()
+            # an admin deletes the held pod; terminating, it blocks nothing any more
+            await delete_pod(api, held, 300)
+            await wait_for(lambda: terminating(api, held), 30, f"{held} terminating")
+
+            async def names_none() -> bool:
+                return "blocked by" not in await pool_says()
+
+            await wait_for(names_none, 60, "the pool names no pod as blocking")
+            assert c.REBOOT_REQUESTED_ANNOTATION not in await marks_of(api, nodes[0])
+            for pod in (held, slow):
+                await delete_pod(api, pod, 0)
+            await wait_for(lambda: updated(api, group, 1), 120, "both pods gone; updated")
+        assert not monitor.summary.violations, monitor.summary.violations
+    finally:
+        for pod in (held, slow):
+            await delete_pod(api, pod, 0)
+        await request_json(api, "DELETE", f"{PDB_PATH}/{group}")
     await delete_quietly(api, BOOTC_NODE_POOLS, group)
 
 

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from bootc_operator.policy.drainplan import blocking_message, drain_state, must_leave
+from bootc_operator.policy.drainplan import (
+    DrainState,
+    blocking_message,
+    drain_state,
+    must_leave,
+    unblocked,
+)
 from bootc_operator.reconcilers.drain import DrainResult, describe, slim_pod
 
 
@@ -47,12 +53,30 @@ def test_drain_state_splits_evictable_and_terminating() -> None:
     assert drain_state([pod("d", owner="DaemonSet")]).remaining == ()
 
 
-def test_blocking_message_names_pods_and_reasons() -> None:
+def test_blocking_message_names_only_the_blocked_pods_and_reasons() -> None:
+    """Issue 37 §7: a pod just evicted (terminating) is not named beside the blocked one."""
     msg = blocking_message("n1", ["ns/b", "ns/a"], {"ns/a": "PDB web allows 0 disruptions"})
-    assert msg == "drain of n1 blocked by ns/a (PDB web allows 0 disruptions), ns/b"
-    many = blocking_message("n1", [f"ns/p{i}" for i in range(7)], {})
-    assert many.endswith("and 2 more")
+    assert msg == "drain of n1 blocked by ns/a (PDB web allows 0 disruptions)"
+    many = blocking_message("n1", [], {f"ns/p{i}": "PDB" for i in range(7)})
+    assert many.endswith("ns/p4 (PDB), and 2 more")
+    # nothing refused: the pods it waits for to go, not "blocked"
+    assert (
+        blocking_message("n1", ["ns/b", "ns/a"], {}) == "drain of n1 waiting for ns/a, ns/b to go"
+    )
     assert blocking_message("n1", [], {}) == "drain of n1 done"
+
+
+def test_a_pod_evicted_or_deleted_meanwhile_blocks_no_more() -> None:
+    """Issue 37 §7: refused once, then terminating (evicted, or deleted by an admin):
+    not blocking; a pod still to evict, or still held, still blocks."""
+    state = drain_state([pod("a", deleting=True), pod("b"), pod("c")])
+    blocked = {"ns/a": "PDB", "ns/b": "PDB", "ns/gone": "PDB", "ns/held": "EmptyDirData"}
+    assert unblocked(blocked, state, held_before=["ns/held"]) == {"ns/a", "ns/gone", "ns/held"}
+    kept = DrainState(evict=(), terminating=(), remaining=("ns/held",), held={"ns/held": "x"})
+    assert unblocked(blocked, kept, held_before=["ns/held"]) == {"ns/a", "ns/b", "ns/gone"}
+    # held before, let go since (deleteEmptyDirData true): its hold no longer applies
+    let_go = drain_state([pod("held")])
+    assert unblocked({"ns/held": "EmptyDirData"}, let_go, held_before=["ns/held"]) == {"ns/held"}
 
 
 def test_a_drain_that_cannot_list_its_pods_is_blocked_and_says_why() -> None:

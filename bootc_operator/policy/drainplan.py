@@ -131,16 +131,35 @@ def drain_state(
     return DrainState(tuple(evict), tuple(terminating), remaining, dict(sorted(held.items())))
 
 
+def unblocked(blocked: Iterable[str], state: DrainState, held_before: Iterable[str]) -> set[str]:
+    """Pods named as blocking the drain that block it no more: gone, already going
+    (terminating: evicted, or deleted by someone), or held before and let go since
+    (the setting changed). Only a pod still to evict, or still held, blocks."""
+    still = set(state.evict) | set(state.held)
+    named = set(blocked)
+    return (named - still) | ((set(held_before) - set(state.held)) & named)
+
+
 def blocking_message(node: str, remaining: Iterable[str], blocked_by: Mapping[str, str]) -> str:
-    """``drain of node-3 blocked by default/web-1 (Cannot evict pod ...), ...``."""
-    pods = sorted(remaining)
-    parts = []
-    for key in pods[:5]:
-        why = blocked_by.get(key)
-        parts.append(f"{key} ({why})" if why else key)
+    """``drain of node-3 blocked by default/web-1 (Cannot evict pod ...), ...``: the
+    pods that block it, each with why, and only those (a pod being evicted, or
+    terminating, blocks nothing); with none blocked, the pods it waits for to go
+    (``drain of node-3 waiting for default/web-0 to go``)."""
+    blocked = sorted(blocked_by)
+    if blocked:
+        return f"drain of {node} blocked by {named(blocked, blocked_by)}"
+    going = sorted(remaining)
+    if going:
+        return f"drain of {node} waiting for {named(going, blocked_by)} to go"
+    return f"drain of {node} done"
+
+
+def named(pods: list[str], why: Mapping[str, str]) -> str:
+    """The first five pods, each with its reason when it has one, and how many more."""
+    parts = [f"{key} ({why[key]})" if why.get(key) else key for key in pods[:5]]
     if len(pods) > 5:
         parts.append(f"and {len(pods) - 5} more")
-    return f"drain of {node} blocked by {', '.join(parts)}" if parts else f"drain of {node} done"
+    return ", ".join(parts)
 
 
 #: how many drains ``onTimeout: Skip`` gives a node in all (the CRD and docs say

@@ -67,6 +67,7 @@ from bootc_operator.policy.drainplan import (
     emptydir_volumes,
     pod_key,
     refusal_kind,
+    unblocked,
 )
 from bootc_operator.reconcilers.context import Context, Obj
 from bootc_operator.reconcilers.metrics import DRAIN_DURATION, DRAIN_OUTCOMES
@@ -336,9 +337,13 @@ class DrainManager:
                 self._finish(node, res)
                 return
             res.remaining = state.remaining
-            # pods gone, or let go since (the setting changed), block no more
-            for key in (set(res.blocked_by) - set(state.remaining)) | (res.held - set(state.held)):
+            # pods gone, going (evicted: terminating) or let go since block no more;
+            # the pool's status stops naming them
+            freed = unblocked(res.blocked_by, state, res.held)
+            for key in freed:
                 res.blocked_by.pop(key, None)
+            if freed:
+                self._on_change(node, res.pool)
             self._hold(node, res, state.held)
             refused = False
             uids = {pod_key(p): p["metadata"].get("uid", "") for p in pods.list()}
@@ -391,7 +396,7 @@ class DrainManager:
                 continue
             DRAIN_OUTCOMES.labels(res.pool, EMPTYDIR_REASON).inc()
             if res.reported_blocked:
-                message = blocking_message(node, [key], res.blocked_by)
+                message = blocking_message(node, (), {key: why})
                 log.warning(message, extra={"node": node, "pool": res.pool})
                 self.ctx.recorder.emit(
                     self.ctx.node_ref(node), "Warning", "DrainBlocked", "Drain", message
