@@ -7,9 +7,12 @@
 # Runs in a subshell: a failure exits the subshell with 1, which under
 # `set -e` ends the caller too.
 
+# shellcheck source=budget.sh
+source "$(dirname "${BASH_SOURCE[0]}")/budget.sh"
+
 apt_install_quietly() (
   set -euo pipefail
-  local tag="$1" package="$2" note="${3:-}"
+  local tag="$1" package="$2" note="${3:-}" start="$EPOCHREALTIME"
   SUDO=()
   if [[ "$(id -u)" != 0 ]]; then
     if command -v sudo >/dev/null 2>&1; then SUDO=(sudo -n); else
@@ -41,4 +44,5 @@ apt_install_quietly() (
       exit 1
     fi
   fi
+  budget_note "$tag" "$start" "apt-get install $package"
 )

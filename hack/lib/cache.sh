@@ -14,6 +14,13 @@
 # the first finds the work done and builds nothing. Staging directories left by a
 # killed build are removed under the lock (only a lock holder makes one). Messages
 # go to stderr, prefixed with TAG; the lock is released when the build ends.
+#
+# With $BOOTC_OPERATOR_BUDGET_DIR set (hack/test.sh), a build that did the work, or
+# waited for another invocation's, appends one line to builds.tsv there: the budget
+# table's cold builds (hack/budget.py). A warm cache appends nothing.
+
+# shellcheck source=budget.sh
+source "$(dirname "${BASH_SOURCE[0]}")/budget.sh"
 
 cache_root() {
   printf '%s\n' "${BOOTC_OPERATOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/bootc-operator}"
@@ -35,7 +42,7 @@ cache_build_once() (
     exit 1
   }
   mkdir -p "$out"
-  local lock="$out/.lock" fd
+  local lock="$out/.lock" fd start="$EPOCHREALTIME"
   exec {fd}>>"$lock"
   if ! flock -n "$fd"; then
     echo "$tag: waiting for another build holding $lock" >&2
@@ -43,6 +50,7 @@ cache_build_once() (
   fi
   if "$have"; then
     echo "$tag: built by another invocation meanwhile" >&2
+    budget_note "$tag" "$start" "waited for another invocation's build"
     return 0
   fi
   rm -rf "$out"/.staging.*
@@ -52,4 +60,5 @@ cache_build_once() (
   trap "rm -rf '$stage'" EXIT
   "$build" "$stage"
   "$have" || { echo "$tag: error: the build left $out incomplete" >&2; exit 1; }
+  budget_note "$tag" "$start" "built"
 )
