@@ -4,6 +4,8 @@
 - ``wait_for`` (re-exported from ``hack.testenv.waiting``): poll with a deadline;
 - ``digest(n)`` / ``image(n)``: distinct, well-formed digests and refs of a fake repository;
 - ``condition(obj, type)``: an object's status condition of that type (``{}`` if none);
+- ``UNWRITTEN_STATUS``: the status the API server shows before anyone wrote one (the
+  CRDs' default: kstatus reads "generation not observed yet");
 - ``ensure_namespace(api, name)``: create a namespace unless it exists;
 - ``push(registry, ref, image)``: push an image (or one made from a content string) to
   a kit registry (``hack.testenv.registry``), logging in when it has auth;
@@ -29,6 +31,7 @@ from hack.testenv.waiting import wait_for
 
 __all__ = [
     "REPO",
+    "UNWRITTEN_STATUS",
     "condition",
     "digest",
     "ensure_namespace",
@@ -40,6 +43,7 @@ __all__ = [
 ]
 
 REPO = "registry.example.com/os"
+UNWRITTEN_STATUS = {"observedGeneration": 0}
 
 
 def unique_name(prefix: str) -> str:

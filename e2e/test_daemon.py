@@ -40,7 +40,7 @@ from e2e.daemonenv import (
     settled,
     slot_image,
 )
-from e2e.helpers import REPO, condition, digest, image, unique_name, wait_for
+from e2e.helpers import REPO, UNWRITTEN_STATUS, condition, digest, image, unique_name, wait_for
 from hack.fakebootc import Host, make_host
 from hack.fakebootc.shims import unit_record
 from hack.testenv import ControlPlane
@@ -547,7 +547,9 @@ async def test_another_nodes_bootcnode_changes_nothing(
         assert slot_image(obj, "staged") == D2
         assert host.switch_calls() == [["switch", "--", D2]]
         assert host.reboot_request is None
-        assert (await bn(api, other)).get("status") is None, "another node's status was written"
+        assert (await bn(api, other))["status"] == UNWRITTEN_STATUS, (
+            "another node's status was written"
+        )
     finally:
         await delete_bootc_node(api, other)
 
@@ -784,7 +786,7 @@ async def test_a_daemon_denied_its_status_writes_logs_one_line_per_retry(
         assert all("forbidden" in line and "bootcnodes/status" in line for line in lines), lines
         assert daemon.alive()
     assert host.switch_calls() == [] and host.reboot_request is None
-    assert (await bn(api, node)).get("status") is None
+    assert (await bn(api, node))["status"] == UNWRITTEN_STATUS
 
 
 @contextlib.asynccontextmanager

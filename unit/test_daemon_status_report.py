@@ -1,5 +1,6 @@
 """BootcNode.status as the daemon writes it: building it from a decision (metav1 condition
-semantics), diffing it (timestamps ignored) and the merge patch (stale fields cleared)."""
+semantics; kstatus's conditions for the node's own work), diffing it (timestamps ignored)
+and the merge patch (stale fields cleared)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from bootc_operator.daemon.status_report import (
     booted_short,
     build_status,
     completed_reboot,
+    node_kstatus,
     same_status,
     status_patch,
 )
@@ -65,7 +67,11 @@ def test_first_status_has_conditions_images_and_generation() -> None:
     assert status["booted"]["image"] == A
     assert status["booted"]["version"] == "1.0"
     assert status["staged"] is None and status["rollback"] is None
-    assert [x["type"] for x in status["conditions"]] == [c.COND_IDLE, c.COND_DEGRADED]
+    assert [x["type"] for x in status["conditions"]] == [
+        c.COND_IDLE,
+        c.COND_DEGRADED,
+        c.COND_READY,
+    ]
     idle, deg = cond(status, c.COND_IDLE), cond(status, c.COND_DEGRADED)
     assert idle == {
         "type": "Idle",
@@ -106,7 +112,7 @@ def test_unknown_host_keeps_images_and_idle() -> None:
 def test_other_condition_types_are_kept() -> None:
     current = {"conditions": [{"type": "Custom", "status": "True", "reason": "X"}]}
     status = build_status(current, Decision(IDLE, HEALTHY), ON_A, 1, T0)
-    assert [x["type"] for x in status["conditions"]] == ["Custom", "Idle", "Degraded"]
+    assert [x["type"] for x in status["conditions"]] == ["Custom", "Idle", "Degraded", "Ready"]
 
 
 def test_same_status_ignores_timestamps_nulls_and_order() -> None:
@@ -283,3 +289,59 @@ def test_no_completed_reboot_without_a_new_deployment_or_a_rebooting_status() ->
     assert completed_reboot({**left_rebooting("Soft"), "lastRebootKind": "Sideways"}, ON_B) == (
         RebootKind.FULL
     )
+
+
+def kstatus_of(status: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    """kstatus's conditions present: type -> (status, reason)."""
+    return {
+        x["type"]: (x["status"], x["reason"])
+        for x in status["conditions"]
+        if x["type"] in (c.COND_READY, c.COND_RECONCILING, c.COND_STALLED)
+    }
+
+
+def test_kstatus_follows_the_nodes_own_work() -> None:
+    """Reconciling while staging or rebooting, Ready once the spec is done (Idle, or
+    staged while the spec asks for Staged), Stalled while Degraded; Reconciling and
+    Stalled only while True, every condition at the decision's generation."""
+    steps = [
+        (
+            Decision(staging(B), HEALTHY),
+            "Staged",
+            {"Ready": ("False", "Staging"), "Reconciling": ("True", "Staging")},
+        ),
+        (Decision(staged(B), HEALTHY), "Staged", {"Ready": ("True", "Staged")}),
+        (
+            Decision(staged(B), HEALTHY),
+            "Booted",
+            {"Ready": ("False", "Staged"), "Reconciling": ("True", "Staged")},
+        ),
+        (
+            Decision(rebooting(B), HEALTHY),
+            "Booted",
+            {"Ready": ("False", "Rebooting"), "Reconciling": ("True", "Rebooting")},
+        ),
+        (
+            Decision(None, degraded("bootc status timed out")),
+            "Booted",
+            {"Ready": ("False", "Error"), "Stalled": ("True", "Error")},
+        ),
+        (Decision(IDLE, HEALTHY), "Booted", {"Ready": ("True", "Idle")}),
+    ]
+    status: dict[str, Any] | None = None
+    for generation, (decision, want, expected) in enumerate(steps, start=1):
+        status = build_status(status, decision, A_STAGED_B, generation, T0, desired_state=want)
+        assert kstatus_of(status) == expected, (decision, want)
+        for x in status["conditions"]:
+            if x["type"] != c.COND_IDLE or decision.idle is not None:  # None: Idle is kept
+                assert x["observedGeneration"] == generation
+    assert status is not None
+    assert cond(status, c.COND_READY)["message"] == "runs the desired image"
+
+
+def test_kstatus_of_a_node_without_an_idle_condition_yet_is_reconciling() -> None:
+    ks = node_kstatus([{"type": "Degraded", "status": "False", "reason": "Healthy"}])
+    assert (ks.ready, ks.reconciling, ks.stalled, ks.reason) == (False, True, False, "Pending")
+    assert ks.verdict == "InProgress"
+    stalled = node_kstatus([{"type": "Degraded", "status": "True", "reason": "RebootNotAllowed"}])
+    assert (stalled.verdict, stalled.reason) == ("Failed", "RebootNotAllowed")

@@ -80,6 +80,11 @@ WINDOW_DURATION_PATTERN: Final = r"^([0-9]{1,3}h)?([0-9]{1,5}m)?$"
 COND_UP_TO_DATE: Final = "UpToDate"
 COND_DEGRADED: Final = "Degraded"
 COND_IDLE: Final = "Idle"
+# kstatus's conditions (sigs.k8s.io/cli-utils pkg/kstatus, what Flux and kubectl wait
+# read): Ready on both kinds, Reconciling and Stalled only while True (api/kstatus.py).
+COND_READY: Final = "Ready"
+COND_RECONCILING: Final = "Reconciling"
+COND_STALLED: Final = "Stalled"
 
 # Pool UpToDate reasons.
 REASON_ALL_UPDATED: Final = "AllUpdated"

@@ -87,6 +87,10 @@ def _schema_for(model: type[BaseModel]) -> dict[str, Any]:
     props["apiVersion"] = {"type": "string", "description": "APIVersion of this object."}
     props["kind"] = {"type": "string", "description": "Kind of this object."}
     schema["required"] = ["spec"]
+    # The API server fills this in until the first status write, in every answer (the
+    # create's too): kstatus (Flux) then reads generation 1, observed 0, InProgress,
+    # where an object without a status would be Current at once (api/kstatus.py).
+    props["status"]["default"] = {"observedGeneration": 0}
     return schema
 
 

@@ -740,7 +740,8 @@ class BootcNodePoolStatus(WireModel):
     )
     conditions: list[Condition] | None = Field(
         default=None,
-        description='"UpToDate" and "Degraded".',
+        description='"UpToDate" and "Degraded"; kstatus\'s "Ready" (true exactly when '
+        '"UpToDate" is), and "Reconciling" or "Stalled" while true (Flux reads them).',
         json_schema_extra=_CONDITIONS_EXTRA,
     )
     phase: PoolPhase | None = Field(
@@ -922,7 +923,10 @@ class BootcNodeStatus(WireModel):
         "new one.",
     )
     conditions: list[Condition] | None = Field(
-        default=None, description='"Idle" and "Degraded".', json_schema_extra=_CONDITIONS_EXTRA
+        default=None,
+        description='"Idle" and "Degraded"; kstatus\'s "Ready", and "Reconciling" or '
+        '"Stalled" while true (Flux reads them).',
+        json_schema_extra=_CONDITIONS_EXTRA,
     )
 
 

@@ -434,6 +434,7 @@ class Agent:
             dt.datetime.now(dt.UTC),
             self._assessment,
             sealing_key=self._key.public if self._key is not None else None,
+            desired_state=(obj.get("spec") or {}).get("desiredImageState"),
         )
         for pruned in self._pruned:
             new.pop(pruned, None)

@@ -3,8 +3,10 @@
 Pure functions over wire dicts (camelCase, as the API server stores them):
 
 - ``build_status(current, decision, images, generation, now, assessment)``: the
-  complete new status. ``observedGeneration`` is the BootcNode generation the decision was made
-  for; the ``Idle``/``Degraded`` conditions follow metav1 semantics through
+  complete new status (``desired_state``: the BootcNode's ``spec.desiredImageState``).
+  ``observedGeneration`` is the BootcNode generation the decision was made for; the
+  ``Idle``/``Degraded`` conditions (and kstatus's, ``node_kstatus``) follow metav1
+  semantics through
   ``api.conditions.set_condition`` (``lastTransitionTime`` moves only when a
   condition's status changes; other condition types are kept as they are);
   ``booted``/``staged``/``rollback`` come from bootc status, or are kept as they
@@ -16,6 +18,14 @@ Pure functions over wire dicts (camelCase, as the API server stores them):
   ``reboot_kind`` when it reboots (written with ``Idle=False/Rebooting``), else kept.
   ``sealingKey`` is this process's public key (``sealing_key``), or none: a key an
   earlier process published is removed (its private key died with it).
+- ``node_kstatus(conditions, desired_state)``: the BootcNode's kstatus conditions
+  (``api.kstatus``), for its own work, written by ``build_status`` beside Idle and
+  Degraded: ``Stalled`` while Degraded (the daemon cannot do what the spec asks:
+  bootc failed, the host is incompatible, a reboot was not permitted ...);
+  ``Ready`` once it did what the spec asks: it runs the desired image (Idle), or it
+  has it staged and the spec asks for no more (``desiredImageState: Staged``; the
+  rollout decides when it reboots); ``Reconciling`` meanwhile (Staging, Rebooting,
+  Staged when told to boot it), with the Idle reason.
 - ``completed_reboot(current, images)``: the kind of the reboot the host just came
   back from (``lastRebootKind``, ``Full`` if unset), when the status on the server is
   the ``Idle=False/Rebooting`` one the daemon wrote before rebooting and bootc now
@@ -44,8 +54,9 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from bootc_operator.api import constants as c
-from bootc_operator.api.conditions import set_condition
-from bootc_operator.api.wire import BootAssessment, ImageInfo, RebootKind
+from bootc_operator.api.conditions import get_condition, set_condition
+from bootc_operator.api.kstatus import KStatus, set_kstatus
+from bootc_operator.api.wire import BootAssessment, DesiredImageState, ImageInfo, RebootKind
 from bootc_operator.daemon.bootc_status import DeploymentImages
 from bootc_operator.daemon.decide import Decision
 
@@ -77,6 +88,26 @@ def image_wire(info: ImageInfo | None) -> dict[str, Any] | None:
     return None if info is None else info.to_wire(nulls=True)
 
 
+def node_kstatus(conditions: list[dict[str, Any]], desired_state: str | None = None) -> KStatus:
+    """The BootcNode's kstatus conditions from its Idle and Degraded ones and its
+    ``spec.desiredImageState`` (module docstring; unset or unknown reads as Staged)."""
+    degraded = get_condition(conditions, c.COND_DEGRADED) or {}
+    if degraded.get("status") == "True":
+        reason = str(degraded.get("reason") or c.REASON_ERROR)
+        return KStatus(False, reason, str(degraded.get("message") or ""), stalled=True)
+    idle = get_condition(conditions, c.COND_IDLE)
+    if idle is None:
+        return KStatus(
+            False, c.REASON_PENDING, "waiting for the first bootc status", reconciling=True
+        )
+    reason, message = str(idle.get("reason") or c.REASON_IDLE), str(idle.get("message") or "")
+    if idle.get("status") == "True":
+        return KStatus(True, reason, message or "runs the desired image")
+    if reason == c.REASON_STAGED and desired_state != DesiredImageState.BOOTED:
+        return KStatus(True, reason, message or "the desired image is staged")
+    return KStatus(False, reason, message, reconciling=True)
+
+
 def build_status(
     current: Mapping[str, Any] | None,
     decision: Decision,
@@ -86,6 +117,7 @@ def build_status(
     assessment: BootAssessment | None = None,
     *,
     sealing_key: str | None = None,
+    desired_state: str | None = None,
 ) -> Status:
     current = current or {}
     conditions = [dict(cond) for cond in current.get("conditions") or ()]
@@ -101,6 +133,12 @@ def build_status(
                 observed_generation=generation,
                 now=now,
             )
+    conditions = set_kstatus(
+        conditions,
+        node_kstatus(conditions, desired_state),
+        observed_generation=generation,
+        now=now,
+    )
     status: Status = {"observedGeneration": generation}
     if images is None:
         for key in (*SLOTS, BOOTED_SHORT):

@@ -17,7 +17,11 @@ progress says what blocks it (InvalidSpec, TagResolutionError, HealthCheckFailed
 RolloutHalted, Paused, AwaitingMaintenanceWindow, BlockedByAlerts, PreconditionNotMet,
 AwaitingApproval, RolloutBlocked for maxUnavailable 0), not "in progress"; updated nodes
 still being checked make it HealthCheckPending, naming the pending check;
-``phase`` condenses both conditions into the one word ``kubectl get`` shows.
+``phase`` condenses both conditions into the one word ``kubectl get`` shows;
+``pool_kstatus`` says the same in kstatus's terms (``Ready`` exactly when UpToDate is
+True; ``Stalled`` when the rollout cannot go on without a person: halted, invalid,
+a refused signature; ``Reconciling`` with the phase as its reason while it is under
+way; neither while it waits for a person's decision: paused, awaiting approval).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from bootc_operator.api import constants as c
+from bootc_operator.api.kstatus import KStatus
 from bootc_operator.api.wire import DesiredImageState
 from bootc_operator.policy.nodestate import NodeState, NodeView
 from bootc_operator.wording import counted, noun
@@ -289,6 +294,41 @@ def phase(up_reason: str, degraded: bool, degraded_reason: str) -> str:
         c.REASON_BLOCKED_BY_ALERTS: c.PHASE_BLOCKED,
         c.REASON_PRECONDITION_NOT_MET: c.PHASE_BLOCKED,
     }.get(up_reason, c.PHASE_PROGRESSING)
+
+
+#: reasons (of UpToDate or Degraded) that stop a rollout until a person acts: a halt
+#: (too many unhealthy slot holders, a drain that timed out with onTimeout Halt, a
+#: failed health check), a spec the controller cannot act on, a target whose
+#: signature is refused. kstatus calls the pool Failed.
+STALLING_REASONS: frozenset[str] = frozenset(
+    {
+        c.REASON_ROLLOUT_HALTED,
+        c.REASON_HEALTH_CHECK_FAILED,
+        c.REASON_INVALID_SPEC,
+        c.REASON_SIGNATURE_VERIFICATION_FAILED,
+    }
+)
+#: UpToDate reasons of a rollout that waits for a person's decision, by design: not
+#: under way, not stalled either (kstatus InProgress, through Ready=False)
+AWAITING_A_PERSON: frozenset[str] = frozenset({c.REASON_PAUSED, c.REASON_AWAITING_APPROVAL})
+
+
+def pool_kstatus(
+    up: tuple[bool, str, str], degraded: tuple[bool, str, str], phase_word: str
+) -> KStatus:
+    """The pool's kstatus conditions from its UpToDate and Degraded (status, reason,
+    message) and its phase (module docstring)."""
+    up_status, up_reason, up_message = up
+    deg_status, deg_reason, deg_message = degraded
+    if up_status:
+        return KStatus(True, up_reason, up_message)
+    if up_reason in STALLING_REASONS:
+        return KStatus(False, up_reason, up_message, stalled=True)
+    if deg_status and deg_reason in STALLING_REASONS:
+        return KStatus(False, deg_reason, deg_message, stalled=True)
+    if up_reason in AWAITING_A_PERSON:
+        return KStatus(False, up_reason, up_message)
+    return KStatus(False, up_reason, up_message, reconciling=True, detail=phase_word)
 
 
 def degraded_condition(problems: Mapping[str, str]) -> tuple[bool, str, str]:

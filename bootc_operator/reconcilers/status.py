@@ -10,9 +10,13 @@
 - ``UpToDate``: AllUpdated / Paused / RolloutInProgress with the progress message;
 - ``Degraded``: the highest-precedence problem of InvalidSpec, NodeConflict,
   RolloutHalted, NodeDegraded (and TagResolutionError, SignatureVerificationFailed,
-  SignatureRegistryError, PullSecretError fed by ``extra_problems``), else Healthy.
+  SignatureRegistryError, PullSecretError fed by ``extra_problems``), else Healthy;
+- ``Ready``, and ``Reconciling`` or ``Stalled`` while True: the same in kstatus's
+  terms, for Flux and ``kubectl wait --for=condition=Ready``
+  (``poolstatus.pool_kstatus``).
 
-Every transition of a condition's status or reason is also an Event on the pool.
+Every transition of UpToDate's or Degraded's status or reason is also an Event on the
+pool.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from bootc_operator.api.conditions import (
     set_condition,
 )
 from bootc_operator.api.imageref import display_ref, short_digest
+from bootc_operator.api.kstatus import set_kstatus
 from bootc_operator.api.timefmt import now_rfc3339
 from bootc_operator.kube import ApiError
 from bootc_operator.policy.drainplan import halt_message
@@ -43,6 +48,7 @@ from bootc_operator.policy.poolstatus import (
     halted_message,
     member_states,
     phase,
+    pool_kstatus,
     rollout_condition,
 )
 from bootc_operator.policy.selectors import is_empty
@@ -284,6 +290,16 @@ class StatusReconciler:
             deg_message[:32768],
             observed_generation=generation,
         )
+        phase_word = phase(up_reason, deg, deg_reason)
+        conditions = set_kstatus(
+            conditions,
+            pool_kstatus(
+                (up, up_reason, up_message[:32768]),
+                (deg, deg_reason, deg_message[:32768]),
+                phase_word,
+            ),
+            observed_generation=generation,
+        )
         deployed = old_status.get("deployedDigest")
         # Only once the pool has nodes: an empty pool has deployed nothing.
         if target is not None and up and counts.total and counts.updated == counts.total:
@@ -303,7 +319,7 @@ class StatusReconciler:
             "updatedCount": counts.updated,
             "updatingCount": counts.updating,
             "degradedCount": counts.degraded,
-            "phase": phase(up_reason, deg, deg_reason),
+            "phase": phase_word,
             "imageShort": display_ref(policy.image_ref),
             "targetShort": short_digest(shown_target) or None,
             "currentDomain": domain,
@@ -412,6 +428,8 @@ class StatusReconciler:
         self, pool: Obj, old: list[dict[str, Any]] | None, new: list[dict[str, Any]]
     ) -> None:
         for cond in new:
+            if cond["type"] not in (c.COND_UP_TO_DATE, c.COND_DEGRADED):
+                continue  # Ready, Reconciling, Stalled say the same again (for kstatus)
             before = get_condition(old, cond["type"])
             if before is not None and (before.get("status"), before.get("reason")) == (
                 cond["status"],

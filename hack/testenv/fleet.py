@@ -46,6 +46,8 @@ from typing import Any
 
 from kubernetes_asyncio.client import ApiClient
 
+from bootc_operator.api.kstatus import set_kstatus
+from bootc_operator.daemon.status_report import node_kstatus
 from bootc_operator.informers import EventHandler, Informer, unwrap
 from bootc_operator.kube import BOOTC_NODES, NODES, ApiError, create_object, patch_object
 from bootc_operator.workqueue import DelayingQueue, ShutDown
@@ -54,6 +56,7 @@ from hack.testenv.kubelet import ready_condition, set_node_ready, timestamp
 log = logging.getLogger("fleet")
 
 HEALTHY = ("False", "Healthy", "")
+KSTATUS_TYPES = ("Ready", "Reconciling", "Stalled")
 
 
 def digest_of(ref: str | None) -> str | None:
@@ -109,8 +112,16 @@ def daemon_status(
                 "lastTransitionTime": since,
             }
         )
+    generation = bn["metadata"].get("generation")
+    desired_state = (bn.get("spec") or {}).get("desiredImageState")
+    # kstatus's conditions as the real daemon derives them (keeping their times)
+    conditions = set_kstatus(
+        [*conditions, *(previous[t] for t in KSTATUS_TYPES if t in previous)],
+        node_kstatus(conditions, desired_state),
+        observed_generation=generation,
+    )
     return {
-        "observedGeneration": bn["metadata"].get("generation"),
+        "observedGeneration": generation,
         "booted": _info(booted),
         "staged": _info(staged),
         "rollback": _info(rollback),
