@@ -1,19 +1,65 @@
 #!/usr/bin/env bash
-# The project's test command (README, .ci/run): lint, type-check, unit and e2e tiers.
-# Installs what it needs first: the virtualenv (hack/setup.sh) and the cached
-# control-plane binaries (hack/build-binaries.sh; minutes on a cold cache) and helm
-# (hack/build-helm.sh, likewise) and cosign (hack/build-cosign.sh, likewise: the
-# e2e tier's real signer), the
-# registry the e2e tier runs (hack/install-registry.sh: Debian's docker-registry) and
-# its Prometheus server (hack/install-prometheus.sh: Debian's prometheus), and the
-# image tools (hack/install-image-tools.sh: podman, runc, mmdebstrap).
-# Extra arguments go to pytest, e.g. `hack/test.sh -k informer`.
-# It ends with the budget table (hack/budget.py; the budgets are in
-# docs/development.md), from what the phases, the build scripts and pytest
-# (hack/pytest_budget.py) recorded in $BOOTC_OPERATOR_BUDGET_DIR (.cache/budget).
+# The project's test command (README, .ci/run, `make test`): lint and types, the unit
+# tier, the e2e tier, then the real-bootc tier; it ends with the budget table
+# (hack/budget.py; the budgets are in docs/development.md).
+#
+#   hack/test.sh [TIER...] [PYTEST ARGS...]
+#
+# TIER: lint, unit, e2e, real-bootc (default: all). Other arguments go to every pytest
+# phase, e.g. `hack/test.sh -k informer` or `hack/test.sh e2e -x`; paths among them
+# choose the tiers too (`hack/test.sh e2e/test_crds.py` runs that module, nothing else).
+#
+# It installs and builds what the chosen tiers need, and only that, in the background
+# from its first second, so the cold builds overlap the phases that need none:
+#   e2e:        hack/build-binaries.sh (kube binaries), build-helm.sh, build-cosign.sh,
+#               build-promql-check.sh (Go; each its own job) and the Debian packages
+#               (install-registry.sh, install-prometheus.sh, install-image-tools.sh; one
+#               job); awaited before the e2e phase.
+#   real-bootc: hack/build-bootc.sh (Rust, niced: only the last phase needs it), started
+#               once setup found tests marked `realbootc`; awaited before that phase.
+# Each build script takes its own lock and cache, so a test calling one meanwhile waits
+# for the same build; a failed build fails this script when it is awaited.
+#
+# Exported for the tests: BOOTC_OPERATOR_BIN_DIR, BOOTC_OPERATOR_HELM,
+# BOOTC_OPERATOR_COSIGN, BOOTC_OPERATOR_BOOTC_DIR (the real bootc's build), and
+# BOOTC_OPERATOR_BUDGET_DIR (.cache/budget: the table's records).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 run_start=$EPOCHREALTIME
+
+tiers=()
+while (($#)); do
+  case "$1" in
+    lint | unit | e2e | real-bootc) tiers+=("$1") ;;
+    --) shift; break ;;
+    *) break ;;
+  esac
+  shift
+done
+((${#tiers[@]})) || tiers=(lint unit e2e real-bootc)
+want() { [[ " ${tiers[*]} " == *" $1 "* ]]; }
+drop() {
+  local t kept=()
+  for t in "${tiers[@]}"; do [[ "$t" == "$1" ]] || kept+=("$t"); done
+  tiers=("${kept[@]}")
+}
+# Paths among the pytest arguments choose the tiers: each pytest phase gets those under
+# its directory; a test tier with none is not run.
+opts=() unit_paths=() e2e_paths=()
+for arg in "$@"; do
+  case "$arg" in
+    unit/* | e2e/*) [[ -e "${arg%%::*}" ]] || { opts+=("$arg"); continue; } ;;
+    *) opts+=("$arg"); continue ;;
+  esac
+  if [[ "$arg" == unit/* ]]; then unit_paths+=("$arg"); else e2e_paths+=("$arg"); fi
+done
+if ((${#unit_paths[@]} + ${#e2e_paths[@]})); then
+  ((${#unit_paths[@]})) || drop unit
+  ((${#e2e_paths[@]})) || { drop e2e; drop real-bootc; }
+else
+  unit_paths=(unit) e2e_paths=(e2e)
+fi
+set -- "${opts[@]}"
 
 # shellcheck source=lib/cache.sh
 source hack/lib/cache.sh
@@ -24,66 +70,128 @@ BOOTC_OPERATOR_BUDGET_DIR="${BOOTC_OPERATOR_BUDGET_DIR:-$PWD/.cache/budget}"
 export BOOTC_OPERATOR_CACHE BOOTC_OPERATOR_BUDGET_CACHE BOOTC_OPERATOR_BUDGET_DIR
 budget="$BOOTC_OPERATOR_BUDGET_DIR"
 rm -rf "$budget"
-mkdir -p "$budget"
+mkdir -p "$budget/jobs"
 
 seconds_since() {
   local us=$((${EPOCHREALTIME/[.,]/} - ${1/[.,]/}))
   printf '%d.%d' $((us / 1000000)) $((us % 1000000 / 100000))
 }
-# record NAME START [STATUS]: one phase of the table
-record() {
+record() { # NAME START [OUTCOME]: one row of the table
   printf '%s\t%s\t%s\n' "$1" "$(seconds_since "$2")" "${3:-ok}" >>"$budget/phases.tsv"
 }
 
 # The table, whatever happened (also after a failure or an interrupt).
-phase_name="" phase_start=""
+status=0
 finish() {
   local rc=$?
+  ((status)) || status=$rc
   trap - EXIT
-  [[ -z "$phase_name" ]] || record "$phase_name" "$phase_start" "failed ($rc)"
+  local pids # builds still running (the run ended early) go with it
+  pids="$(jobs -pr)"
+  # shellcheck disable=SC2086  # one pid a word
+  [[ -z "$pids" ]] || kill $pids 2>/dev/null || true
   seconds_since "$run_start" >"$budget/total"
   if [[ -x .venv/bin/python ]]; then
     echo
     .venv/bin/python -m hack.budget "$budget" || true
   fi
-  exit "$rc"
+  exit "$status"
 }
 trap finish EXIT
-begin() { phase_name="$1" phase_start=$EPOCHREALTIME; }
-end() { record "$phase_name" "$phase_start"; phase_name=""; }
 
-begin setup
-bash hack/setup.sh
-end
-begin "builds and installs"
-# helm and cosign (cold: minutes, mostly module downloads) build in the background
-# while the packages install and the control plane builds; each build script takes
-# its own lock and cache, and a failed build fails this script at its `wait`.
-tools="$(mktemp -d)"
-bash hack/build-helm.sh >"$tools/helm" &
-helm_job=$!
-bash hack/build-cosign.sh >"$tools/cosign" &
-cosign_job=$!
-bash hack/install-registry.sh
-bash hack/install-prometheus.sh
-bash hack/install-image-tools.sh
-BIN_DIR="$(bash hack/build-binaries.sh)"
-export BOOTC_OPERATOR_BIN_DIR="$BIN_DIR"
-wait "$helm_job" || { echo "hack/build-helm.sh failed" >&2; exit 1; }
-wait "$cosign_job" || { echo "hack/build-cosign.sh failed" >&2; exit 1; }
-BOOTC_OPERATOR_HELM="$(tail -n 1 "$tools/helm")"
-BOOTC_OPERATOR_COSIGN="$(tail -n 1 "$tools/cosign")"
-rm -rf "$tools"
-export BOOTC_OPERATOR_HELM BOOTC_OPERATOR_COSIGN
-end
-begin "lint + types"
-echo "== ruff" >&2
-.venv/bin/ruff check .
-.venv/bin/ruff format --check . >/dev/null || { .venv/bin/ruff format --diff . | head -50; exit 1; }
-echo "== mypy" >&2
-.venv/bin/mypy bootc_operator hack e2e unit
-end
-begin "pytest (unit + e2e)"
-echo "== pytest" >&2
-.venv/bin/pytest "$@"
-end
+# phase NAME COMMAND...: one phase, timed. A failed phase fails the run, but the later
+# phases still run (all the news in one CI run); pytest's "no tests collected" (5) is
+# no failure.
+phase() {
+  local name="$1" start=$EPOCHREALTIME rc=0 outcome=ok
+  shift
+  echo "== $name" >&2
+  "$@" || rc=$?
+  if ((rc == 5)); then outcome="no tests" rc=0; fi
+  if ((rc)); then
+    outcome="failed ($rc)"
+    ((status)) || status=$rc
+  fi
+  record "$name" "$start" "$outcome"
+}
+
+# ---------------------------------------------------------------- background builds
+
+declare -A job_pid=()
+bg() { # NAME COMMAND...: a build job; its stdout (the built path) goes to jobs/NAME
+  local name="$1"
+  shift
+  "$@" >"$budget/jobs/$name" &
+  job_pid[$name]=$!
+}
+await() { # ROW NAME...: wait for build jobs (a row of the table); a failed one ends the run
+  local row="$1" start=$EPOCHREALTIME name
+  shift
+  echo "== $row" >&2
+  for name in "$@"; do
+    wait "${job_pid[$name]}" || {
+      echo "hack/test.sh: $name failed (its messages above)" >&2
+      record "$row" "$start" "failed: $name"
+      status=1
+      exit 1
+    }
+  done
+  record "$row" "$start"
+}
+built() { tail -n 1 "$budget/jobs/$1"; }
+
+packages() { # one job: apt takes a lock
+  bash hack/install-registry.sh
+  bash hack/install-prometheus.sh
+  bash hack/install-image-tools.sh
+}
+
+if want e2e; then
+  bg packages packages
+  bg binaries bash hack/build-binaries.sh
+  bg helm bash hack/build-helm.sh
+  bg cosign bash hack/build-cosign.sh
+  bg promql-check bash hack/build-promql-check.sh
+fi
+
+setup() {
+  bash hack/setup.sh || return
+  want real-bootc || return 0
+  # only with tests for it: a cold build is ~11-15 minutes of both cores
+  if .venv/bin/pytest --collect-only -q -p no:cacheprovider -m realbootc \
+    "${e2e_paths[@]}" "$@" 2>/dev/null | grep -q '::'; then
+    bg bootc nice -n 10 bash hack/build-bootc.sh
+  else
+    drop real-bootc
+  fi
+}
+phase setup setup "$@"
+((status == 0)) || exit "$status"
+
+# ---------------------------------------------------------------- the phases
+
+lint() {
+  .venv/bin/ruff check . || return
+  .venv/bin/ruff format --check . >/dev/null || { .venv/bin/ruff format --diff . | head -50; return 1; }
+  .venv/bin/mypy bootc_operator hack e2e unit
+}
+if want lint; then phase "lint + types" lint; fi
+
+if want unit; then phase unit .venv/bin/pytest "${unit_paths[@]}" "$@"; fi
+
+if want e2e; then
+  await "waiting for builds" packages binaries helm cosign promql-check
+  BOOTC_OPERATOR_BIN_DIR="$(built binaries)"
+  BOOTC_OPERATOR_HELM="$(built helm)"
+  BOOTC_OPERATOR_COSIGN="$(built cosign)"
+  export BOOTC_OPERATOR_BIN_DIR BOOTC_OPERATOR_HELM BOOTC_OPERATOR_COSIGN
+  phase e2e .venv/bin/pytest "${e2e_paths[@]}" -m "not realbootc" "$@"
+fi
+
+if want real-bootc; then
+  await "waiting for the bootc build" bootc
+  BOOTC_OPERATOR_BOOTC_DIR="$(built bootc)"
+  export BOOTC_OPERATOR_BOOTC_DIR
+  phase "real bootc" env BOOTC_OPERATOR_TEST_TIER=real-bootc \
+    .venv/bin/pytest "${e2e_paths[@]}" -m realbootc "$@"
+fi

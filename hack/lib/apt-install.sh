@@ -36,9 +36,12 @@ apt_install_quietly() (
   export DEBIAN_FRONTEND=noninteractive
   local names
   read -r -a names <<<"$package"
-  apt_install() { "${SUDO[@]}" apt-get install -y -q --no-install-recommends "${names[@]}"; }
+  # several installs may run at once (hack/test.sh starts its builds together): each
+  # waits for dpkg's lock instead of failing on it
+  local lockwait=(-o DPkg::Lock::Timeout=900)
+  apt_install() { "${SUDO[@]}" apt-get "${lockwait[@]}" install -y -q --no-install-recommends "${names[@]}"; }
   if ! apt_install >"$LOG" 2>&1; then
-    if ! { "${SUDO[@]}" apt-get update -q && apt_install; } >>"$LOG" 2>&1; then
+    if ! { "${SUDO[@]}" apt-get "${lockwait[@]}" update -q && apt_install; } >>"$LOG" 2>&1; then
       cat "$LOG" >&2
       echo "$tag: error: apt-get install $package failed (output above)" >&2
       exit 1
