@@ -11,6 +11,10 @@ copy of another image's signature and one signed by an untrusted key are refused
 signed digest); a key Secret that is missing is reported, and once it holds the
 other key, that image verifies and rolls out; with the registry
 down, a new digest is refused (SignatureRegistryError: fail closed) until it is back.
+A verification holds only for the keys that made it: once its key Secret is deleted,
+or rotated to another key while the tag moves to a digest that key did not sign, the
+digest verified before is no target any more (a node joining meanwhile is given
+nothing) until a digest verifies with the keys trusted now.
 The simulation's key (``hack/sim image push --sign``) is checked against the same
 verifier.
 """
@@ -26,6 +30,8 @@ from typing import Any
 import pytest
 from kubernetes_asyncio.client import ApiClient
 
+from bootc_operator.controller import Controller
+from bootc_operator.informers import unwrap
 from bootc_operator.kube import (
     BOOTC_NODE_POOLS,
     BOOTC_NODES,
@@ -41,7 +47,7 @@ from e2e.controllerenv import create_pool, delete_quietly, get_pool, running_con
 from e2e.helpers import condition, ensure_namespace, push, unique_name, wait_for
 from hack.simlib import signing
 from hack.testenv.cosign import Cosign, KeyPair, resolve_cosign
-from hack.testenv.fleet import Fleet
+from hack.testenv.fleet import Fleet, watch_bootc_nodes
 from hack.testenv.pools import pool_body
 from hack.testenv.push import Blob, push_manifest
 from hack.testenv.registry import Registry
@@ -52,6 +58,12 @@ NS = "bootc-operator"
 @pytest.fixture(scope="module")
 def cosign(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cosign]:
     yield Cosign(resolve_cosign(), tmp_path_factory.mktemp("cosign"))
+
+
+def get_cached_pool(ctl: Controller, name: str) -> dict[str, Any]:
+    pool = ctl.ctx.pool(name)
+    assert pool is not None, name
+    return pool
 
 
 async def desired_images(api: ApiClient, nodes: list[str]) -> set[str]:
@@ -213,7 +225,7 @@ async def test_only_signed_digests_roll_out(
 
         def reverified_and_settled() -> bool:
             return (
-                ctl.signatures.verified(group) is not None
+                ctl.signatures.verified(get_cached_pool(ctl, group)) is not None
                 and not status.is_dirty(group)
                 and not status.is_processing(group)
             )
@@ -225,6 +237,112 @@ async def test_only_signed_digests_roll_out(
     await delete_quietly(api, BOOTC_NODE_POOLS, group)
     with contextlib.suppress(ApiError):
         await delete_object(api, SECRETS, key_secret, NS)
+
+
+async def test_a_revoked_or_rotated_key_withdraws_the_digest_it_verified(
+    api: ApiClient, fleet: Fleet, make_registry: Callable[..., Registry], cosign: Cosign
+) -> None:
+    """Issue 37 item 1: ``publicKeySecretRefs`` names the Secret, not its key; the
+    verification of a digest must end with the key that made it."""
+    registry = make_registry()
+    release: KeyPair = cosign.generate_key_pair("revoked")
+    rotated: KeyPair = cosign.generate_key_pair("rotated")
+    repo = unique_name("os")
+
+    async def pushed(tag: str, key: KeyPair | None) -> str:
+        digest = await push(registry, registry.ref(repo, tag), tag)
+        if key is not None:
+            cosign.sign(registry, registry.ref(repo, digest=digest), key)
+        return digest
+
+    base = await pushed("base", None)
+    first = await pushed("v1", release)
+    old_only = await pushed("v2", release)  # signed by the old key only
+    fixed = await pushed("v3", rotated)
+
+    group = unique_name("revoke")
+    nodes = [f"{group}-n{i}" for i in range(2)]
+    for n in nodes:
+        await fleet.add_node(n, registry.ref(repo, digest=base), {"group": group})
+    await ensure_namespace(api, NS)
+    key_secret = f"{group}-keys"
+
+    async def put_key(key: KeyPair) -> None:
+        data = {"cosign.pub": base64.b64encode(key.public.encode()).decode()}
+        body = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": key_secret, "namespace": NS},
+            "data": data,
+        }
+        await create_object(api, SECRETS, body, NS)
+
+    # every desiredImage each member's BootcNode ever carried, as a watch saw them
+    given: dict[str, set[str]] = {}
+
+    def record(obj: Any) -> None:
+        bn = unwrap(obj)
+        name = (bn.get("metadata") or {}).get("name", "")
+        if name.startswith(f"{group}-"):
+            given.setdefault(name, set()).add((bn.get("spec") or {}).get("desiredImage", ""))
+
+    recorder = watch_bootc_nodes(api, record)
+    recorder.start()
+    await recorder.wait_for_sync()
+    pool = pool_body(group, {"group": group}, registry.ref(repo, "v1"), 3)
+    pool["spec"]["image"]["verification"] = {
+        "publicKeySecretRefs": [{"name": key_secret, "namespace": NS}]
+    }
+    try:
+        await put_key(release)
+        async with running_controller(api, registry=registry.options()):
+            await create_pool(api, pool)
+            await wait_for(rolled_out(api, group, first, 2), 60, "v1 rolled out")
+
+            # the key Secret deleted: v1's verification no longer holds
+            await delete_object(api, SECRETS, key_secret, NS)
+            await wait_for(
+                degraded(api, group, "SignatureVerificationFailed", "not found"),
+                30,
+                "the deleted key Secret reported",
+            )
+            joined_revoked = f"{group}-n2"
+            await fleet.add_node(joined_revoked, registry.ref(repo, digest=base), {"group": group})
+
+            # a new key in the Secret, the tag moved to a digest only the old key signed
+            await put_key(rotated)
+            await patch_object(
+                api, BOOTC_NODE_POOLS, group, {"spec": {"image": {"ref": registry.ref(repo, "v2")}}}
+            )
+            await wait_for(
+                degraded(
+                    api,
+                    group,
+                    "SignatureVerificationFailed",
+                    f"@{old_only} has 1 signature, none made by a trusted key",
+                ),
+                30,
+                "the old key's digest refused with the new key",
+            )
+            joined_rotated = f"{group}-n3"
+            await fleet.add_node(joined_rotated, registry.ref(repo, digest=base), {"group": group})
+
+            # a digest signed with the new key: verifies, rolls out to all four
+            await patch_object(
+                api, BOOTC_NODE_POOLS, group, {"spec": {"image": {"ref": registry.ref(repo, "v3")}}}
+            )
+            await wait_for(rolled_out(api, group, fixed, 4), 90, "v3 rolled out to all four")
+        at = registry.ref(repo, digest=first)
+        for n in nodes:
+            assert given[n] == {at, registry.ref(repo, digest=fixed)}, (n, given[n])
+        # neither node that joined while v1's key was gone was ever given v1
+        for n in (joined_revoked, joined_rotated):
+            assert given[n] == {registry.ref(repo, digest=fixed)}, (n, given[n])
+    finally:
+        await recorder.stop()
+        await delete_quietly(api, BOOTC_NODE_POOLS, group)
+        with contextlib.suppress(ApiError):
+            await delete_object(api, SECRETS, key_secret, NS)
 
 
 async def test_the_simulations_key_signs_what_it_pushes(registry: Registry, tmp_path: Path) -> None:

@@ -30,6 +30,7 @@ from bootc_operator.registry.signature import (
     TrustedKey,
     Verdict,
     VerdictCache,
+    keys_fingerprint,
     keyset_id,
     load_public_keys,
     parse_signature_manifest,
@@ -543,6 +544,19 @@ def test_keyset_id_is_the_keys_and_their_names(
         len({keyset_id([a]), keyset_id([b]), keyset_id([a, b]), keyset_id([public(p256, "c")])})
         == 4
     )
+
+
+def test_keys_fingerprint_is_the_keys_themselves(
+    p256: ec.EllipticCurvePrivateKey, other_p256: ec.EllipticCurvePrivateKey
+) -> None:
+    """What a held verification is bound to: the set of keys, not where they came from."""
+    a, b = public(p256, "a"), public(other_p256, "b")
+    spki = p256.public_key().public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    assert a.fingerprint == hashlib.sha256(spki).hexdigest()
+    assert keys_fingerprint([a, b]) == keys_fingerprint([public(other_p256, "x"), a, a])
+    assert len({keys_fingerprint([a]), keys_fingerprint([b]), keys_fingerprint([a, b])}) == 3
 
 
 def test_verified_is_kept_other_verdicts_are_rechecked() -> None:

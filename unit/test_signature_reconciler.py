@@ -11,6 +11,7 @@ on clocks the test moves. Real registry, cosign and API server:
 
 from __future__ import annotations
 
+import base64
 import copy
 import datetime as dt
 from typing import Any, cast
@@ -20,11 +21,14 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from kubernetes_asyncio.client import ApiClient
 
 from bootc_operator.controller import Controller
+from bootc_operator.reconcilers.pullsecrets import Ref, WatchedSecret
 from bootc_operator.registry import RegistryError
 from bootc_operator.registry.signature import SignatureDocuments
 from unit.test_signature import sign
 
 NO_API = cast(ApiClient, None)
+SECRET_REF = ("bootc-operator", "os-keys")
+FROM_SECRET = {"publicKeySecretRefs": [{"namespace": SECRET_REF[0], "name": SECRET_REF[1]}]}
 EPOCH = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 REPO = "registry.example.com/os"
 A, B, C = ("sha256:" + ch * 64 for ch in "abc")
@@ -40,6 +44,12 @@ class Harness:
         self.sig._fetch = self._fetch
         self.key = ec.generate_private_key(ec.SECP256R1())
         self.signed: set[str] = set()
+        # digest -> the keys that signed it (``signed``: by ``self.key``)
+        self.signed_by: dict[str, list[ec.EllipticCurvePrivateKey]] = {}
+        # the key Secret as its watch holds it (None: deleted); its resourceVersion
+        self.secret: ec.EllipticCurvePrivateKey | None = None
+        self._secret_rv = 0
+        self.sig._read_secret = self._read_secret
         self.down = False
         self.fetches: list[str] = []
         self.events: list[tuple[str, str]] = []
@@ -55,14 +65,33 @@ class Harness:
         if self.down:
             raise RegistryError("cannot connect to registry registry.example.com")
         digest = ref.rpartition("@")[2]
-        if digest not in self.signed:
+        keys = [self.key] if digest in self.signed else self.signed_by.get(digest, [])
+        if not keys:
             return SignatureDocuments(manifest=None)
-        manifest, payloads = sign(self.key, digest, reference=REPO)
+        manifest, payloads = sign(keys[0], digest, reference=REPO)
         return SignatureDocuments(manifest=manifest, payloads=payloads)
 
-    def pem(self) -> str:
+    def _read_secret(self, ref: Ref) -> WatchedSecret:
+        if ref != SECRET_REF or self.secret is None:
+            return WatchedSecret(pending=False)
+        data = {"cosign.pub": base64.b64encode(self.pem(self.secret).encode()).decode()}
+        meta = {
+            "name": ref[1],
+            "namespace": ref[0],
+            "uid": "s",
+            "resourceVersion": str(self._secret_rv),
+        }
+        return WatchedSecret(pending=False, secret={"metadata": meta, "data": data})
+
+    def put_secret(self, key: ec.EllipticCurvePrivateKey | None) -> None:
+        """Create, rotate (another key) or delete (None) the key Secret."""
+        self.secret = key
+        self._secret_rv += 1
+
+    def pem(self, key: ec.EllipticCurvePrivateKey | None = None) -> str:
         return (
-            self.key.public_key()
+            (key or self.key)
+            .public_key()
             .public_bytes(
                 serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
             )
@@ -74,7 +103,7 @@ class Harness:
         assert pool is not None
         return copy.deepcopy(pool)
 
-    def create(self, digest: str) -> None:
+    def create(self, digest: str, verification: dict[str, Any] | None = None) -> None:
         self.ctl.bootc_nodes.replace([])
         self.ctl.nodes.replace([])
         self.ctl.pools.replace(
@@ -87,16 +116,18 @@ class Harness:
                         "nodeSelector": {"matchLabels": {"g": "p"}},
                         "image": {
                             "ref": f"{REPO}@{digest}",
-                            "verification": {"publicKeys": [self.pem()]},
+                            "verification": verification or {"publicKeys": [self.pem()]},
                         },
                     },
                 }
             ]
         )
 
-    def point_at(self, digest: str) -> None:
+    def point_at(self, digest: str, verification: dict[str, Any] | None = None) -> None:
         pool = self.pool()
         pool["spec"]["image"]["ref"] = f"{REPO}@{digest}"
+        if verification is not None:
+            pool["spec"]["image"]["verification"] = verification
         self._rv += 1
         pool["metadata"]["resourceVersion"] = str(self._rv)
         self.ctl.pools.apply("MODIFIED", pool)
@@ -181,5 +212,94 @@ async def test_removing_the_verification_forgets_it() -> None:
     pool["metadata"]["resourceVersion"] = "9"
     h.ctl.pools.apply("MODIFIED", pool)
     await h.sig.reconcile("p")
-    assert h.sig.verified("p") is None and h.changes == ["p", "p"]
+    assert h.sig.verified(h.pool()) is None and h.changes == ["p", "p"]
     assert h.desired() == f"{REPO}@{A}"  # no verification: the digest as is
+
+
+# A verification holds only for the key set that made it (issue 37 item 1): the
+# spec naming a key Secret does not change when the Secret's key does.
+
+
+async def test_deleting_the_key_secret_withdraws_the_verified_digest() -> None:
+    h = Harness()
+    h.signed.add(A)
+    h.put_secret(h.key)
+    h.create(A, FROM_SECRET)
+    await h.sig.reconcile("p")
+    assert h.desired() == f"{REPO}@{A}"
+    h.put_secret(None)
+    # withdrawn at once, before the signature reconciler even looked: no other
+    # reconciler can hand the digest to a node meanwhile
+    assert h.desired() is None
+    await h.sig.reconcile("p")
+    assert h.problems() == {
+        "SignatureVerificationFailed": "the key Secret bootc-operator/os-keys key cosign.pub: "
+        "Secret bootc-operator/os-keys not found"
+    }
+    assert h.desired() is None and h.sig.verified(h.pool()) is None
+    # the same key back: the digest verifies again (from the verdict cache) and is the target
+    h.put_secret(h.key)
+    await h.sig.reconcile("p")
+    assert h.problems() == {} and h.desired() == f"{REPO}@{A}"
+
+
+async def test_a_rotated_key_secret_does_not_keep_the_old_keys_digest() -> None:
+    h = Harness()
+    h.signed.add(A)
+    h.put_secret(h.key)
+    h.create(A, FROM_SECRET)
+    await h.sig.reconcile("p")
+    assert h.desired() == f"{REPO}@{A}"
+    # the Secret now holds a new key; the pool moves to a digest that fails with it
+    new = ec.generate_private_key(ec.SECP256R1())
+    h.put_secret(new)
+    assert h.desired() is None  # A was verified with the old key only
+    h.point_at(B)
+    await h.sig.reconcile("p")
+    assert "SignatureVerificationFailed" in h.problems()
+    assert h.desired() is None and h.sig.verified(h.pool()) is None
+    # B signed with the new key: it verifies and is the target
+    h.signed_by[B] = [new]
+    h.now += h.sig.cache.recheck_after
+    await h.sig.reconcile("p")
+    assert h.problems() == {} and h.desired() == f"{REPO}@{B}"
+
+
+async def test_a_rotated_key_secret_reverifies_the_same_digest() -> None:
+    h = Harness()
+    new = ec.generate_private_key(ec.SECP256R1())
+    h.signed_by[A] = [h.key]
+    h.put_secret(h.key)
+    h.create(A, FROM_SECRET)
+    await h.sig.reconcile("p")
+    assert h.desired() == f"{REPO}@{A}"
+    h.put_secret(new)  # A is not signed by the new key: withdrawn, refused
+    assert h.desired() is None
+    await h.sig.reconcile("p")
+    assert "none made by a trusted key" in h.problems()["SignatureVerificationFailed"]
+    assert h.desired() is None
+    h.signed_by[A] = [new]  # re-signed with the new key: seen after the recheck interval
+    h.now += h.sig.cache.recheck_after
+    await h.sig.reconcile("p")
+    assert h.desired() == f"{REPO}@{A}"
+
+
+async def test_changing_an_inline_key_withdraws_the_verified_digest() -> None:
+    h = Harness()
+    h.signed.add(A)
+    h.create(A)
+    await h.sig.reconcile("p")
+    assert h.desired() == f"{REPO}@{A}"
+    other = ec.generate_private_key(ec.SECP256R1())
+    h.point_at(A, {"publicKeys": [h.pem(other)]})
+    assert h.desired() is None
+    await h.sig.reconcile("p")
+    assert "SignatureVerificationFailed" in h.problems() and h.desired() is None
+    # the key back, then the same key from a Secret: the same key set (names do not
+    # count), the verification holds
+    h.point_at(A, {"publicKeys": [h.pem()]})
+    await h.sig.reconcile("p")
+    assert h.desired() == f"{REPO}@{A}"
+    h.put_secret(h.key)
+    h.point_at(A, FROM_SECRET)
+    assert h.desired() == f"{REPO}@{A}"

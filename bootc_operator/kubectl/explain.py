@@ -141,12 +141,11 @@ def _resolved(pool: Obj) -> dict[str, str]:
 _SIGNATURE_REFUSED = (c.REASON_SIGNATURE_VERIFICATION_FAILED, c.REASON_SIGNATURE_REGISTRY_ERROR)
 
 
-def _verified(pool: Obj, resolved: Mapping[str, str]) -> tuple[str, str] | None:
+def _verified(pool: Obj, resolved: Mapping[str, str]) -> str | None:
     """What the controller verified, as far as its conditions tell (this plugin checks
     no signature): the pool's digest, unless UpToDate says its signature failed or is
     still being verified (then the controller rolls nothing new out)."""
-    fingerprint = verification_fingerprint(pool.get("spec") or {})
-    if fingerprint is None:
+    if verification_fingerprint(pool.get("spec") or {}) is None:
         return None
     up = condition_of(pool, c.COND_UP_TO_DATE)
     if up.get("reason") in _SIGNATURE_REFUSED or str(up.get("message") or "").startswith(
@@ -156,7 +155,7 @@ def _verified(pool: Obj, resolved: Mapping[str, str]) -> tuple[str, str] | None:
     unchecked = check_pool(pool, resolved)
     if unchecked.repository is None or unchecked.candidate_digest is None:
         return None
-    return f"{unchecked.repository}@{unchecked.candidate_digest}", fingerprint
+    return f"{unchecked.repository}@{unchecked.candidate_digest}"
 
 
 def _gate_from_note(note: str) -> GateResult | None:

@@ -15,11 +15,13 @@ The target digest:
   (``resolved``: ref → digest, kept by the controller process); None until
   then, so a changed tag never rolls out the previous tag's digest;
 - with ``spec.image.verification``, that digest is the target only once the
-  signature reconciler verified it *with these very keys* (``verified``: the
-  ``repo@digest`` and ``verification_fingerprint`` it checked); until then it is
-  ``unverified_digest`` and the target stays the digest last verified with these
-  keys in the same repository (a rollout to it completes), else None, as for a
-  tag not yet resolved: no node is told to stage the unverified digest.
+  signature reconciler verified it *with the keys the pool trusts now*
+  (``verified``: the ``repo@digest`` whose verification still holds; the
+  reconciler answers None as soon as a key cannot be read or the set of keys
+  differs from the one that verified it); until then it is ``unverified_digest``
+  and the target stays that verified digest when it is of the same repository (a
+  rollout to it completes), else None, as for a tag not yet resolved: no node is
+  told to stage a digest whose verification does not hold.
 """
 
 from __future__ import annotations
@@ -152,8 +154,8 @@ class PoolPolicy:
 
 
 def verification_fingerprint(spec: Mapping[str, Any]) -> str | None:
-    """``spec.image.verification`` as one comparable string (None: unset), so a
-    verification made with other keys never counts for this spec."""
+    """``spec.image.verification`` as one comparable string (None: unset: no
+    signature is required)."""
     verification = (spec.get("image") or {}).get("verification")
     if verification is None:
         return None
@@ -163,11 +165,11 @@ def verification_fingerprint(spec: Mapping[str, Any]) -> str | None:
 def check_pool(
     pool: Mapping[str, Any],
     resolved: Mapping[str, str] | None = None,
-    verified: tuple[str, str] | None = None,
+    verified: str | None = None,
 ) -> PoolPolicy:
     """The pool's policy; ``resolved``: tag ref -> digest, as this process resolved it;
-    ``verified``: (``repo@digest``, verification fingerprint) the signature reconciler
-    last verified for this pool."""
+    ``verified``: the ``repo@digest`` whose signature verification holds for the keys
+    the pool trusts now (the signature reconciler's ``verified``)."""
     spec = pool.get("spec") or {}
     rollout = spec.get("rollout") or {}
     problems: list[str] = []
@@ -197,16 +199,12 @@ def check_pool(
         problems.append(f"spec.image.ref: {err}")
     fingerprint = verification_fingerprint(spec)
     unverified = None
-    if (
-        fingerprint is not None
-        and target is not None
-        and verified != (f"{repository}@{target}", fingerprint)
-    ):
-        # The last digest verified with these keys stays the target meanwhile (a
+    if fingerprint is not None and target is not None and verified != f"{repository}@{target}":
+        # The digest verified with these very keys stays the target meanwhile (a
         # rollout to it finishes, its slots are released); none: no target at all.
         unverified, target = target, None
-        if verified is not None and verified[1] == fingerprint:
-            verified_repo, _, verified_digest = verified[0].rpartition("@")
+        if verified is not None:
+            verified_repo, _, verified_digest = verified.rpartition("@")
             if verified_repo == repository:
                 target = verified_digest
 

@@ -91,9 +91,10 @@ class Context:
     # pool name -> (image ref, digest) its tag last resolved to in this process; the
     # tag reconciler owns that knowledge and the controller injects this lookup
     resolved_tag: Callable[[str], tuple[str, str] | None] = lambda pool: None
-    # pool name -> (repo@digest, verification fingerprint) whose cosign signature the
-    # signature reconciler verified; it owns that knowledge, the controller injects this
-    verified_image: Callable[[str], tuple[str, str] | None] = lambda pool: None
+    # pool -> the repo@digest whose cosign signature verification holds for the keys the
+    # pool trusts now; the signature reconciler owns that knowledge, the controller
+    # injects this
+    verified_image: Callable[[Obj], str | None] = lambda pool: None
     views: ViewCache = field(default_factory=ViewCache)
     # the alert gate of a pool (None: it has no spec.rollout.blockingAlerts); the alert
     # reconciler owns it and the controller injects this lookup
@@ -117,7 +118,7 @@ class Context:
         meta = pool["metadata"]
         name, version = meta["name"], meta.get("resourceVersion")
         resolved = self.resolved_tag(name)
-        verified = self.verified_image(name)
+        verified = self.verified_image(pool)
         key = (meta.get("uid"), version, resolved, verified)
         memo = self._policies.get(name)
         if version is not None and memo is not None and memo[0] == key:

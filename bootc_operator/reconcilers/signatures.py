@@ -9,25 +9,30 @@ digest ref, or the digest its tag resolved to: the policy's ``candidate_digest``
 - asks the ``VerdictCache`` for (image, digest, key set), else fetches the
   ``sha256-<hex>.sig`` documents with the pool's pull secret and verifies them
   (``registry.signature``); the verdict is cached, a registry failure is not;
-- ``Verified``: remembers (``repo@digest``, verification fingerprint) for the
+- ``Verified``: remembers (``repo@digest``, the key set's fingerprint) for the
   other reconcilers (``verified(pool)``, injected as the context's
   ``verified_image``). Only then does ``check_pool`` make the digest the pool's
   target, so membership and rollout never write an unverified ``desiredImage``;
 - anything else (unsigned, wrong key, a payload for another digest, an unreadable
-  signature, keys that cannot be read): ``Degraded/SignatureVerificationFailed``
-  with the verdict's message and a Warning Event (once per message), and the
-  digest stays unverified: no node stages it, nodes stay on what they run (the
-  digest verified before, if any, stays the target, so a rollout to it completes
-  and its reboot slots are released). Looked
-  at again after the cache's ``recheck_after`` (a signature pushed later is seen),
-  or at once when the spec or a key Secret changes;
+  signature): ``Degraded/SignatureVerificationFailed`` with the verdict's message
+  and a Warning Event (once per message), and the digest stays unverified: no node
+  stages it, nodes stay on what they run (the digest verified before with the same
+  keys, if any, stays the target, so a rollout to it completes and its reboot slots
+  are released). Looked at again after the cache's ``recheck_after`` (a signature
+  pushed later is seen), or at once when the spec or a key Secret changes;
+- keys that cannot be had (a key Secret deleted, without its data key, a key that
+  does not parse): the same reason, and the verification held is dropped;
 - a registry that cannot be asked (connection, auth, 5xx): fail closed,
   ``Degraded/SignatureRegistryError``, retried with capped exponential backoff.
 
-A verification belongs to the fingerprint of ``spec.image.verification``: a spec
-naming other keys makes the digest unverified until it is checked with them. A
-key Secret's content changing wakes this reconciler, which re-verifies with the
-new key set (cache miss) and withdraws the verification if it fails.
+A verification holds only for the key set that made it: the fingerprints of the
+keys themselves (``keys_fingerprint``: sha256 of each key's SubjectPublicKeyInfo),
+not the spec's text, which names a Secret whatever it holds. ``verified(pool)``
+checks that on every call, against the keys the pool trusts *now* (inline, and
+read from the watched Secrets; memoised on their content): a key Secret deleted,
+emptied or rotated, or an inline key changed, makes it answer None at once, before
+this reconciler has even run, so no other reconciler can hand the digest to a
+node. The target stays withdrawn until a digest verifies with the new keys.
 
 ``on_change`` tells the *other* reconcilers that what they see of the pool changed
 (verified, or an error appearing, changing or clearing), as tag resolution does.
@@ -38,6 +43,7 @@ from __future__ import annotations
 import base64
 import binascii
 import datetime as dt
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -54,6 +60,7 @@ from bootc_operator.registry.signature import (
     TrustedKey,
     Verdict,
     VerdictCache,
+    keys_fingerprint,
     keyset_id,
     load_public_keys,
 )
@@ -73,6 +80,13 @@ class KeySet:
     keys: tuple[TrustedKey, ...] = ()
     problem: str = ""
     pending: bool = False
+
+    @property
+    def fingerprint(self) -> str | None:
+        """``keys_fingerprint`` of a usable key set (None: a problem, or pending)."""
+        if self.problem or self.pending or not self.keys:
+            return None
+        return keys_fingerprint(self.keys)
 
 
 def key_secret_refs(pool: Mapping[str, Any]) -> set[Ref]:
@@ -145,21 +159,47 @@ class SignatureReconciler:
         self.cache = cache if cache is not None else VerdictCache()
         self._monotonic = monotonic
         self.max_retry = max_retry
-        self._verified: dict[str, tuple[str, str]] = {}  # pool -> (repo@digest, fingerprint)
+        self._verified: dict[str, tuple[str, str]] = {}  # pool -> (repo@digest, keys' fingerprint)
+        # pool -> (what its keys were read from, the key set, its fingerprint)
+        self._keys: dict[str, tuple[tuple[Any, ...], KeySet, str | None]] = {}
         self.errors: dict[str, tuple[str, str]] = {}  # pool -> (Degraded reason, message)
         self._failures: dict[str, int] = {}  # pool -> registry failures in a row
         # pool -> (repo@digest, when a registry failure may be retried)
         self._retry_at: dict[str, tuple[str, dt.datetime]] = {}
 
-    def verified(self, pool_name: str) -> tuple[str, str] | None:
-        """(``repo@digest``, verification fingerprint) last verified for the pool."""
-        return self._verified.get(pool_name)
+    def verified(self, pool: Obj) -> str | None:
+        """The ``repo@digest`` verified for the pool, while that verification holds:
+        the pool trusts exactly the keys that made it, all of them readable now."""
+        held = self._verified.get(pool["metadata"]["name"])
+        if held is None:
+            return None
+        _, fingerprint = self.current_keys(pool)
+        return held[0] if fingerprint is not None and fingerprint == held[1] else None
+
+    def current_keys(self, pool: Obj) -> tuple[KeySet, str | None]:
+        """The pool's trusted keys as its spec and the watched Secrets say now, and
+        their fingerprint (None: not usable); parsed again only when what they are
+        read from changed."""
+        name = pool["metadata"]["name"]
+        verification = ((pool.get("spec") or {}).get("image") or {}).get("verification") or {}
+        source = (
+            json.dumps(verification, sort_keys=True, separators=(",", ":")),
+            tuple(_secret_source(self._read_secret(ref)) for ref in sorted(key_secret_refs(pool))),
+        )
+        memo = self._keys.get(name)
+        if memo is not None and memo[0] == source:
+            return memo[1], memo[2]
+        keyset = collect_keys(verification, self._read_secret)
+        fingerprint = keyset.fingerprint
+        self._keys[name] = (source, keyset, fingerprint)
+        return keyset, fingerprint
 
     def problems(self, pool: Obj) -> dict[str, str]:
         err = self.errors.get(pool["metadata"]["name"])
         return {err[0]: err[1]} if err else {}
 
     def _forget(self, pool_name: str) -> None:
+        self._keys.pop(pool_name, None)
         changed = self._verified.pop(pool_name, None) is not None
         changed = self.errors.pop(pool_name, None) is not None or changed
         self._failures.pop(pool_name, None)
@@ -186,12 +226,17 @@ class SignatureReconciler:
             return None
         image = policy.repository
         desired = f"{image}@{digest}"
-        verification = (pool["spec"].get("image") or {}).get("verification") or {}
-        keyset = collect_keys(verification, self._read_secret)
+        keyset, fingerprint = self.current_keys(pool)
         if keyset.pending:
             return PENDING_RETRY
-        if keyset.problem:
-            self._fail(pool, c.REASON_SIGNATURE_VERIFICATION_FAILED, keyset.problem)
+        if keyset.problem or fingerprint is None:
+            # whatever was verified no longer holds (``verified`` already says so)
+            self._fail(
+                pool,
+                c.REASON_SIGNATURE_VERIFICATION_FAILED,
+                keyset.problem or "spec.image.verification names no key",
+                withdraw_any=True,
+            )
             return None  # the spec or the Secret changing wakes this reconciler
         ident = keyset_id(keyset.keys)
         verdict = self.cache.get(image, digest, ident, now=self._monotonic())
@@ -228,7 +273,7 @@ class SignatureReconciler:
                 withdraw=desired,
             )
             return self.cache.recheck_after
-        self._pass(pool, desired, policy.verification, verdict)
+        self._pass(pool, desired, fingerprint, verdict)
         return None
 
     def _pass(self, pool: Obj, desired: str, fingerprint: str, verdict: Verdict) -> None:
@@ -248,14 +293,23 @@ class SignatureReconciler:
         if new or had_error:
             self._on_change(name)
 
-    def _fail(self, pool: Obj, reason: str, message: str, *, withdraw: str = "") -> None:
+    def _fail(
+        self,
+        pool: Obj,
+        reason: str,
+        message: str,
+        *,
+        withdraw: str = "",
+        withdraw_any: bool = False,
+    ) -> None:
         """Report a failure; ``withdraw``: the digest that failed, whose earlier
-        verification (with other key content) no longer counts. An earlier verified
-        digest stays the target while a new one fails (see ``check_pool``)."""
+        verification (with other key content) no longer counts; ``withdraw_any``: the
+        keys are unusable, nothing verified holds. Otherwise a digest verified earlier
+        with the same keys stays the target while a new one fails (``check_pool``)."""
         name = pool["metadata"]["name"]
         withdrawn = False
         held = self._verified.get(name)
-        if withdraw and held is not None and held[0] == withdraw:
+        if held is not None and (withdraw_any or held[0] == withdraw):
             del self._verified[name]
             withdrawn = True
         first = self.errors.get(name) != (reason, message)
@@ -267,3 +321,16 @@ class SignatureReconciler:
             )
         if first or withdrawn:
             self._on_change(name)
+
+
+def _secret_source(watched: WatchedSecret) -> tuple[Any, ...]:
+    """What the keys read from a watched Secret depend on: its uid and resourceVersion
+    (which every change of its data moves), else (an object never stored) its data."""
+    secret = watched.secret
+    if secret is None:
+        return (watched.pending, watched.error, None)
+    meta = secret.get("metadata") or {}
+    if meta.get("resourceVersion"):
+        return (False, "", (meta.get("uid"), meta["resourceVersion"]))
+    data = secret.get("data") or {}
+    return (False, "", tuple(sorted((str(k), str(v)) for k, v in data.items())))

@@ -160,6 +160,12 @@ class TrustedKey:
     def algorithm(self) -> str:
         return _algorithm(self.key)
 
+    @property
+    def fingerprint(self) -> str:
+        """sha256 of the key's SubjectPublicKeyInfo (DER): the key itself, whatever
+        its PEM's layout or where it came from."""
+        return hashlib.sha256(_spki(self.key)).hexdigest()
+
 
 @dataclass(frozen=True)
 class SignatureDocuments:
@@ -336,19 +342,33 @@ def verify_signatures(
     )
 
 
-def keyset_id(keys: Sequence[TrustedKey]) -> str:
-    """A short id of a set of trusted keys (their names and SubjectPublicKeyInfo), so a
-    verdict is reused only for the very keys it was made with."""
+def _spki(key: Any) -> bytes:
     from cryptography.hazmat.primitives.serialization import (  # noqa: PLC0415
         Encoding,
         PublicFormat,
     )
 
+    return bytes(key.public_bytes(Encoding.DER, PublicFormat.SubjectPublicKeyInfo))
+
+
+def keyset_id(keys: Sequence[TrustedKey]) -> str:
+    """A short id of a set of trusted keys (their names and SubjectPublicKeyInfo), so a
+    verdict (whose message names the key) is reused only for the very keys it was made
+    with."""
     digest = hashlib.sha256()
     for key in sorted(keys, key=lambda k: k.name):
         digest.update(key.name.encode() + b"\0")
-        digest.update(key.key.public_bytes(Encoding.DER, PublicFormat.SubjectPublicKeyInfo))
+        digest.update(_spki(key.key))
     return digest.hexdigest()[:32]
+
+
+def keys_fingerprint(keys: Sequence[TrustedKey]) -> str:
+    """The set of keys themselves (``TrustedKey.fingerprint`` of each, names left
+    out): a verification holds only while the pool trusts exactly this set."""
+    digest = hashlib.sha256()
+    for fingerprint in sorted({key.fingerprint for key in keys}):
+        digest.update(fingerprint.encode() + b"\0")
+    return digest.hexdigest()
 
 
 class VerdictCache:
