@@ -1,5 +1,11 @@
 """Prometheus alerts for the alert gate (``spec.rollout.blockingAlerts``)."""
 
-from bootc_operator.alerts.client import PrometheusClient, PrometheusError, PrometheusOptions
+from bootc_operator.alerts.client import (
+    PrometheusClient,
+    PrometheusError,
+    PrometheusOptions,
+    Querier,
+    ask,
+)
 
-__all__ = ["PrometheusClient", "PrometheusError", "PrometheusOptions"]
+__all__ = ["PrometheusClient", "PrometheusError", "PrometheusOptions", "Querier", "ask"]

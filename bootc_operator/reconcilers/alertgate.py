@@ -28,9 +28,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any, Protocol
 
-from bootc_operator.alerts import PrometheusError
+from bootc_operator.alerts import Querier, ask
 from bootc_operator.alerts.gate import (
     AlertGate,
     alert_query,
@@ -49,10 +48,6 @@ from bootc_operator.policy.queries import (
 from bootc_operator.reconcilers.context import Obj
 
 log = logging.getLogger("alerts")
-
-
-class Querier(Protocol):
-    async def query(self, promql: str) -> list[dict[str, Any]]: ...
 
 
 class AlertReconciler:
@@ -124,23 +119,19 @@ class AlertReconciler:
             return None
         failed = False
         if selectors:
-            try:
-                result = await self.prometheus.query(alert_query(selectors))
-            except PrometheusError as err:
+            result, error = await ask(self.prometheus, alert_query(selectors))
+            if result is None:
                 failed = True
                 gate = AlertGate(
-                    True, f"{err}; no new reboots until Prometheus answers (fail closed)"
+                    True, f"{error}; no new reboots until Prometheus answers (fail closed)"
                 )
             else:
                 gate = firing_gate(result)
         changed = self._keep(self._gates, pool_name, gate if selectors else None, "alerts")
         answers: dict[str, Answer] = {}
         for p in preconditions:
-            try:
-                answers[p.name] = (await self.prometheus.query(p.expr), "")
-            except PrometheusError as err:
-                failed = True
-                answers[p.name] = (None, str(err))
+            answers[p.name] = await ask(self.prometheus, p.expr)
+            failed = failed or answers[p.name][0] is None
         pre = precondition_gate(preconditions, answers) if preconditions else None
         if self._keep(self._preconditions, pool_name, pre, "preconditions"):
             changed = True

@@ -31,9 +31,8 @@ import contextlib
 import datetime as dt
 import logging
 from collections.abc import Callable, Collection, Sequence
-from typing import Any
 
-from bootc_operator.alerts import PrometheusError
+from bootc_operator.alerts import Querier, ask
 from bootc_operator.policy.queries import (
     NO_PROMETHEUS,
     HealthQuery,
@@ -42,7 +41,6 @@ from bootc_operator.policy.queries import (
     for_node,
     observe,
 )
-from bootc_operator.reconcilers.alertgate import Querier
 
 log = logging.getLogger("health")
 
@@ -121,19 +119,28 @@ class HealthQueries:
                 await task
 
     async def _poll(self, node: str) -> None:
+        try:
+            await self._poll_loop(node)
+        except Exception:
+            log.exception("health query poll failed", extra={"node": node})
+        finally:
+            if self._polls.get(node) is asyncio.current_task():
+                # Ended on its own (retain and stop forget the task first): nothing it
+                # said holds any more, and the next pass starts a new poll.
+                del self._polls[node]
+                states = self._states.get(node) or {}
+                self._states[node] = {k: QueryState(None, "the poll stopped") for k in states}
+                if (pool := self._pools.get(node)) is not None:
+                    self._on_change(node, pool)
+
+    async def _poll_loop(self, node: str) -> None:
         assert self.prometheus is not None
         while node in self._queries:
             states = self._states.setdefault(node, {})
             changed = False
             for q in self._queries.get(node, ()):
                 key = (q.name, q.expr)
-                try:
-                    result: list[dict[str, Any]] | None = await self.prometheus.query(
-                        for_node(q.expr, node)
-                    )
-                    error = ""
-                except PrometheusError as err:
-                    result, error = None, str(err)
+                result, error = await ask(self.prometheus, for_node(q.expr, node))
                 if self._states.get(node) is not states:
                     return  # retained away while asking
                 previous = states.get(key)
