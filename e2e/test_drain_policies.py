@@ -16,6 +16,9 @@ The controller runs in-process, so its metrics are read from the registry.
   tried again, ``MAX_TRIES`` drains in all (counted from watches of its Node's
   cordons and its BootcNode's slot takes: never a fourth), the last one past its
   timeout marks it ``drain-blocked``.
+- The drain timeout counts from the take, to the microsecond (the controller's
+  wall clock is the test's, so the pass that decides is one the test runs): a
+  drain is not cut short by a stamp rounded down to the second.
 - A blocked drain names only the pods still refused: not one evicted and
   terminating in its grace period (no kubelet confirms it here), nor one an
   admin deleted meanwhile.
@@ -31,12 +34,15 @@ The controller runs in-process, so its metrics are read from the registry.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 from typing import Any
 
+import pytest
 from kubernetes_asyncio.client import ApiClient
 from prometheus_client import REGISTRY
 
 from bootc_operator.api import constants as c
+from bootc_operator.api.timefmt import parse_time
 from bootc_operator.informers import EventHandler, Informer
 from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, EVENTS, NODES, PODS, ApiError
 from bootc_operator.kube.rest import get_object, list_objects, patch_object, request_json
@@ -406,6 +412,67 @@ async def test_an_eviction_denied_by_admission_is_retried_until_allowed(
         for path in (VAPB_PATH, VAP_PATH):
             with contextlib.suppress(ApiError):
                 await request_json(api, "DELETE", f"{path}/{group}")
+    await delete_quietly(api, BOOTC_NODE_POOLS, group)
+
+
+class WallClock:
+    """The controller's ``Context.now``, set by the test."""
+
+    def __init__(self, at: dt.datetime) -> None:
+        self.at = at
+
+    def __call__(self) -> dt.datetime:
+        return self.at
+
+
+async def test_the_drain_timeout_counts_from_the_take_to_the_microsecond(
+    api: ApiClient, fleet: Fleet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 37 §6: with the slot taken at hh:mm:ss.9, a drain of timeoutSeconds 4 is
+    not over at +3.8 s (a whole-second stamp made it +4.7 s), and is at +4 s."""
+    group, nodes, _ = await pod_on_one_node(api, fleet, "dclock")
+    await create_blocking_pdb(api, group, {"app": group})
+    taken_at = dt.datetime.now(dt.UTC).replace(microsecond=900_000)
+    clock = WallClock(taken_at)
+    async with SafetyMonitor(api, group, 1) as monitor, running_controller(api) as ctl:
+        ctl.ctx.now = clock
+        passes: list[dt.datetime] = []  # the clock of each rollout pass that finished
+        inner = ctl.rollout._reconcile
+
+        async def counted(pool: str) -> float | None:
+            at = clock()
+            try:
+                return await inner(pool)
+            finally:
+                passes.append(at)
+
+        monkeypatch.setattr(ctl.rollout, "_reconcile", counted)
+
+        async def rollout_pass_at(at: dt.datetime) -> None:
+            clock.at = at
+            ctl.queues["rollout"].add(group)
+            await wait_for(lambda: at in passes, 60, f"a rollout pass at {at}")
+
+        await pool_on_image_1(api, group, drain={"timeoutSeconds": 4})
+        await start(api, group)
+
+        async def draining() -> bool:
+            return c.IN_REBOOT_SLOT_ANNOTATION in await marks_of(api, nodes[0]) and (
+                await cordoned(api, nodes[0])
+            )
+
+        await wait_for(draining, 60, f"{nodes[0]} cordoned in its slot, draining")
+        await rollout_pass_at(taken_at + dt.timedelta(seconds=3.8))
+        marks = await marks_of(api, nodes[0])
+        assert c.DRAIN_BLOCKED_ANNOTATION not in marks, marks[c.DRAIN_BLOCKED_ANNOTATION]
+        assert c.IN_REBOOT_SLOT_ANNOTATION in marks and await cordoned(api, nodes[0])
+        assert parse_time(marks[c.IN_REBOOT_SLOT_ANNOTATION]) == taken_at, marks
+        await rollout_pass_at(taken_at + dt.timedelta(seconds=4))
+        marks = await marks_of(api, nodes[0])
+        assert "drain timed out after 4s" in marks.get(c.DRAIN_BLOCKED_ANNOTATION, ""), marks
+        assert c.IN_REBOOT_SLOT_ANNOTATION not in marks and not await cordoned(api, nodes[0])
+    assert not monitor.summary.violations, monitor.summary.violations
+    await request_json(api, "DELETE", f"{PDB_PATH}/{group}")
     await delete_quietly(api, BOOTC_NODE_POOLS, group)
 
 

@@ -53,7 +53,7 @@ import datetime as dt
 import logging
 
 from bootc_operator.api import constants as c
-from bootc_operator.api.timefmt import now_rfc3339, parse_time
+from bootc_operator.api.timefmt import micro_time, now_rfc3339, parse_time
 from bootc_operator.api.v1alpha1 import RebootKind
 from bootc_operator.policy.autoscaler import prior_record
 from bootc_operator.policy.drainplan import (
@@ -184,7 +184,7 @@ class RolloutReconciler:
         await each(
             plan.rollback, lambda n: self._roll_back(pool, bns[n], views[n], gates[n], policy)
         )
-        await each(plan.take, lambda n: self._take(pool, bns[n], now))
+        await each(plan.take, lambda n: self._take(pool, bns[n]))
         # the other holders (rebooting, under health check) keep their autoscaler
         # annotations too (the draining ones in _drive_drain, with their cordon)
         busy = {*plan.release, *plan.rollback, *plan.take, *plan.drain}
@@ -268,7 +268,7 @@ class RolloutReconciler:
     async def _adopt(self, pool: Obj, bn: Obj, adopt: Adoption) -> None:
         """Take over a slot holder a previous controller left (slots.adoption)."""
         name = bn["metadata"]["name"]
-        await self.ctx.patch_bootc_node(bn, adoption_patch(adopt, now_rfc3339(self.ctx.now())))
+        await self.ctx.patch_bootc_node(bn, adoption_patch(adopt, micro_time(self.ctx.now())))
         pool_name = pool["metadata"]["name"]
         msg = adopt.message(name)
         log.info(msg, extra={"pool": pool_name, "node": name})
@@ -375,7 +375,7 @@ class RolloutReconciler:
         if not step or self.verbose_node_events:
             recorder.emit(self.ctx.node_ref(name), type_, node_reason or reason, "Rollout", note)
 
-    async def _take(self, pool: Obj, bn: Obj, now: dt.datetime) -> None:
+    async def _take(self, pool: Obj, bn: Obj) -> None:
         ctx = self.ctx
         name = bn["metadata"]["name"]
         # What the slot will restore is read from the server: a lagging cache could
@@ -383,7 +383,11 @@ class RolloutReconciler:
         node = await ctx.live_node(name)
         was_cordoned = bool((node or {}).get("spec", {}).get("unschedulable"))
         prior = prior_record((node or {}).get("metadata", {}).get("annotations") or {})
-        taking = take_patch(now_rfc3339(now), was_cordoned=was_cordoned, autoscaler_prior=prior)
+        # The drain timeout counts from this stamp: the moment the take is written, to
+        # the microsecond (issue 37 §6: a whole-second stamp from the start of the pass
+        # cut drains short by up to a second plus the pass's earlier writes).
+        taken = micro_time(ctx.now())
+        taking = take_patch(taken, was_cordoned=was_cordoned, autoscaler_prior=prior)
         await ctx.patch_bootc_node(bn, taking)
         await ctx.hold_node(name)
         pool_name = pool["metadata"]["name"]
