@@ -19,6 +19,8 @@ The controller runs in-process, so its metrics are read from the registry.
 - The drain timeout counts from the take, to the microsecond (the controller's
   wall clock is the test's, so the pass that decides is one the test runs): a
   drain is not cut short by a stamp rounded down to the second.
+- ``gracePeriodSeconds: 0`` with Force is taken as 1: the pod is left
+  terminating for its kubelet to confirm, never removed from the API at once.
 - A blocked drain names only the pods still refused: not one evicted and
   terminating in its grace period (no kubelet confirms it here), nor one an
   admin deleted meanwhile.
@@ -123,13 +125,17 @@ async def held_pod(api: ApiClient, fleet: Fleet, prefix: str) -> tuple[str, list
 
 
 async def pod_on_one_node(
-    api: ApiClient, fleet: Fleet, prefix: str, volumes: list[dict[str, Any]] | None = None
+    api: ApiClient,
+    fleet: Fleet,
+    prefix: str,
+    volumes: list[dict[str, Any]] | None = None,
+    grace: int = 0,
 ) -> tuple[str, list[str], str]:
     """A group of one node on image 1 with one pod on it (``GROUP-pod``)."""
     group = unique_name(prefix)
     nodes = await add_nodes(fleet, group, 1, image(1))
     pod = f"{group}-pod"
-    await create_pod(api, pod, nodes[0], {"app": group}, volumes=volumes)
+    await create_pod(api, pod, nodes[0], {"app": group}, volumes=volumes, grace=grace)
     return group, nodes, pod
 
 
@@ -472,6 +478,40 @@ async def test_the_drain_timeout_counts_from_the_take_to_the_microsecond(
         assert "drain timed out after 4s" in marks.get(c.DRAIN_BLOCKED_ANNOTATION, ""), marks
         assert c.IN_REBOOT_SLOT_ANNOTATION not in marks and not await cordoned(api, nodes[0])
     assert not monitor.summary.violations, monitor.summary.violations
+    await request_json(api, "DELETE", f"{PDB_PATH}/{group}")
+    await delete_quietly(api, BOOTC_NODE_POOLS, group)
+
+
+async def pod_or_none(api: ApiClient, name: str) -> dict[str, Any] | None:
+    try:
+        return await get_object(api, PODS, name, "default")
+    except ApiError as err:
+        if err.not_found:
+            return None
+        raise
+
+
+async def test_force_with_a_zero_grace_period_leaves_the_pod_for_its_kubelet(
+    api: ApiClient, fleet: Fleet
+) -> None:
+    """Issue 37 §12: ``gracePeriodSeconds: 0`` would remove the pod from the API at
+    once; taken as 1, the pod stays terminating until its kubelet confirms (none runs
+    here: the test confirms in its stead), and only then does the node reboot."""
+    group, nodes, pod = await pod_on_one_node(api, fleet, "dgrace", grace=300)
+    await create_blocking_pdb(api, group, {"app": group})
+    drain = {"timeoutSeconds": 2, "onTimeout": "Force", "gracePeriodSeconds": 0}
+    async with SafetyMonitor(api, group, 1) as monitor, running_controller(api):
+        await pool_on_image_1(api, group, drain=drain)
+        await start(api, group)
+        await wait_event(api, pod, "PodForceDeleted", "PodDisruptionBudgets bypassed")
+        left = await pod_or_none(api, pod)
+        assert left is not None, f"{pod} removed from the API at once (grace period 0)"
+        assert left["metadata"].get("deletionGracePeriodSeconds") == 1, left["metadata"]
+        assert c.REBOOT_REQUESTED_ANNOTATION not in await marks_of(api, nodes[0])
+        await delete_pod(api, pod, 0)  # what its kubelet does once the pod stopped
+        await wait_for(lambda: updated(api, group, 1), 120, "the pod gone; updated")
+    others = [v for v in monitor.summary.violations if "PDB" not in v]
+    assert not others, others
     await request_json(api, "DELETE", f"{PDB_PATH}/{group}")
     await delete_quietly(api, BOOTC_NODE_POOLS, group)
 

@@ -417,7 +417,9 @@ class DrainSpec(WireModel):
         default=None,
         ge=0,
         description="the termination grace period given to each evicted (or, with Force, "
-        "deleted) pod; unset: the pod's own terminationGracePeriodSeconds.",
+        "deleted) pod; unset: the pod's own terminationGracePeriodSeconds. 0 is taken as 1 "
+        "(as kubectl delete without --force): a pod is never removed before its kubelet "
+        "has stopped it.",
         json_schema_extra={"format": "int32"},
     )
     delete_empty_dir_data: bool | None = Field(

@@ -177,13 +177,21 @@ class TimeoutAction(StrEnum):
     FORCE = "Force"
 
 
+#: the shortest grace period a drain gives a pod: ``gracePeriodSeconds: 0`` is taken
+#: as 1, as ``kubectl delete`` does without ``--force``. 0 removes the pod from the
+#: API at once, before its kubelet has stopped its containers (a StatefulSet's
+#: replacement could run beside it); 1 still waits for the kubelet's confirmation.
+MIN_GRACE_PERIOD: Final = 1
+
+
 @dataclass(frozen=True, slots=True)
 class DrainPolicy:
     """``spec.rollout.drain`` (and ``drainTimeoutSeconds``) as the drain decisions read it."""
 
     timeout: float | None = None  # seconds; None: no limit
     on_timeout: str | None = None  # Halt | Skip | Force; None: give up (drainTimeoutSeconds)
-    grace_period: int | None = None  # seconds given to each evicted or deleted pod
+    #: seconds given to each evicted or deleted pod (at least MIN_GRACE_PERIOD); None: its own
+    grace_period: int | None = None
     #: deleteEmptyDirData; None (unset) evicts such pods, as always
     delete_emptydir_data: bool | None = None
 

@@ -40,7 +40,7 @@ from bootc_operator.api.intstr import (
     resolve_max_unavailable,
 )
 from bootc_operator.api.wire import DEFAULT_HEALTH_TIMEOUT_SECONDS
-from bootc_operator.policy.drainplan import DrainPolicy
+from bootc_operator.policy.drainplan import MIN_GRACE_PERIOD, DrainPolicy
 from bootc_operator.policy.health import HealthPolicy
 from bootc_operator.policy.order import BY_NAME, FIRST, LAST, NEWEST_FIRST, OLDEST_BOOT_FIRST, Order
 from bootc_operator.policy.queries import HealthQuery, parse_hold
@@ -390,6 +390,11 @@ def _drain_policy(rollout: Mapping[str, Any], problems: list[str]) -> DrainPolic
             f"{where}.gracePeriodSeconds must be a non-negative integer, not {json.dumps(grace)}"
         )
         grace = None
+    if grace == 0:
+        # 0 would remove the pod from the API at once, without its kubelet confirming
+        # that its containers stopped (a StatefulSet could run two web-0): taken as 1,
+        # as kubectl delete does without --force (issue 37 §12)
+        grace = MIN_GRACE_PERIOD
     delete_emptydir = drain.get("deleteEmptyDirData")
     if delete_emptydir is not None and not isinstance(delete_emptydir, bool):
         problems.append(

@@ -13,6 +13,7 @@ from bootc_operator.api import constants as c
 from bootc_operator.policy.drainplan import (
     EMPTYDIR_REASON,
     MAX_TRIES,
+    MIN_GRACE_PERIOD,
     DrainPolicy,
     TimeoutAction,
     blocking_message,
@@ -59,6 +60,16 @@ def test_drain_timeout_seconds_wins_over_drain_timeout_seconds() -> None:
     # unset inside drain: drainTimeoutSeconds still counts
     got = policy_of(drainTimeoutSeconds=60, drain={"onTimeout": "Skip", "gracePeriodSeconds": 3})
     assert got == DrainPolicy(timeout=60.0, on_timeout="Skip", grace_period=3)
+
+
+def test_a_zero_grace_period_is_taken_as_one() -> None:
+    """Issue 37 §12: 0 would delete pods without their kubelet's confirmation."""
+    force = {"onTimeout": "Force", "gracePeriodSeconds": 0}
+    assert policy_of(drain=force).grace_period == MIN_GRACE_PERIOD == 1
+    assert policy_of(drain={"gracePeriodSeconds": 0}).grace_period == 1
+    assert policy_of(drain={"gracePeriodSeconds": 5}).grace_period == 5
+    assert policy_of(drain={}).grace_period is None
+    assert not problems_of(drain=force)
 
 
 D = "spec.rollout.drain"
