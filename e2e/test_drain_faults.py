@@ -9,18 +9,22 @@ slot and its cordon and must not be told to reboot (its pod is still on it), the
 pool's status and a ``DrainBlocked`` Event must name the reason; once the LIST
 answers again the drain evicts the pod and the rollout finishes. The kit's
 safety monitor watches throughout.
+
+The proxy also holds a drain's eviction on its way while the pod is replaced
+by a namesake elsewhere: the eviction's uid precondition spares the namesake.
 """
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
 from kubernetes_asyncio.client import ApiClient
 
 from bootc_operator.api import constants as c
-from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, EVENTS, NODES
-from bootc_operator.kube.rest import get_object, list_objects
+from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, EVENTS, NODES, PODS, ApiError
+from bootc_operator.kube.rest import get_object, list_objects, request_json
 from e2e.controllerenv import (
     add_nodes,
     create_pod,
@@ -119,5 +123,65 @@ async def test_a_failing_first_pod_list_is_retried_and_the_slot_kept(
     finally:
         await controller_api.close()
         await proxy.close()
+    assert monitor.violations == [], monitor.violations
+    await delete_quietly(api, BOOTC_NODE_POOLS, group)
+
+
+async def test_an_eviction_never_removes_a_namesake_of_the_pod_it_meant(
+    api: ApiClient, fleet: Fleet, control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    """Issue 37 §13: the eviction carries the pod's uid as a precondition. The fault
+    proxy holds the drain's eviction on its way while the pod is replaced by a
+    namesake on another node (what a StatefulSet does); released, the eviction must
+    not remove the namesake (409 Conflict: the pod meant is gone), and the drain
+    finishes, since the node has nothing left."""
+    group = unique_name("evuid")
+    nodes = await add_nodes(fleet, group, 1, image(1))
+    pod = f"{group}-web-0"
+    elsewhere = f"{group}-other-node"
+    await create_pod(api, pod, nodes[0], {"app": group})
+    proxy = FaultProxy(control_plane.server, control_plane.pki, seed=0)
+    await proxy.listen("controller")
+    held = proxy.hold("controller", "POST", f"/api/v1/namespaces/default/pods/{pod}/eviction")
+    controller_api = await api_client(proxy.kubeconfig("controller", tmp_path / "kubeconfig"))
+    monitor = SafetyMonitor(api, group, 1, target=digest(2))
+    try:
+        async with monitor, running_controller(controller_api):
+            await create_pool(api, pool_body(group, {"group": group}, image(2), 1))
+            await wait_for(lambda: held.waiting > 0, 60, "the drain's eviction held on its way")
+            first = (await get_object(api, PODS, pod, "default"))["metadata"]["uid"]
+            await request_json(
+                api,
+                "DELETE",
+                f"/api/v1/namespaces/default/pods/{pod}",
+                body={"gracePeriodSeconds": 0},
+            )
+            await create_pod(api, pod, elsewhere, {"app": group})
+            proxy.release("controller")
+
+            async def finished() -> bool:
+                p = await get_pool(api, group)
+                return bool(
+                    condition(p, "UpToDate").get("status") == "True"
+                    and p["status"].get("updatedCount") == 1
+                )
+
+            await wait_for(finished, 90, "the rollout finishing")
+            assert await pod_exists(api, pod), "the namesake was evicted"
+            namesake = await get_object(api, PODS, pod, "default")
+            assert namesake["metadata"]["uid"] != first
+            assert namesake["spec"]["nodeName"] == elsewhere
+            assert not namesake["metadata"].get("deletionTimestamp"), "the namesake was evicted"
+    finally:
+        proxy.release("controller")
+        await controller_api.close()
+        await proxy.close()
+        with contextlib.suppress(ApiError):
+            await request_json(
+                api,
+                "DELETE",
+                f"/api/v1/namespaces/default/pods/{pod}",
+                body={"gracePeriodSeconds": 0},
+            )
     assert monitor.violations == [], monitor.violations
     await delete_quietly(api, BOOTC_NODE_POOLS, group)

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from hack.testenv.faultproxy import ALLOWED, KINDS, Profile, Refusal, draw, request_class
+from hack.testenv.faultproxy import ALLOWED, KINDS, Hold, Profile, Refusal, draw, request_class
 
 
 def test_a_seed_gives_the_same_profile_and_draws() -> None:
@@ -55,3 +55,11 @@ def test_a_refusal_matches_reads_of_its_path_with_its_query_only() -> None:
     assert not rule.matches("read", "/api/v1/pods", {"fieldSelector": "spec.nodeName=n2"})
     assert not rule.matches("read", "/api/v1/pods", {})
     assert Refusal(500, "/api/v1/pods").matches("read", "/api/v1/pods", query)
+
+
+def test_a_hold_matches_its_method_and_path_only() -> None:
+    rule = Hold("POST", "/api/v1/namespaces/default/pods/web-0/eviction")
+    assert rule.matches("POST", "/api/v1/namespaces/default/pods/web-0/eviction")
+    assert not rule.matches("GET", "/api/v1/namespaces/default/pods/web-0/eviction")
+    assert not rule.matches("POST", "/api/v1/namespaces/default/pods/web-1/eviction")
+    assert rule.waiting == 0 and not rule.released.is_set()

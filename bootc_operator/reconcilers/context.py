@@ -278,14 +278,21 @@ class Context:
         self.pool_overlay.wrote(name, updated)
         return updated
 
-    async def evict(self, namespace: str, name: str, grace_period: int | None = None) -> None:
+    async def evict(
+        self, namespace: str, name: str, uid: str, grace_period: int | None = None
+    ) -> None:
+        """Evict the pod; ``uid``: only that pod, not one recreated under its name
+        meanwhile (the apiserver answers 409 Conflict then)."""
         body: Obj = {
             "apiVersion": "policy/v1",
             "kind": "Eviction",
             "metadata": {"name": name, "namespace": namespace},
         }
+        options: Obj = {"preconditions": {"uid": uid}} if uid else {}
         if grace_period is not None:
-            body["deleteOptions"] = {"gracePeriodSeconds": grace_period}
+            options["gracePeriodSeconds"] = grace_period
+        if options:
+            body["deleteOptions"] = options
         path = f"/api/v1/namespaces/{namespace}/pods/{name}/eviction"
         await request_json(self.api, "POST", path, body=body)
 

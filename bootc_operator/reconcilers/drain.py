@@ -29,14 +29,17 @@ happens meanwhile: the node keeps its slot and its cordon, it is not told to
 reboot, and the drain says why it waits (``DrainResult.error``: the pool's
 status names it, as for a blocked eviction, and one ``DrainBlocked`` Warning per
 drain); the first success clears it.
-Pods that must leave (``drainplan``) are evicted; 429 (a PodDisruptionBudget
+Pods that must leave (``drainplan``) are evicted; every eviction and Force
+DELETE carries the pod's uid as a precondition, so a pod recreated under the
+same name meanwhile (elsewhere, by its controller) is never the one removed
+(409 Conflict: the pod meant is gone); 429 (a PodDisruptionBudget
 says no) and other refusals are remembered with the server's message and
 retried with capped backoff; otherwise the task waits for pod events on its
 node rather than polling. When nothing is left it reports done. Timeouts are
 the reconciler's business (it knows when the slot was taken, which survives
 restarts; the task does not); past one, ``onTimeout: Force`` makes the
 reconciler call ``force(node)``: from then on the task DELETEs each pod left
-(uid precondition, no Eviction, so no PodDisruptionBudget is asked), with one
+(no Eviction, so no PodDisruptionBudget is asked), with one
 ``PodForceDeleted`` Warning per pod. An eviction refused otherwise than by a
 PodDisruptionBudget (an admission webhook or ValidatingAdmissionPolicy denies
 it) is retried like a 429 and counted (``drain_outcomes_total{outcome=Denied}``,
@@ -353,12 +356,14 @@ class DrainManager:
                     if res.force:
                         await self._force_delete(node, res, key, uids.get(key, ""))
                     else:
-                        await self.ctx.evict(namespace, name, res.grace_period)
+                        await self.ctx.evict(namespace, name, uids.get(key, ""), res.grace_period)
                         res.evicted += 1
                     res.blocked_by.pop(key, None)
                 except ApiError as err:
-                    if err.not_found or (res.force and err.status == 409):
-                        res.blocked_by.pop(key, None)  # gone (409: replaced by a namesake)
+                    if err.not_found or err.status == 409:
+                        # gone, or (409: its uid precondition failed) replaced by a
+                        # namesake, which the node's pod watch shows if it is ours
+                        res.blocked_by.pop(key, None)
                         continue
                     refused = True
                     res.blocked_by[key] = err.message or str(err)

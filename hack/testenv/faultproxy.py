@@ -41,6 +41,11 @@ draws); ``Profile.from_seed(seed)`` sets the rate and the mix. The kinds
 ``refused-<code>`` (e.g. a drain's pod LIST for one node, while its watches and
 everything else get through).
 
+``hold(name, method, path)`` holds listener ``name``'s requests ``method path``
+unforwarded (their bodies read) until ``release(name)``; ``Hold.waiting`` counts
+those held so far, so a test can act while one waits (e.g. replace the object an
+eviction names before the eviction lands).
+
 ``partition(name, mode)`` cuts one listener off until ``heal(name)``: ``"reset"``
 resets its open connections and every new request; ``"hang"`` holds every new
 request unanswered (packets dropped: the caller's timeouts must fire) and resets
@@ -184,6 +189,19 @@ class Refusal:
 
 
 @dataclass
+class Hold:
+    """Requests ``method path`` wait until ``released`` (``hold``)."""
+
+    method: str
+    path: str
+    released: asyncio.Event = field(default_factory=asyncio.Event)
+    waiting: int = 0  # requests held so far (released ones included)
+
+    def matches(self, method: str, path: str) -> bool:
+        return method == self.method and path == self.path
+
+
+@dataclass
 class Listener:
     name: str
     port: int = 0
@@ -191,6 +209,7 @@ class Listener:
     partition: str | None = None
     healed: asyncio.Event = field(default_factory=asyncio.Event)
     refusals: list[Refusal] = field(default_factory=list)
+    holds: list[Hold] = field(default_factory=list)
     open: set[asyncio.Transport] = field(default_factory=set)
     runner: web.AppRunner | None = None
 
@@ -280,6 +299,8 @@ class FaultProxy:
     async def close(self) -> None:
         for lst in self.listeners.values():
             lst.healed.set()
+            for hold in lst.holds:
+                hold.released.set()
             for transport in list(lst.open):
                 transport.abort()
             if lst.runner is not None:
@@ -338,6 +359,18 @@ class FaultProxy:
 
     def unrefuse(self, name: str) -> None:
         self.listeners[name].refusals.clear()
+
+    def hold(self, name: str, method: str, path: str) -> Hold:
+        """Listener ``name`` holds its requests ``method path`` until ``release(name)``."""
+        rule = Hold(method, path)
+        self.listeners[name].holds.append(rule)
+        return rule
+
+    def release(self, name: str) -> None:
+        """Forward the requests held on listener ``name``; hold no more."""
+        for rule in self.listeners[name].holds:
+            rule.released.set()
+        self.listeners[name].holds.clear()
 
     def faults(self) -> dict[str, int]:
         """Faults injected so far by kind (partitions: episodes and refused requests)."""
@@ -419,6 +452,10 @@ class FaultProxy:
         if fault is not None and fault.startswith("status-"):
             return self._status(int(fault.removeprefix("status-")))
         body = await request.read()
+        for hold in list(lst.holds):
+            if hold.matches(method, request.path):
+                hold.waiting += 1
+                await hold.released.wait()
         if fault == "delay":
             await asyncio.sleep(lst.rng.uniform(0.05, self.profile.max_delay))
             if request.transport is None or request.transport.is_closing():
