@@ -9,7 +9,9 @@ attached to its report.
 
 Registries (below): ``registry``, ``private_registry``, ``make_registry``. Nodes:
 ``fleet`` (simulated daemons in this process, ``hack.testenv.fleet``) and
-``hosted`` (real daemon processes on simulated hosts, ``e2e.hostsenv``).
+``hosted`` (real daemon processes on simulated hosts, ``e2e.hostsenv``). Hosts of the
+daemon tier: ``kit`` (``e2e.hostkit``), once per host kind of ``--host=fake|real|both``
+(default both: a test taking ``kit`` runs on the fake bootc and on the real one).
 
 Tests share the control plane: give objects unique names
 (``e2e.helpers.unique_name``) and delete what you create. Synchronise with
@@ -19,7 +21,10 @@ Tests share the control plane: give objects unique names
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
+import subprocess
+import tempfile
 import threading
 from collections.abc import AsyncIterator, Callable, Generator, Iterator
 from pathlib import Path
@@ -32,7 +37,9 @@ from bootc_operator.kube import NODES, ApiError
 from bootc_operator.kube.rest import delete_object
 from e2e.daemonenv import Daemons, delete_bootc_node
 from e2e.helpers import unique_name
+from e2e.hostkit import HOST_KINDS, FakeKit, Kit, RealKit, real_build
 from e2e.hostsenv import HostedNodes
+from hack.realbootc.build import built, start_build
 from hack.simlib import Sim
 from hack.testenv import ControlPlane, api_client
 from hack.testenv.fleet import Fleet
@@ -55,6 +62,67 @@ def _interrupt_on_sigterm() -> None:
         raise KeyboardInterrupt(f"signal {signum}")
 
     signal.signal(signal.SIGTERM, handler)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--host",
+        choices=(*HOST_KINDS, "both"),
+        default="both",
+        help="the bootc hosts of the daemon tier: the fake, the real bootc, or both (default)",
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "kit" in metafunc.fixturenames:
+        choice = metafunc.config.getoption("--host")
+        kinds = HOST_KINDS if choice == "both" else (choice,)
+        metafunc.parametrize("kit", kinds, indirect=True)
+
+
+#: how long the first real-bootc test may wait for a cold bootc build (minutes on 2 cores)
+REAL_BUILD_TIMEOUT = 3600
+_background_build: list[subprocess.Popen[bytes]] = []
+
+
+def _needs_real_bootc(item: pytest.Item) -> bool:
+    callspec = getattr(item, "callspec", None)
+    kit = callspec.params.get("kit") if callspec is not None else None
+    return kit == "real" or "real" in getattr(item, "fixturenames", ())
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """When real-bootc tests are selected and the bootc build is not cached, start it now
+    in the background (``hack.realbootc.build``) and let those tests wait for it beyond
+    the usual per-test timeout."""
+    real = [item for item in items if _needs_real_bootc(item)]
+    if not real or os.geteuid() != 0 or built() is not None:
+        return
+    _background_build.append(start_build(Path(tempfile.gettempdir()) / "build-bootc.log"))
+    for item in real:
+        item.add_marker(pytest.mark.timeout(REAL_BUILD_TIMEOUT))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    for proc in _background_build:  # never leave a build running after the session
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait()
+
+
+@pytest.fixture
+async def kit(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Kit]:
+    """The host kind this test runs on (``e2e.hostkit``); its hosts end with the test."""
+    made: Kit
+    if request.param == "fake":
+        made = FakeKit(tmp_path)
+    else:
+        made = RealKit(tmp_path, request.getfixturevalue("registry"), real_build())
+    try:
+        yield made
+    finally:
+        await made.close()
 
 
 @pytest.fixture(scope="session")

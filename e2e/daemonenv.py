@@ -1,11 +1,13 @@
-"""Helpers for the daemon's e2e tests: daemon subprocesses on simulated hosts, BootcNodes.
+"""Helpers for the daemon's e2e tests: daemon subprocesses on bootc hosts, BootcNodes.
 
 ``Daemons`` starts ``bootc-operator daemon`` as a real subprocess (the venv's console
-script) for a node, pointed at a simulated host (``hack.fakebootc``): the default
-``--host-exec`` nsenter line resolves to the host's shim because the host's ``bin/``
-comes first on ``PATH``. Probe and metrics ports are picked free. ``stop_all()``
-(called by the fixture whatever happens) SIGTERMs every daemon, SIGKILLs it after a
-grace period, and stops any unit still running on the hosts.
+script) for a node, pointed at a host (``e2e.hostkit``): on a fake one
+(``hack.fakebootc``) the default ``--host-exec`` nsenter line resolves to the host's
+shim because the host's ``bin/`` comes first on ``PATH``; on a real one
+(``hack.realbootc``) it is the real nsenter targeting the host's PID 1. Probe and
+metrics ports are picked free. ``stop_all()`` (called by the fixture whatever happens)
+SIGTERMs every daemon, SIGKILLs it after a grace period, and stops any unit still
+running on the hosts.
 
 ``NodeLog`` watches one BootcNode with the project's informer and records every
 status the API server held, so a test can assert a *sequence* (Staging before
@@ -34,7 +36,7 @@ from bootc_operator.informers import EventHandler, Informer
 from bootc_operator.kube import BOOTC_NODES, ApiError, create_object, get_object, patch_object
 from bootc_operator.kube.rest import delete_object
 from e2e.helpers import condition
-from hack.fakebootc import Host
+from e2e.hostkit import AnyHost
 from hack.testenv.controlplane import free_port
 from hack.testenv.procs import Process, spawn
 
@@ -47,7 +49,7 @@ SWITCH_UNIT = "bootc-operator-switch.service"
 @dataclass
 class Daemon:
     node: str
-    host: Host
+    host: AnyHost
     process: Process
     metrics_port: int
     probe_port: int
@@ -83,7 +85,7 @@ class Daemons:
     def start(
         self,
         node: str,
-        host: Host,
+        host: AnyHost,
         *,
         poll_interval: str = "1h",
         stage_timeout: str = "5m",

@@ -18,6 +18,9 @@
 # profile without debuginfo: the tier needs the CLI's behaviour, not its speed).
 # Concurrent invocations build once (hack/lib/cache.sh). When a source is missing
 # or its sum is wrong, it exits 1 with one line saying which.
+# `--check`: print the directory and exit 0 when it is built, exit 3 when it is not
+# (building nothing): the test harness asks this first, to start a cold build in the
+# background early (e2e/conftest.py).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=lib/cache.sh
@@ -158,6 +161,11 @@ build() {
   echo "build-bootc: done in $((SECONDS - t0)) s" >&2
 }
 
+if [[ "${1:-}" == --check ]]; then
+  have || exit 3
+  printf '%s\n' "$OUT"
+  exit 0
+fi
 install_packages "${RUN_DEPS[@]}" libglib2.0-0 libgpgme11 libarchive13 libcurl4
 cache_build_once build-bootc "$OUT" have build
 printf '%s\n' "$OUT"

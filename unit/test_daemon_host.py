@@ -27,7 +27,7 @@ from bootc_operator.daemon.hostcmd import (
     HostCommands,
     error_text,
 )
-from bootc_operator.daemon.hostwatch import HostWatch, watch_target
+from bootc_operator.daemon.hostwatch import HostWatch, creation_target, watch_target
 from hack.fakebootc import Host, add_catalog_image, make_host
 from hack.fakebootc.state import lock_is_held
 from hack.testenv.waiting import wait_for
@@ -403,6 +403,36 @@ def test_watch_target(tmp_path: Path) -> None:
     (tmp_path / "ostree/bootc").mkdir(parents=True)
     target = watch_target(tmp_path)
     assert target is not None and target[0] == tmp_path / "ostree/bootc"
+    created = creation_target(tmp_path)
+    assert created is not None and created[0] == tmp_path / "ostree"
+
+
+async def test_the_first_staging_arms_the_watch_on_ostree_bootc(tmp_path: Path) -> None:
+    """A host whose bootc never changed deployments has no /ostree/bootc yet (the real
+    bootc makes it then): /ostree is watched until it appears, which is a change too,
+    and later touches of /ostree/bootc are seen."""
+    (tmp_path / "ostree").mkdir()
+    changes: list[str] = []
+    seen = asyncio.Event()
+
+    def changed() -> None:
+        changes.append("x")
+        seen.set()
+
+    watch = HostWatch(tmp_path, changed)
+    try:
+        assert watch.start() == tmp_path / "ostree"
+        (tmp_path / "ostree" / "lock").touch()  # not bootc's directory: no change
+        (tmp_path / "ostree" / "bootc").mkdir()
+        await asyncio.wait_for(seen.wait(), DEADLINE)
+        assert watch.watching == tmp_path / "ostree" / "bootc"
+        assert changes == ["x"]
+        seen.clear()
+        os.utime(tmp_path / "ostree" / "bootc")
+        await asyncio.wait_for(seen.wait(), DEADLINE)
+        assert len(changes) == 2
+    finally:
+        watch.stop()
 
 
 @pytest.mark.parametrize("backend", ["ostree", "composefs"])
@@ -429,11 +459,8 @@ async def test_no_watch_target_is_not_fatal(tmp_path: Path) -> None:
     watch.stop()
 
 
-async def test_nsenter_without_env_option_gets_pid1_environment(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """util-linux < 2.40 (Debian bookworm's nsenter, in the image) rejects ``--env``: the
-    option is dropped once, and the commands get PID 1's environment themselves."""
+def old_nsenter(tmp_path: Path) -> Path:
+    """An nsenter as util-linux < 2.40: ``--env`` unknown, other options skipped."""
     old = tmp_path / "nsenter"
     old.write_text(
         "#!/bin/sh\n"
@@ -443,9 +470,19 @@ async def test_nsenter_without_env_option_gets_pid1_environment(
         'exec "$@"\n'
     )
     old.chmod(0o755)
-    environ = tmp_path / "environ"
-    environ.write_bytes(b"PATH=/usr/bin:/bin\0HOST_ONLY=from pid 1\0")
-    monkeypatch.setattr(hostcmd, "PID1_ENVIRON", str(environ))
+    return old
+
+
+async def test_nsenter_without_env_option_gets_pid1_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """util-linux < 2.40 (Debian bookworm's nsenter, in the image) rejects ``--env``: the
+    option is dropped once, and the commands get PID 1's environment themselves."""
+    old = old_nsenter(tmp_path)
+    proc = tmp_path / "proc"
+    (proc / "1").mkdir(parents=True)
+    (proc / "1" / "environ").write_bytes(b"PATH=/usr/bin:/bin\0HOST_ONLY=from pid 1\0")
+    monkeypatch.setattr(hostcmd, "PROC", str(proc))
     cmds = HostCommands(
         [str(old), "--target", "1", "--env", "--"], command_timeout=5, stage_timeout=5
     )
@@ -456,13 +493,31 @@ async def test_nsenter_without_env_option_gets_pid1_environment(
     assert second.stdout == b"from pid 1\n"
 
 
+async def test_nsenter_without_env_option_gets_the_targets_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--env`` takes the environment of the process nsenter targets, not of PID 1: a
+    daemon beside its host (the real-bootc test host, PID 1 of its own namespace) gets
+    that host's environment."""
+    old = old_nsenter(tmp_path)
+    proc = tmp_path / "proc"
+    for pid, value in (("1", "machine"), ("4242", "the host")):
+        (proc / pid).mkdir(parents=True)
+        (proc / pid / "environ").write_bytes(f"PATH=/usr/bin:/bin\0WHO={value}\0".encode())
+    monkeypatch.setattr(hostcmd, "PROC", str(proc))
+    for prefix in (["--target", "4242"], ["--target=4242"], ["-t", "4242"], ["-t4242"]):
+        cmds = HostCommands([str(old), *prefix, "--env", "--"], command_timeout=5, stage_timeout=5)
+        done = await cmds.run("env", ["sh", "-c", 'echo "$WHO"'], 5)
+        assert done.stdout == b"the host\n", prefix
+
+
 async def test_nsenter_env_fallback_needs_pid1_environment(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     old = tmp_path / "nsenter"
     old.write_text("#!/bin/sh\necho \"nsenter: unrecognized option '--env'\" >&2\nexit 1\n")
     old.chmod(0o755)
-    monkeypatch.setattr(hostcmd, "PID1_ENVIRON", str(tmp_path / "missing"))
+    monkeypatch.setattr(hostcmd, "PROC", str(tmp_path / "missing"))
     cmds = HostCommands([str(old), "--env", "--"], command_timeout=5, stage_timeout=5)
     with pytest.raises(HostCommandError, match=r"nsenter has no --env and .* cannot be read"):
         await cmds.run("env", ["true"], 5)
@@ -472,3 +527,4 @@ def test_parse_environ() -> None:
     assert hostcmd.parse_environ(b"A=1\0B=x=y\0\0junk\0") == {"A": "1", "B": "x=y"}
     assert hostcmd.without_env_option(["nsenter", "--env", "--"]) == ("nsenter", "--")
     assert hostcmd.without_env_option(["sh", "-c"]) is None
+    assert hostcmd.nsenter_target(["nsenter", "--mount", "--"]) == "1"

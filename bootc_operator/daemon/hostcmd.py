@@ -2,14 +2,15 @@
 
 Every command runs as ``<host-exec prefix> <command...>`` (DESIGN §4: by default
 ``nsenter --target 1 --mount --pid --cgroup --setuid 0 --setgid 0 --env --``; tests
-use a simulated host's shims; an nsenter older than util-linux 2.40, Debian
-bookworm's and so the image's, has no ``--env``: on its "unrecognized option" the
-option is dropped and the command gets PID 1's environment from ``/proc/1/environ``
-instead, which is what ``--env`` does) in its own process group, with a timeout: on timeout
-or cancellation the whole group gets SIGKILL and is reaped, so nothing is left
-behind and the event loop never blocks. Each run is timed and failures counted
-(``metrics``). Failures raise ``HostCommandError`` whose message is one readable
-text meant for the ``Degraded`` condition.
+use a simulated host's shims, or ``--target <the test host's PID 1>``; an nsenter older
+than util-linux 2.40, Debian bookworm's and so the image's, has no ``--env``: on its
+"unrecognized option" the option is dropped and the command gets the target's
+environment from ``/proc/<target>/environ`` instead, which is what ``--env`` does) in
+its own process group, with a timeout: on timeout or cancellation the whole group
+gets SIGKILL and is reaped, so nothing is left behind and the event loop never blocks.
+Each run is timed and failures counted (``metrics``). Failures raise
+``HostCommandError`` whose message is one readable text meant for the ``Degraded``
+condition.
 
 - ``status()``: ``bootc status --format=json --format-version=1``, parsed. It waits
   for the sysroot lock while another bootc command runs, hence the timeout.
@@ -104,7 +105,7 @@ OUTPUT_LIMIT: Final = 16 * 1024 * 1024
 
 log = logging.getLogger("daemon.host")
 ENV_OPTION: Final = "--env"
-PID1_ENVIRON: Final = "/proc/1/environ"
+PROC: Final = "/proc"
 
 
 def without_env_option(prefix: Sequence[str]) -> tuple[str, ...] | None:
@@ -119,13 +120,28 @@ def env_unsupported(stderr: str) -> bool:
     return f"unrecognized option '{ENV_OPTION}'" in stderr
 
 
-def pid1_environment() -> dict[str, str]:
-    """What ``nsenter --env`` would give a command: PID 1's environment."""
+def nsenter_target(prefix: Sequence[str]) -> str:
+    """The PID an nsenter line enters (``--target N``, ``--target=N``, ``-t N``, ``-tN``;
+    1 when it names none)."""
+    for i, arg in enumerate(prefix):
+        if arg in ("--target", "-t") and i + 1 < len(prefix):
+            return prefix[i + 1]
+        if arg.startswith("--target="):
+            return arg.partition("=")[2]
+        if arg.startswith("-t") and not arg.startswith("--") and len(arg) > 2:
+            return arg[2:]
+    return "1"
+
+
+def target_environment(prefix: Sequence[str]) -> dict[str, str]:
+    """What ``nsenter --env`` would give a command: the *target's* environment (PID 1's
+    on a node; the host's PID 1 wherever the daemon runs beside it, e.g. a test host)."""
+    path = f"{PROC}/{nsenter_target(prefix)}/environ"
     try:
-        return parse_environ(Path(PID1_ENVIRON).read_bytes())
+        return parse_environ(Path(path).read_bytes())
     except OSError as exc:
         raise HostCommandError(
-            f"nsenter has no {ENV_OPTION} and {PID1_ENVIRON} cannot be read: {exc.strerror}"
+            f"nsenter has no {ENV_OPTION} and {path} cannot be read: {exc.strerror}"
         ) from None
 
 
@@ -226,10 +242,10 @@ class HostCommands:
         result = await self._run(command, args, timeout)
         fallback = without_env_option(self.prefix)
         if result.returncode != 0 and fallback is not None and env_unsupported(result.stderr):
-            self.env = pid1_environment()
+            self.env = target_environment(self.prefix)
             self.prefix = fallback
             log.info(
-                "nsenter has no --env (util-linux < 2.40): commands get PID 1's environment",
+                "nsenter has no --env (util-linux < 2.40): commands get the target's environment",
                 extra={"host_exec": " ".join(fallback)},
             )
             result = await self._run(command, args, timeout)

@@ -11,8 +11,15 @@ when the kernel has events, the loop calls it, it reads what is queued (a
 non-blocking read of the available bytes) and calls ``on_change()`` once per batch,
 on the loop. ``on_change`` must be quick (it enqueues a status re-read). If the
 watched path goes away (``IN_IGNORED``), the watch is re-armed on whatever target
-exists then. Without any target the daemon relies on its periodic poll, which runs
-regardless. ``stop()`` removes the reader and closes the descriptor.
+exists then.
+
+``bootc install`` makes ``/ostree/bootc``; a host deployed by ostree-ext instead
+(Anaconda's ``ostreecontainer``, ``ostree container image deploy``) has none until
+bootc first changes its deployments (seen with the real bootc 1.16), so without any
+target the parent ``/ostree`` is watched for its creation (``creation_target``): the
+first staging then both re-reads status and arms the watch on ``/ostree/bootc``.
+Without even that the daemon relies on its periodic poll, which runs regardless.
+``stop()`` removes the reader and closes the descriptor.
 """
 
 from __future__ import annotations
@@ -40,6 +47,14 @@ def watch_target(host_root: Path) -> tuple[Path, int] | None:
     return None
 
 
+def creation_target(host_root: Path) -> tuple[Path, int] | None:
+    """Where ``/ostree/bootc`` will appear (``/ostree``, for ``IN_CREATE``), when it exists."""
+    parent = host_root / OSTREE_BOOTC.parent
+    if parent.is_dir():
+        return parent, pyinotify.IN_CREATE | pyinotify.IN_MOVED_TO | pyinotify.IN_ONLYDIR
+    return None
+
+
 class HostWatch:
     def __init__(self, host_root: Path, on_change: Callable[[], None]) -> None:
         self.host_root = host_root
@@ -49,6 +64,9 @@ class HostWatch:
         self._notifier: Any = None
         self._changed = False
         self._lost = False
+        #: watching /ostree until bootc makes /ostree/bootc
+        self._awaiting = False
+        self._wds: list[int] = []
 
     def start(self) -> Path | None:
         """Start watching (on the running loop); returns the watched path, if any."""
@@ -61,8 +79,14 @@ class HostWatch:
         return self.watching
 
     def _arm(self) -> None:
+        for wd in self._wds:
+            self._wm.rm_watch(wd, quiet=True)
+        self._wds = []
         target = watch_target(self.host_root)
         self.watching = None
+        self._awaiting = target is None
+        if target is None:
+            target = creation_target(self.host_root)
         if target is None:
             log.warning(
                 "no host deployment path to watch; relying on the periodic poll",
@@ -71,13 +95,25 @@ class HostWatch:
             return
         path, mask = target
         added = self._wm.add_watch(str(path), mask, quiet=True)
-        if added.get(str(path), -1) < 0:
+        wd = added.get(str(path), -1)
+        if wd < 0:
             log.warning("cannot watch %s; relying on the periodic poll", path)
             return
+        self._wds = [wd]
         self.watching = path
-        log.info("watching host deployments", extra={"path": str(path)})
+        if self._awaiting:
+            log.info(
+                "watching for bootc's first deployment change",
+                extra={"path": str(path), "awaiting": OSTREE_BOOTC.name},
+            )
+        else:
+            log.info("watching host deployments", extra={"path": str(path)})
 
     def _event(self, event: Any) -> None:
+        if self._awaiting:
+            if event.name != OSTREE_BOOTC.name and not event.mask & pyinotify.IN_IGNORED:
+                return  # something else in /ostree (its lock, a repo file)
+            self._lost = True  # bootc made its directory: watch that instead
         self._changed = True
         if event.mask & pyinotify.IN_IGNORED:
             self._lost = True
@@ -85,7 +121,7 @@ class HostWatch:
     def _after_batch(self, _notifier: Any) -> None:
         if self._lost:
             self._lost = False
-            log.info("watched path went away; re-arming", extra={"path": str(self.watching)})
+            log.info("re-arming the host watch", extra={"path": str(self.watching)})
             self._arm()
         if self._changed:
             self._changed = False

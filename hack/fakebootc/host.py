@@ -56,7 +56,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -96,8 +96,43 @@ FAULTS = (
 BOOT_FAULTS = ("boot-fail", "boot-hang")
 
 
+class BootcCommands:
+    """bootc's commands as the daemon and the tests run them, on a host's ``run`` (the
+    fake host here, the real one in ``hack.realbootc``)."""
+
+    def run(self, tool: str, *args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+        raise NotImplementedError
+
+    def bootc(self, *args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+        return self.run("bootc", *args, timeout=timeout)
+
+    def switch(
+        self, image: str, *, apply: bool = False, timeout: float = 120.0
+    ) -> subprocess.CompletedProcess[str]:
+        """``bootc switch [--apply] -- IMAGE`` (as the daemon calls it)."""
+        return self.bootc("switch", *(["--apply"] if apply else []), "--", image, timeout=timeout)
+
+    def rollback(self, *, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+        return self.bootc("rollback", timeout=timeout)
+
+    def upgrade(
+        self,
+        *,
+        check: bool = False,
+        download_only: bool = False,
+        from_downloaded: bool = False,
+        apply: bool = False,
+        timeout: float = 120.0,
+    ) -> subprocess.CompletedProcess[str]:
+        """``bootc upgrade [--check | --download-only | --from-downloaded] [--apply]``."""
+        flags = upgrade_flags(
+            check=check, download_only=download_only, from_downloaded=from_downloaded, apply=apply
+        )
+        return self.bootc("upgrade", *flags, timeout=timeout)
+
+
 @dataclass(frozen=True)
-class Host:
+class Host(BootcCommands):
     """A simulated bootc host rooted at ``root``."""
 
     root: Path
@@ -131,21 +166,9 @@ class Host:
         ``--host-exec`` nsenter line resolves to this host's shim. Append further
         flags to the argv.
         """
-        argv = [
-            str(Path(sys.executable).with_name("bootc-operator")),
-            "daemon",
-            "--node-name",
-            node,
-            "--kubeconfig",
-            str(kubeconfig),
-            "--host-root",
-            str(self.root),
-            "--metrics-bind-address",
-            f"127.0.0.1:{metrics_port}",
-            "--metrics-secure=false",
-            "--health-probe-bind-address",
-            f"127.0.0.1:{probe_port}",
-        ]
+        argv = daemon_argv(
+            node, kubeconfig, metrics_port, probe_port, "--host-root", str(self.root)
+        )
         env = self.env()
         env.pop("KUBECONFIG", None)
         return argv, env
@@ -189,6 +212,21 @@ class Host:
     def active_units(self) -> list[str]:
         return shims.active_units(self.paths)
 
+    def unit_record(self, unit: str) -> dict[str, Any] | None:
+        """The record of a *running* unit (``argv``, ``pid``, ``pgid``), or None."""
+        return shims.unit_record(self.paths, unit)
+
+    def has_staged(self) -> bool:
+        """A deployment is staged (read without the sysroot lock, which a running switch
+        holds)."""
+        return self.state().staged is not None
+
+    @contextlib.contextmanager
+    def sysroot_locked(self) -> Iterator[None]:
+        """Hold the sysroot lock as another bootc process would (``status`` then waits)."""
+        with flocked(self.paths.sysroot_lock):
+            yield
+
     def journal(self, unit: str) -> str:
         return shims.read_journal(self.paths, unit)
 
@@ -230,38 +268,6 @@ class Host:
             timeout=timeout,
             check=False,
         )
-
-    def bootc(self, *args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
-        return self.run("bootc", *args, timeout=timeout)
-
-    def switch(
-        self, image: str, *, apply: bool = False, timeout: float = 60.0
-    ) -> subprocess.CompletedProcess[str]:
-        """``bootc switch [--apply] -- IMAGE`` (as the daemon calls it)."""
-        return self.bootc("switch", *(["--apply"] if apply else []), "--", image, timeout=timeout)
-
-    def rollback(self, *, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
-        return self.bootc("rollback", timeout=timeout)
-
-    def upgrade(
-        self,
-        *,
-        download_only: bool = False,
-        from_downloaded: bool = False,
-        apply: bool = False,
-        timeout: float = 60.0,
-    ) -> subprocess.CompletedProcess[str]:
-        """``bootc upgrade [--download-only | --from-downloaded] [--apply]``."""
-        flags = [
-            flag
-            for flag, on in (
-                ("--download-only", download_only),
-                ("--from-downloaded", from_downloaded),
-                ("--apply", apply),
-            )
-            if on
-        ]
-        return self.bootc("upgrade", *flags, timeout=timeout)
 
     def reboot(self, *, lock_timeout: float = 30.0) -> State:
         """Perform a simulated reboot (see the module docstring)."""
@@ -347,6 +353,45 @@ class Host:
         return target
 
 
+def daemon_argv(
+    node: str, kubeconfig: Path, metrics_port: int, probe_port: int, *host: str
+) -> list[str]:
+    """A ``bootc-operator daemon`` command line for a test host (``host``: its
+    ``--host-root`` / ``--host-exec`` flags): the running virtualenv's console script,
+    metrics over plain HTTP and probes on loopback."""
+    return [
+        str(Path(sys.executable).with_name("bootc-operator")),
+        "daemon",
+        "--node-name",
+        node,
+        "--kubeconfig",
+        str(kubeconfig),
+        *host,
+        "--metrics-bind-address",
+        f"127.0.0.1:{metrics_port}",
+        "--metrics-secure=false",
+        "--health-probe-bind-address",
+        f"127.0.0.1:{probe_port}",
+    ]
+
+
+def upgrade_flags(
+    *,
+    check: bool = False,
+    download_only: bool = False,
+    from_downloaded: bool = False,
+    apply: bool = False,
+) -> list[str]:
+    """``bootc upgrade``'s flags in bootc's order."""
+    named = (
+        ("--check", check),
+        ("--download-only", download_only),
+        ("--from-downloaded", from_downloaded),
+        ("--apply", apply),
+    )
+    return [flag for flag, on in named if on]
+
+
 def add_catalog_image(
     catalog: Path,
     ref: str,
@@ -391,6 +436,19 @@ def add_catalog_image(
         atomic_write(catalog, (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode())
 
 
+def scope_boot_fault(
+    scopes: dict[str, str], enabled: bool, unit: str | None, digest: str | None
+) -> None:
+    """A boot fault's scopes (image digest, or ``*``, to check unit): turned on for
+    ``digest`` (or every boot), off for ``digest``, or off everywhere."""
+    if enabled:
+        scopes[digest or "*"] = unit or DEFAULT_CHECK_UNIT
+    elif digest is not None:
+        scopes.pop(digest, None)
+    else:
+        scopes.clear()
+
+
 def set_fault(
     paths: Paths,
     name: str,
@@ -410,13 +468,7 @@ def set_fault(
 
     def change(state: State) -> None:
         if name in BOOT_FAULTS:
-            scopes: dict[str, str] = getattr(state.faults, attr)
-            if enabled:
-                scopes[digest or "*"] = message or DEFAULT_CHECK_UNIT
-            elif digest is not None:
-                scopes.pop(digest, None)
-            else:
-                scopes.clear()
+            scope_boot_fault(getattr(state.faults, attr), enabled, message, digest)
         elif attr == "switch_fail":
             state.faults.switch_fail = (message or "") if enabled else None
         else:

@@ -51,6 +51,7 @@ import uuid
 from pathlib import Path
 from typing import Any, NoReturn
 
+from hack.fakebootc.boot import Boot
 from hack.fakebootc.state import Paths, atomic_write, flocked, load_state, record_call
 
 TOOLS = ("bootc", "nsenter", "systemd-run", "systemctl", "journalctl")
@@ -315,7 +316,7 @@ def _systemd_run_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _ended(returncode: int) -> tuple[str, str, int]:
+def ended(returncode: int) -> tuple[str, str, int]:
     """(result, "Main processes terminated with" text, systemd-run's exit code)."""
     if returncode == 0:
         return "success", "code=exited, status=0/SUCCESS", 0
@@ -398,7 +399,7 @@ def systemd_run(paths: Paths, argv: list[str]) -> int:
     returncode = child.wait()
     if log is not None:
         log.close()
-    result, ended, exit_code = _ended(returncode)
+    result, terminated, exit_code = ended(returncode)
     with contextlib.suppress(FileNotFoundError, ValueError):
         current = json.loads(_unit_file(paths, unit).read_text())
         if current.get("invocation") == invocation:
@@ -416,7 +417,7 @@ def systemd_run(paths: Paths, argv: list[str]) -> int:
                 atomic_write(_unit_file(paths, unit), json.dumps(failed).encode())
     if not args.quiet:
         print(f"Finished with result: {result}", file=sys.stderr)
-        print(f"Main processes terminated with: {ended}", file=sys.stderr)
+        print(f"Main processes terminated with: {terminated}", file=sys.stderr)
         print(f"Service runtime: {time.monotonic() - started:.3f}s", file=sys.stderr)
     return exit_code
 
@@ -476,22 +477,8 @@ def systemctl(paths: Paths, argv: list[str]) -> int:
         return rc
     if verb == "is-active":
         boot, now = load_state(paths).current_boot(), time.time()
-        states = []
-        for unit in units:
-            booting = boot.unit_state(unit, now)
-            record = loaded_unit(paths, unit)
-            states.append(
-                booting
-                if booting is not None
-                else "inactive"
-                if record is None
-                else "failed"
-                if record.get("failed")
-                else "active"
-            )
-        if not quiet:
-            print("\n".join(states))
-        return 0 if states and all(s == "active" for s in states) else 3
+        states = [unit_state(boot, u, loaded_unit(paths, u), now) for u in units]
+        return print_states(states, quiet=quiet)
     if verb == "is-system-running":
         boot = load_state(paths).current_boot()
         state = boot.system_state(time.time(), other_failed=bool(failed_units(paths)))
@@ -509,11 +496,8 @@ def systemctl(paths: Paths, argv: list[str]) -> int:
     if verb == "daemon-reload":
         return 0
     if verb == "soft-reboot" and not load_state(paths).config.soft_reboot:
-        print(
-            "Failed to start soft-reboot.target: Unit soft-reboot.target not found.",
-            file=sys.stderr,
-        )
-        return 5
+        print(NO_SOFT_REBOOT, file=sys.stderr)
+        return UNIT_NOT_LOADED
     if verb in ("reboot", "soft-reboot"):
         request_reboot(paths, verb, f"systemctl {verb}")
         return 0
@@ -525,6 +509,42 @@ def systemctl(paths: Paths, argv: list[str]) -> int:
 
 def _show(paths: Paths, argv: list[str]) -> int:
     """``systemctl show`` of the manager: only ``SoftRebootsCount`` is simulated."""
+    return show_properties(argv, {"SoftRebootsCount": str(load_state(paths).soft_reboots)})
+
+
+def _list_units(paths: Paths, argv: list[str]) -> int:
+    """``systemctl list-units``: only the failed units are simulated."""
+    boot = load_state(paths).current_boot()
+    return list_failed_units(argv, boot, failed_units(paths), "fakebootc")
+
+
+# ------------------------------------------------------------------ systemctl's answers
+#
+# Shared with the real-bootc host's systemd stand-in (``hack.realbootc.hostinit``): what
+# systemctl prints is the same whichever host keeps the records.
+
+NO_SOFT_REBOOT = "Failed to start soft-reboot.target: Unit soft-reboot.target not found."
+
+
+def unit_state(boot: Boot, unit: str, record: dict[str, Any] | None, now: float) -> str:
+    """``systemctl is-active UNIT``: the boot's own units, else loaded / failed / not."""
+    booting = boot.unit_state(unit, now)
+    if booting is not None:
+        return booting
+    if record is None:
+        return "inactive"
+    return "failed" if record.get("failed") else "active"
+
+
+def print_states(states: list[str], *, quiet: bool) -> int:
+    """Print ``is-active`` states; its exit code (0 only when all are active)."""
+    if not quiet:
+        print("\n".join(states))
+    return 0 if states and all(s == "active" for s in states) else 3
+
+
+def show_properties(argv: list[str], props: dict[str, str]) -> int:
+    """``systemctl show [-P|-p PROP | --property=PROP [--value]]`` of ``props``."""
     wanted: list[str] = []
     value_only = "--value" in argv
     for i, arg in enumerate(argv):
@@ -533,24 +553,23 @@ def _show(paths: Paths, argv: list[str]) -> int:
             value_only = value_only or arg == "-P"
         elif arg.startswith("--property="):
             wanted += arg.partition("=")[2].split(",")
-    props = {"SoftRebootsCount": str(load_state(paths).soft_reboots)}
     for name in wanted or list(props):
         if name in props:
             print(props[name] if value_only else f"{name}={props[name]}")
     return 0
 
 
-def _list_units(paths: Paths, argv: list[str]) -> int:
-    """``systemctl list-units``: only the failed units are simulated."""
+def list_failed_units(argv: list[str], boot: Boot, failed: list[str], host: str) -> int:
+    """``systemctl list-units --failed``: the boot's failed check and the ``failed``
+    transient units (only failed units are simulated)."""
     if "--failed" not in argv and "--state=failed" not in argv:
         print(
-            "systemctl (simulated): list-units supports only --failed / --state=failed",
+            f"systemctl ({host}): list-units supports only --failed / --state=failed",
             file=sys.stderr,
         )
         return 1
-    boot = load_state(paths).current_boot()
-    rows = [(unit, "Simulated boot check (fakebootc)") for unit in boot.failed_units(time.time())]
-    rows += [(unit, f"/usr/bin/{unit.removesuffix('.service')}") for unit in failed_units(paths)]
+    rows = [(unit, f"Simulated boot check ({host})") for unit in boot.failed_units(time.time())]
+    rows += [(unit, f"/usr/bin/{unit.removesuffix('.service')}") for unit in failed]
     legend = "--no-legend" not in argv
     if legend:
         print("  UNIT LOAD ACTIVE SUB DESCRIPTION")

@@ -6,7 +6,8 @@ registry client (``RegistryClient.request``, so TLS, insecure registries and
 authentication work exactly as for resolving):
 
 - ``make_image("v1", architecture="amd64", version="1.0")``: one layer (a gzipped
-  tar holding ``/etc/os-release-test`` with the given content), an image config
+  tar holding ``/etc/os-release-test`` with the given content, or the ``tree`` of
+  ``TreeEntry`` files, directories and symlinks given), an image config
   whose labels carry ``org.opencontainers.image.version`` / ``.created`` (what
   bootc reports as version and timestamp), and the manifest. The same arguments
   give the same digest; different content gives a different one.
@@ -113,15 +114,33 @@ def _canonical(doc: Mapping[str, Any]) -> bytes:
     return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
 
 
-def _layer(content: bytes) -> tuple[bytes, str]:
-    """A gzipped tar with one file; returns (compressed, diff_id)."""
+@dataclass(frozen=True)
+class TreeEntry:
+    """One entry of an image layer: a file (``data``), a symlink (``link``) or, with
+    neither, a directory."""
+
+    path: str
+    data: bytes | None = None
+    link: str | None = None
+    mode: int | None = None
+
+
+def _layer(entries: Sequence[TreeEntry]) -> tuple[bytes, str]:
+    """A gzipped tar of ``entries``; returns (compressed, diff_id)."""
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        info = tarfile.TarInfo("etc/os-release-test")
-        info.size = len(content)
-        info.mtime = 0
-        info.mode = 0o644
-        tar.addfile(info, io.BytesIO(content))
+        for entry in entries:
+            info = tarfile.TarInfo(entry.path)
+            info.mtime = 0
+            if entry.link is not None:
+                info.type, info.linkname, info.mode = tarfile.SYMTYPE, entry.link, 0o777
+                tar.addfile(info)
+            elif entry.data is None:
+                info.type, info.mode = tarfile.DIRTYPE, entry.mode or 0o755
+                tar.addfile(info)
+            else:
+                info.size, info.mode = len(entry.data), entry.mode or 0o644
+                tar.addfile(info, io.BytesIO(entry.data))
     uncompressed = raw.getvalue()
     compressed = gzip.compress(uncompressed, mtime=0)
     return compressed, compute_digest(uncompressed)
@@ -137,10 +156,13 @@ def make_image(
     created: str = _EPOCH,
     labels: Mapping[str, str] | None = None,
     docker: bool = False,
+    tree: Sequence[TreeEntry] | None = None,
 ) -> Image:
-    """A tiny image whose single layer holds ``content`` (see the module docstring)."""
+    """A tiny image whose single layer holds ``content`` (see the module docstring), or,
+    with ``tree``, those entries instead (``content`` is then not used)."""
     data = content.encode() if isinstance(content, str) else content
-    layer_bytes, diff_id = _layer(data)
+    entries = tree if tree is not None else [TreeEntry("etc/os-release-test", data)]
+    layer_bytes, diff_id = _layer(entries)
     all_labels = {"org.opencontainers.image.created": created, "containers.bootc": "1"}
     if version is not None:
         all_labels["org.opencontainers.image.version"] = version
