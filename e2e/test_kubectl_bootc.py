@@ -10,7 +10,8 @@ Prometheus that cannot be queried: the gate fails closed), a health check still
 running, approval of the canaries' digest (then ``approve`` and the rollout's end,
 ``pause``/``resume``, ``events``); ``status -w -o json`` streaming one document
 per change through a rollout. Errors: no such pool, no permission (a
-ServiceAccount token without rights), no cluster.
+ServiceAccount token without rights), no cluster. Cluster text (a daemon's
+message, an Event's note) is printed with its control characters replaced.
 """
 
 from __future__ import annotations
@@ -32,8 +33,11 @@ from bootc_operator.alerts import PrometheusOptions
 from bootc_operator.api import constants as c
 from bootc_operator.kube import (
     BOOTC_NODE_POOLS,
+    BOOTC_NODES,
+    NODES,
     PODS,
     ApiError,
+    create_object,
     delete_object,
     patch_object,
     request_json,
@@ -460,3 +464,68 @@ async def test_status_watch_prints_each_change_until_the_rollout_ends(
         # printed on change only: no document repeats the one before it
         assert all(a != b for a, b in itertools.pairwise(lines)), seen
     await delete_quietly(api, BOOTC_NODE_POOLS, group)
+
+
+HOSTILE = "pull failed\x1b]0;owned\x07\x1b[2J\r\nforged row\x9b31m"
+SHOWN = "pull failed^[]0;owned^G^[[2J  forged row<U+009B>31m"
+
+
+def controls(text: str) -> list[str]:
+    """The C0/C1 control characters of ``text`` but its line breaks."""
+    return [hex(ord(ch)) for ch in text if ch != "\n" and (ch < " " or "\x7f" <= ch < "\xa0")]
+
+
+async def test_cluster_text_reaches_the_terminal_without_its_control_characters(
+    api: ApiClient, control_plane: Any
+) -> None:
+    """Issue 37 §8: a daemon's Degraded message and an Event's note carrying ESC, BEL,
+    CR, a newline and the C1 CSI are shown by ``status``, ``why`` and ``events`` with
+    every control replaced (caret notation, a space for whitespace)."""
+    group = unique_name("kb-ctl")
+    node = f"{group}-n0"
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    await create_object(
+        api, NODES, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}}
+    )
+    await create_pool(api, pool_body(group, {"group": group}, image(1), 1))
+    bootc_node = {
+        "apiVersion": "node.bootc.dev/v1alpha1",
+        "kind": "BootcNode",
+        "metadata": {"name": node, "labels": {c.POOL_LABEL: group}},
+        "spec": {"desiredImage": image(1), "desiredImageState": "Staged"},
+    }
+    await create_object(api, BOOTC_NODES, bootc_node)
+    degraded = {
+        "type": c.COND_DEGRADED,
+        "status": "True",
+        "reason": "Error",
+        "message": HOSTILE,
+        "lastTransitionTime": now,
+    }
+    await patch_object(
+        api, BOOTC_NODES, node, {"status": {"conditions": [degraded]}}, subresource="status"
+    )
+    event = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": f"{group}.hostile", "namespace": "default"},
+        "involvedObject": {"kind": c.POOL_KIND, "name": group, "apiVersion": c.API_VERSION},
+        "reason": "Hostile",
+        "message": HOSTILE,
+        "type": "Warning",
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+        "source": {"component": "anyone"},
+    }
+    await request_json(api, "POST", "/api/v1/namespaces/default/events", body=event)
+    try:
+        for args in (("status", group), ("why", node), ("events", group)):
+            res = await run(control_plane, *args)
+            assert res.returncode == 0, res.stderr
+            assert SHOWN in res.stdout, (args, res.stdout)
+            assert not controls(res.stdout), (args, controls(res.stdout), res.stdout)
+    finally:
+        await delete_quietly(api, BOOTC_NODE_POOLS, group)
+        await delete_quietly(api, BOOTC_NODES, node)
+        await delete_quietly(api, NODES, node)

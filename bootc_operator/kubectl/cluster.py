@@ -5,6 +5,9 @@ Where the cluster is comes from kubectl's rules: ``--kubeconfig``, else
 ``--context`` picks a context. Requests go through ``kube.lite`` (aiohttp, no
 generated models): the plugin starts in a fraction of the full client's time.
 
+Every answer is cleaned of control characters (``safetext``) before anything
+reads it, so no cluster text reaches the terminal raw.
+
 Every failure becomes a :class:`PluginError` whose message is the one line
 ``kubectl bootc`` prints: no cluster (no kubeconfig, connection refused, TLS),
 no permission (``cannot list bootcnodepools.node.bootc.dev: User "…" cannot …``),
@@ -38,6 +41,7 @@ from bootc_operator.kube.rest import (
     open_stream,
     patch_object,
 )
+from bootc_operator.kubectl.safetext import clean_obj
 
 #: how often a 429 answer is retried, and the longest wait asked for that is honoured
 RETRIES_ON_429 = 5
@@ -149,7 +153,8 @@ class Cluster:
         attempt = 0
         while True:
             try:
-                return await request()
+                # every cell the plugin prints comes from here: control characters go
+                return clean_obj(await request())
             except ApiError as e:
                 delay = retry_delay(e, attempt)
                 if delay is None:

@@ -74,11 +74,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     import asyncio  # noqa: PLC0415
 
     from bootc_operator.kubectl.cluster import PluginError  # noqa: PLC0415
+    from bootc_operator.kubectl.safetext import clean  # noqa: PLC0415
 
     try:
         return asyncio.run(_run(args))
     except PluginError as e:
-        print(f"error: {e}", file=sys.stderr)
+        # it may quote the server (a webhook's denial, a Status message): cleaned too
+        print(f"error: {clean(str(e))}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
