@@ -21,8 +21,8 @@ from typing import Any
 
 from kubernetes_asyncio.client import ApiClient
 
-from bootc_operator.alerts import PrometheusOptions
 from bootc_operator.api import constants as c
+from bootc_operator.gates.prometheus import PrometheusOptions
 from bootc_operator.kube import BOOTC_NODE_POOLS, ApiError
 from bootc_operator.kube.rest import patch_object
 from e2e.controllerenv import create_pool, delete_quietly, get_pool, running_controller

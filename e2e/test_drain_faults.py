@@ -1,6 +1,6 @@
 """A drain whose first look at the node's pods fails (issue 25), on the real apiserver.
 
-A drain's first look is one consistent pod LIST (``reconcilers.drain``). Here the
+A drain's first look is one consistent pod LIST (``reconcilers.watchers.drain``). Here the
 controller reaches kube-apiserver through the kit's fault proxy
 (``hack.testenv.faultproxy``), which answers ``503`` to exactly that LIST — the
 read of ``/api/v1/pods`` field-selected to one node — while every other request

@@ -30,8 +30,8 @@ from typing import Any
 import pytest
 from kubernetes_asyncio.client import ApiClient
 
-from bootc_operator.alerts import PrometheusOptions
 from bootc_operator.api import constants as c
+from bootc_operator.gates.prometheus import PrometheusOptions
 from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, ApiError
 from bootc_operator.kube.rest import get_object
 from e2e.controllerenv import create_pool, delete_quietly, get_pool, running_controller

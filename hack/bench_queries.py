@@ -47,10 +47,10 @@ from typing import Any
 SCRIPT = Path(__file__).resolve()
 sys.path.insert(0, str(SCRIPT.parents[1]))
 
-from bootc_operator.alerts import PrometheusOptions  # noqa: E402
 from bootc_operator.api import constants as c  # noqa: E402
 from bootc_operator.api.conditions import get_condition  # noqa: E402
 from bootc_operator.controller import Controller  # noqa: E402
+from bootc_operator.gates.prometheus import PrometheusOptions  # noqa: E402
 from bootc_operator.kube import BOOTC_NODE_POOLS, load_api_client  # noqa: E402
 from bootc_operator.kube.rest import create_object, delete_object  # noqa: E402
 from e2e.controllerenv import running_controller  # noqa: E402

@@ -8,15 +8,16 @@ from typing import Any
 
 import pytest
 
-from bootc_operator.alerts import PrometheusClient, PrometheusError, PrometheusOptions
-from bootc_operator.alerts.gate import (
+from bootc_operator.api import constants as c
+from bootc_operator.gates.alertgate import AlertReconciler
+from bootc_operator.gates.alerts import (
     AlertGate,
     alert_query,
     describe_alert,
     firing_gate,
     retry_delay,
 )
-from bootc_operator.api import constants as c
+from bootc_operator.gates.prometheus import PrometheusClient, PrometheusError, PrometheusOptions
 from bootc_operator.policy.poolstatus import (
     RolloutFacts,
     count_states,
@@ -24,7 +25,6 @@ from bootc_operator.policy.poolstatus import (
     rollout_condition,
 )
 from bootc_operator.policy.slots import plan_rollout
-from bootc_operator.reconcilers.alertgate import AlertReconciler
 from unit.test_health_gate import NOW, S, node
 
 

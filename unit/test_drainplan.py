@@ -11,7 +11,7 @@ from bootc_operator.policy.drainplan import (
     must_leave,
     unblocked,
 )
-from bootc_operator.reconcilers.drain import DrainResult, describe, slim_pod
+from bootc_operator.reconcilers.watchers.drain import DrainResult, describe, slim_pod
 
 
 def pod(

@@ -37,7 +37,7 @@ from bootc_operator.policy.poolstatus import (
     rollout_condition,
 )
 from bootc_operator.policy.slots import gate_news, plan_pool, plan_rollout, plan_staging
-from bootc_operator.reconcilers.healthpods import slim_pod
+from bootc_operator.reconcilers.watchers.healthpods import slim_pod
 
 NOW = dt.datetime(2026, 11, 24, 12, 0, tzinfo=dt.UTC)
 OLD = "sha256:" + "a" * 64

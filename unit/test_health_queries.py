@@ -11,14 +11,13 @@ from typing import Any
 
 import pytest
 
-from bootc_operator.alerts import PrometheusError
-from bootc_operator.alerts.gate import AlertGate, combine
 from bootc_operator.api import constants as c
 from bootc_operator.api.v1alpha1 import BootcNodePool
-from bootc_operator.policy.health import HealthPolicy, Verdict, evaluate, gate_results
-from bootc_operator.policy.poolspec import check_pool
-from bootc_operator.policy.poolstatus import RolloutFacts, count_states, phase, rollout_condition
-from bootc_operator.policy.queries import (
+from bootc_operator.gates.alertgate import AlertReconciler
+from bootc_operator.gates.alerts import AlertGate, combine
+from bootc_operator.gates.healthqueries import HealthQueries
+from bootc_operator.gates.prometheus import PrometheusError
+from bootc_operator.gates.queries import (
     NO_PROMETHEUS,
     HealthQuery,
     NodeQueries,
@@ -32,9 +31,10 @@ from bootc_operator.policy.queries import (
     preconditions_of,
     queries_check,
 )
+from bootc_operator.policy.health import HealthPolicy, Verdict, evaluate, gate_results
+from bootc_operator.policy.poolspec import check_pool
+from bootc_operator.policy.poolstatus import RolloutFacts, count_states, phase, rollout_condition
 from bootc_operator.policy.slots import plan_rollout
-from bootc_operator.reconcilers.alertgate import AlertReconciler
-from bootc_operator.reconcilers.healthqueries import HealthQueries
 from unit.test_health_gate import NOW, ago, back, node
 
 Q = HealthQuery("ceph-osd", 'ceph_osd_up{host="$node"} == 1', hold=30.0)

@@ -21,11 +21,15 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from bootc_operator.alerts import PrometheusClient, PrometheusError, PrometheusOptions
-from bootc_operator.alerts.client import parse_answer
-from bootc_operator.policy.queries import HealthQuery, QueryState
-from bootc_operator.reconcilers.alertgate import AlertReconciler
-from bootc_operator.reconcilers.healthqueries import HealthQueries
+from bootc_operator.gates.alertgate import AlertReconciler
+from bootc_operator.gates.healthqueries import HealthQueries
+from bootc_operator.gates.prometheus import (
+    PrometheusClient,
+    PrometheusError,
+    PrometheusOptions,
+    parse_answer,
+)
+from bootc_operator.gates.queries import HealthQuery, QueryState
 from hack.testenv.waiting import wait_for
 
 LIMIT = 64 * 1024  # the client's cap in these tests (the real default is 4 MiB)

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from bootc_operator.reconcilers.pullsecrets import evaluate_secret, ref_of
+from bootc_operator.reconcilers.watchers.pullsecrets import evaluate_secret, ref_of
 
 REF = ("bootc-operator", "pull")
 

@@ -1,6 +1,6 @@
 """The signature gate's pure parts: which digest a pool may target, its trusted keys,
 and what UpToDate says while a signature fails (``policy.poolspec.check_pool``,
-``reconcilers.signatures.collect_keys``, ``policy.poolstatus.rollout_condition``)."""
+``reconcilers.loops.signatures.collect_keys``, ``policy.poolstatus.rollout_condition``)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from bootc_operator.api import constants as c
 from bootc_operator.policy.poolspec import check_pool, verification_fingerprint
 from bootc_operator.policy.poolstatus import Counts, RolloutFacts, rollout_condition
-from bootc_operator.reconcilers.pullsecrets import WatchedSecret
-from bootc_operator.reconcilers.signatures import collect_keys, key_secret_refs
+from bootc_operator.reconcilers.loops.signatures import collect_keys, key_secret_refs
+from bootc_operator.reconcilers.watchers.pullsecrets import WatchedSecret
 
 REPO = "quay.io/example/os"
 A = "sha256:" + "a" * 64

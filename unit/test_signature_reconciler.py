@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from kubernetes_asyncio.client import ApiClient
 
 from bootc_operator.controller import Controller
-from bootc_operator.reconcilers.pullsecrets import Ref, WatchedSecret
+from bootc_operator.reconcilers.watchers.pullsecrets import Ref, WatchedSecret
 from bootc_operator.registry import RegistryError
 from bootc_operator.registry.signature import SignatureDocuments
 from unit.test_signature import sign

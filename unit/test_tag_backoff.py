@@ -20,7 +20,7 @@ import pytest
 from kubernetes_asyncio.client import ApiClient
 
 from bootc_operator.controller import Controller
-from bootc_operator.reconcilers.tags import retry_delay
+from bootc_operator.reconcilers.loops.tags import retry_delay
 from bootc_operator.registry import RegistryError
 from bootc_operator.workqueue import FakeClock, RateLimitingQueue, instrumented
 from bootc_operator.workqueue.worker import process_next

@@ -24,8 +24,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from bootc_operator.alerts import PrometheusClient, PrometheusOptions
 from bootc_operator.controller.routing import SECRET_WATCHES, Router
+from bootc_operator.gates.alertgate import AlertReconciler
+from bootc_operator.gates.healthqueries import HealthQueries
+from bootc_operator.gates.prometheus import PrometheusClient, PrometheusOptions
 from bootc_operator.informers import (
     SharedInformerFactory,
     chain,
@@ -35,18 +37,16 @@ from bootc_operator.informers import (
 )
 from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, NODES
 from bootc_operator.policy.ownership import POOL_INDEX, index_by_pool
-from bootc_operator.reconcilers.alertgate import AlertReconciler
 from bootc_operator.reconcilers.context import Context, Obj
-from bootc_operator.reconcilers.drain import DrainManager
-from bootc_operator.reconcilers.healthpods import HealthPods
-from bootc_operator.reconcilers.healthqueries import HealthQueries
-from bootc_operator.reconcilers.membership import MembershipReconciler
-from bootc_operator.reconcilers.placement import PlacementReconciler
-from bootc_operator.reconcilers.pullsecrets import Ref, SecretState, SecretWatcher, ref_of
-from bootc_operator.reconcilers.rollout import RolloutReconciler
-from bootc_operator.reconcilers.signatures import SignatureReconciler, key_secret_refs
-from bootc_operator.reconcilers.status import StatusReconciler
-from bootc_operator.reconcilers.tags import TagReconciler
+from bootc_operator.reconcilers.loops.membership import MembershipReconciler
+from bootc_operator.reconcilers.loops.placement import PlacementReconciler
+from bootc_operator.reconcilers.loops.rollout import RolloutReconciler
+from bootc_operator.reconcilers.loops.signatures import SignatureReconciler, key_secret_refs
+from bootc_operator.reconcilers.loops.status import StatusReconciler
+from bootc_operator.reconcilers.loops.tags import TagReconciler
+from bootc_operator.reconcilers.watchers.drain import DrainManager
+from bootc_operator.reconcilers.watchers.healthpods import HealthPods
+from bootc_operator.reconcilers.watchers.pullsecrets import Ref, SecretState, SecretWatcher, ref_of
 from bootc_operator.registry import RegistryClient, RegistryOptions
 from bootc_operator.runtime.events import EventRecorder
 from bootc_operator.workqueue import Clock, RateLimitingQueue, run_workers

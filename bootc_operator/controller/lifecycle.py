@@ -25,8 +25,8 @@ import os
 import socket
 import uuid
 
-from bootc_operator.alerts import PrometheusOptions
 from bootc_operator.controller.core import Controller
+from bootc_operator.gates.prometheus import PrometheusOptions
 from bootc_operator.kube import load_api_client
 from bootc_operator.reconcilers import metrics as m
 from bootc_operator.registry import RegistryOptions

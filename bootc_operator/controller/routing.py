@@ -20,8 +20,7 @@ from typing import Any
 from bootc_operator.informers import EventHandler, Informer, unwrap
 from bootc_operator.policy.ownership import pool_of
 from bootc_operator.policy.placement_plan import wants_look
-from bootc_operator.reconcilers.pullsecrets import ref_of
-from bootc_operator.reconcilers.signatures import key_secret_refs
+from bootc_operator.reconcilers.loops.signatures import key_secret_refs
 from bootc_operator.reconcilers.triggers import (
     membership_changed,
     node_changed,
@@ -29,6 +28,7 @@ from bootc_operator.reconcilers.triggers import (
     pool_changed,
     pools_selecting,
 )
+from bootc_operator.reconcilers.watchers.pullsecrets import ref_of
 from bootc_operator.workqueue import RateLimitingQueue
 
 # Pool status is recomputed at most this often for node-level changes. A status

@@ -48,8 +48,8 @@ from typing import Any
 from bootc_operator.api.conditions import get_condition
 from bootc_operator.api.timefmt import parse_time
 from bootc_operator.api.wire import DEFAULT_HEALTH_TIMEOUT_SECONDS, BootAssessmentState
+from bootc_operator.gates.queries import CHECK_QUERIES, HealthQuery, NodeQueries, queries_check
 from bootc_operator.policy.nodestate import NodeState, NodeView
-from bootc_operator.policy.queries import CHECK_QUERIES, HealthQuery, NodeQueries, queries_check
 from bootc_operator.policy.selectors import matches
 
 CHECK_READY = "Ready"

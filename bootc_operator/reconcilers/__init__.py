@@ -1,19 +1,18 @@
-"""The controller's reconcilers: the loops that read caches and write.
+"""The controller's reconcilers: the loops that read caches and write, and what they share.
 
-Reconcilers (async; each runs on its own rate-limited queue keyed by pool name,
-through :func:`bootc_operator.workqueue.run_workers`, which also keeps the
-``controller_runtime_reconcile_*`` metrics): ``membership``, ``rollout``,
-``status``, ``tags``, ``placement``, ``alertgate``; ``drain`` runs the drains rollout
-starts, ``healthpods`` watches the health gate's pods, ``pullsecrets`` watches the
-Secrets pools reference.
+- ``loops/``: the reconcile loops (``membership``, ``rollout``, ``status``, ``tags``,
+  ``signatures``, ``placement``), each on its own rate-limited queue, run through
+  :func:`bootc_operator.workqueue.run_workers` (which also keeps the
+  ``controller_runtime_reconcile_*`` metrics);
+- ``watchers/``: the tasks the loops start and read (``drain``, ``healthpods``,
+  ``pullsecrets``);
+- helpers: ``context`` (the gateway: cached reads shadowed by
+  :class:`bootc_operator.informers.Overlay`, read-your-writes, and narrow writes),
+  ``fanout`` (bounds the per-node writes of one pass), ``metrics`` (the pool gauges),
+  ``triggers`` (which queues an informer event concerns, pure).
 
-They read only informer caches and write through narrow patches, both through
-the gateway ``context`` (reads shadowed by
-:class:`bootc_operator.informers.Overlay`, read-your-writes); ``fanout`` bounds
-the per-node writes of one pass; ``metrics`` holds the pool gauges.
-
-Their decisions are pure functions in :mod:`bootc_operator.policy`; ``triggers``
-(which queues an informer event concerns) stays here, beside the wiring it serves.
-The pure parts of the I/O modules sit at their top: ``pullsecrets.evaluate_secret``,
-``tags.retry_delay``.
+The Prometheus gates (alerts, preconditions, health queries) are one room of their
+own: :mod:`bootc_operator.gates`. The decisions are pure functions in
+:mod:`bootc_operator.policy`. The pure parts of the I/O modules sit at their top:
+``watchers.pullsecrets.evaluate_secret``, ``loops.tags.retry_delay``.
 """

@@ -27,8 +27,8 @@ from typing import Any
 
 from kubernetes_asyncio.client import ApiClient
 
-from bootc_operator.alerts.gate import AlertGate
 from bootc_operator.api import constants as c
+from bootc_operator.gates.alerts import AlertGate
 from bootc_operator.informers import Informer
 from bootc_operator.informers.overlay import Overlay
 from bootc_operator.kube import (

@@ -3,7 +3,7 @@
 Not a test (no thresholds): ``hack/bench-signatures [--images N]`` prints the figures.
 Real parts: Debian's docker-registry on loopback (``hack.testenv.registry``), images
 signed by the real cosign (``hack.testenv.cosign``), the controller's own code path
-(``reconcilers.signatures.collect_keys``, ``RegistryClient.signature``,
+(``reconcilers.loops.signatures.collect_keys``, ``RegistryClient.signature``,
 ``SignatureDocuments.verify``, ``VerdictCache``):
 
 - *cold*: the verdict cache misses: the keys are collected, the ``.sig`` manifest
@@ -24,8 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from bootc_operator.reconcilers.pullsecrets import WatchedSecret
-from bootc_operator.reconcilers.signatures import collect_keys
+from bootc_operator.reconcilers.loops.signatures import collect_keys
+from bootc_operator.reconcilers.watchers.pullsecrets import WatchedSecret
 from bootc_operator.registry import RegistryClient
 from bootc_operator.registry.signature import VerdictCache, keyset_id
 from hack.testenv.cosign import Cosign, resolve_cosign

@@ -83,7 +83,7 @@ from wsgiref.simple_server import WSGIServer
 import yaml
 from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
-from bootc_operator.alerts.gate import describe_alert
+from bootc_operator.gates.alerts import describe_alert
 from hack.testenv.controlplane import free_port
 from hack.testenv.procs import Component, ServerComponent, StartupError, spawn
 from hack.testenv.waiting import wait_for

@@ -34,6 +34,7 @@ from bootc_operator.api.conditions import (
 from bootc_operator.api.imageref import display_ref, short_digest
 from bootc_operator.api.kstatus import set_kstatus
 from bootc_operator.api.timefmt import now_rfc3339
+from bootc_operator.gates.healthqueries import HealthQueries
 from bootc_operator.kube import ApiError
 from bootc_operator.policy.drainplan import halt_message
 from bootc_operator.policy.health import GateResult, Verdict
@@ -57,11 +58,10 @@ from bootc_operator.policy.topology import display, domain_news
 from bootc_operator.policy.windows import ALWAYS_OPEN, describe_opening
 from bootc_operator.reconcilers import metrics as m
 from bootc_operator.reconcilers.context import Context, Obj, pool_ref
-from bootc_operator.reconcilers.drain import DrainManager
-from bootc_operator.reconcilers.healthpods import HealthPods, health_gates
-from bootc_operator.reconcilers.healthqueries import HealthQueries
-from bootc_operator.reconcilers.membership import MembershipProgress
-from bootc_operator.reconcilers.pullsecrets import SecretState
+from bootc_operator.reconcilers.loops.membership import MembershipProgress
+from bootc_operator.reconcilers.watchers.drain import DrainManager
+from bootc_operator.reconcilers.watchers.healthpods import HealthPods, health_gates
+from bootc_operator.reconcilers.watchers.pullsecrets import SecretState
 
 log = logging.getLogger("status")
 

@@ -26,8 +26,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from bootc_operator.alerts.gate import AlertGate
 from bootc_operator.api import constants as c
+from bootc_operator.gates.alerts import AlertGate
 
 CHECK_QUERIES: Final = "queries"
 #: ``$node`` not followed by a name character (``$nodes`` is left alone)

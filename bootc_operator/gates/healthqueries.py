@@ -32,8 +32,8 @@ import datetime as dt
 import logging
 from collections.abc import Callable, Collection, Sequence
 
-from bootc_operator.alerts import Querier, ask
-from bootc_operator.policy.queries import (
+from bootc_operator.gates.prometheus import Querier, ask
+from bootc_operator.gates.queries import (
     NO_PROMETHEUS,
     HealthQuery,
     NodeQueries,

@@ -59,7 +59,7 @@ from bootc_operator.policy.slots import (
 )
 from bootc_operator.reconcilers.context import Context, Obj, pool_ref
 from bootc_operator.reconcilers.fanout import each
-from bootc_operator.reconcilers.pullsecrets import SecretState
+from bootc_operator.reconcilers.watchers.pullsecrets import SecretState
 from bootc_operator.sealing import SealingError, key_id, seal
 
 log = logging.getLogger("membership")

@@ -36,7 +36,7 @@ from bootc_operator.api import constants as c
 from bootc_operator.api.timefmt import now_rfc3339, parse_time
 from bootc_operator.kube import ApiError
 from bootc_operator.reconcilers.context import Context, Obj, pool_ref
-from bootc_operator.reconcilers.pullsecrets import SecretState
+from bootc_operator.reconcilers.watchers.pullsecrets import SecretState
 
 log = logging.getLogger("tags")
 

@@ -31,6 +31,8 @@ from collections.abc import Callable, Collection, Coroutine, Iterable, Mapping
 from typing import Any
 
 from bootc_operator.api.conditions import get_condition
+from bootc_operator.gates.healthqueries import HealthQueries
+from bootc_operator.gates.queries import NodeQueries
 from bootc_operator.informers import EventHandler, Informer
 from bootc_operator.kube import PODS
 from bootc_operator.policy.health import (
@@ -42,9 +44,7 @@ from bootc_operator.policy.health import (
 )
 from bootc_operator.policy.nodestate import NodeView
 from bootc_operator.policy.poolspec import PoolPolicy
-from bootc_operator.policy.queries import NodeQueries
 from bootc_operator.reconcilers.context import Context, Obj
-from bootc_operator.reconcilers.healthqueries import HealthQueries
 
 
 def slim_pod(pod: Obj) -> Obj:

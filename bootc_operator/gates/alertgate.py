@@ -2,7 +2,7 @@
 
 No new reboot slots while a Prometheus alert matching ``spec.rollout.blockingAlerts``
 fires, or while a query of ``spec.rollout.preconditions`` returns an empty result
-(``policy.queries.precondition_gate``; one instant query per precondition, the
+(``gates.queries.precondition_gate``; one instant query per precondition, the
 same client and the same rhythm as the alerts).
 
 ``reconcile(pool_name)`` for a pool with ``spec.rollout.blockingAlerts``: asks
@@ -28,9 +28,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Any
 
-from bootc_operator.alerts import Querier, ask
-from bootc_operator.alerts.gate import (
+from bootc_operator.api import constants as c
+from bootc_operator.gates.alerts import (
     AlertGate,
     alert_query,
     blocking_alerts,
@@ -38,14 +39,15 @@ from bootc_operator.alerts.gate import (
     firing_gate,
     retry_delay,
 )
-from bootc_operator.api import constants as c
-from bootc_operator.policy.queries import (
+from bootc_operator.gates.prometheus import Querier, ask
+from bootc_operator.gates.queries import (
     NO_PROMETHEUS,
     Answer,
     precondition_gate,
     preconditions_of,
 )
-from bootc_operator.reconcilers.context import Obj
+
+Obj = dict[str, Any]
 
 log = logging.getLogger("alerts")
 

@@ -52,8 +52,8 @@ from typing import Any
 
 from bootc_operator.api import constants as c
 from bootc_operator.reconcilers.context import Context, Obj, pool_ref
-from bootc_operator.reconcilers.pullsecrets import Ref, SecretState, WatchedSecret
-from bootc_operator.reconcilers.tags import retry_delay
+from bootc_operator.reconcilers.loops.tags import retry_delay
+from bootc_operator.reconcilers.watchers.pullsecrets import Ref, SecretState, WatchedSecret
 from bootc_operator.registry.signature import (
     InvalidPublicKey,
     SignatureDocuments,

@@ -55,6 +55,7 @@ import logging
 from bootc_operator.api import constants as c
 from bootc_operator.api.timefmt import micro_time, now_rfc3339, parse_time
 from bootc_operator.api.v1alpha1 import RebootKind
+from bootc_operator.gates.healthqueries import HealthQueries
 from bootc_operator.policy.autoscaler import prior_record
 from bootc_operator.policy.drainplan import (
     MAX_TRIES,
@@ -83,10 +84,7 @@ from bootc_operator.policy.slots import (
     take_patch,
 )
 from bootc_operator.reconcilers.context import Context, Obj, pool_ref
-from bootc_operator.reconcilers.drain import DrainManager
 from bootc_operator.reconcilers.fanout import each
-from bootc_operator.reconcilers.healthpods import HealthPods, health_gates
-from bootc_operator.reconcilers.healthqueries import HealthQueries
 from bootc_operator.reconcilers.metrics import (
     DRAIN_OUTCOMES,
     HEALTH_CHECK_DURATION,
@@ -95,6 +93,8 @@ from bootc_operator.reconcilers.metrics import (
     NODE_UPDATE_DURATION,
     ROLLBACKS,
 )
+from bootc_operator.reconcilers.watchers.drain import DrainManager
+from bootc_operator.reconcilers.watchers.healthpods import HealthPods, health_gates
 
 log = logging.getLogger("rollout")
 
