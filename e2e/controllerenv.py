@@ -1,7 +1,7 @@
 """Helpers for controller e2e tests: an in-process controller, pools, pods and PDBs.
 
-``running_controller(api)`` runs the real :class:`bootc_operator.controller.Controller`
-(informers, queues, reconcilers; no leader election) on the test's event loop;
+The in-process controller, ``running_controller(api)``, is the kit's
+(:mod:`hack.testenv.controller`: ``hack/bench_queries.py`` runs it too);
 ``ControllerProcess`` runs ``bootc-operator controller --leader-elect`` as a process
 (short lease timings) and ``holder(api)`` names who holds its Lease.
 The evidence for "never more than maxUnavailable" is the kit's one safety
@@ -10,51 +10,21 @@ monitor, ``hack.testenv.monitor.SafetyMonitor``, as in the system tests.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import signal
 import subprocess
 import sys
-import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 from kubernetes_asyncio.client import ApiClient
 
-from bootc_operator.controller import Controller
 from bootc_operator.kube import BOOTC_NODE_POOLS, LEASES, PODS, ApiError, create_object
 from bootc_operator.kube.rest import delete_object, get_object, patch_object, request_json
 from hack.testenv.controlplane import free_port
 from hack.testenv.fleet import Fleet
-
-SYNC_DEADLINE = 60.0
-
-
-@contextlib.asynccontextmanager
-async def running_controller(
-    api: ApiClient, workers: int = 2, **options: Any
-) -> AsyncIterator[Controller]:
-    """The real controller on this loop; ``options`` go to :class:`Controller`."""
-    ctl = Controller(api, identity=f"test-{uuid.uuid4().hex[:6]}", workers=workers, **options)
-    ctl.factory.start()
-    try:
-        async with asyncio.timeout(SYNC_DEADLINE):
-            await ctl.factory.wait_for_cache_sync()
-    except TimeoutError:
-        await ctl.factory.stop()
-        raise AssertionError(f"controller caches not synced within {SYNC_DEADLINE}s") from None
-    task = asyncio.create_task(ctl.run_workers())
-    try:
-        yield ctl
-    finally:
-        await ctl.shutdown()
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await task
-        await ctl.factory.stop()
 
 
 async def add_nodes(fleet: Fleet, group: str, n: int, booted: str, **labels: str) -> list[str]:

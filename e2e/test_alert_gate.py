@@ -25,10 +25,11 @@ from bootc_operator.api import constants as c
 from bootc_operator.gates.prometheus import PrometheusOptions
 from bootc_operator.kube import BOOTC_NODE_POOLS, ApiError
 from bootc_operator.kube.rest import patch_object
-from e2e.controllerenv import create_pool, delete_quietly, get_pool, running_controller
+from e2e.controllerenv import create_pool, delete_quietly, get_pool
 from e2e.helpers import condition, unique_name, wait_for
 from e2e.hostsenv import HostedNodes
 from e2e.test_rollout_policies import idle_reason, report, setup_hosts, up_to_date_on
+from hack.testenv.controller import running_controller
 from hack.testenv.monitor import SafetyMonitor
 from hack.testenv.pools import pool_body
 from hack.testenv.prometheus import Prometheus

@@ -24,8 +24,9 @@ from bootc_operator.api import constants as c
 from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, EVENTS, NODES, ApiError
 from bootc_operator.kube.rest import delete_object, get_object, list_objects, patch_object
 from bootc_operator.policy.autoscaler import DO_NOT_DISRUPT, PROTECT
-from e2e.controllerenv import add_nodes, create_pool, delete_quietly, get_pool, running_controller
+from e2e.controllerenv import add_nodes, create_pool, delete_quietly, get_pool
 from e2e.helpers import condition, image, unique_name, wait_for
+from hack.testenv.controller import running_controller
 from hack.testenv.fleet import Fleet
 from hack.testenv.monitor import SafetyMonitor
 from hack.testenv.pools import pool_body

@@ -17,13 +17,10 @@ from bootc_operator.informers import EventHandler, Informer
 from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, PODS
 from bootc_operator.kube import NODES as NODE_RES
 from bootc_operator.kube.rest import list_objects, patch_object, request_json
-from e2e.controllerenv import (
-    create_pool,
-    get_pool,
-    running_controller,
-)
+from e2e.controllerenv import create_pool, get_pool
 from e2e.helpers import condition, digest, image, wait_for
 from hack.testenv import ControlPlane, api_client
+from hack.testenv.controller import running_controller
 from hack.testenv.controlplane import DEFAULT_CONTROLLERS, KWOK_CONTROLLERS
 from hack.testenv.fleet import Fleet
 from hack.testenv.monitor import SafetyMonitor

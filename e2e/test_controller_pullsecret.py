@@ -16,13 +16,9 @@ from kubernetes_asyncio.client import ApiClient
 from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, SECRETS, ApiError
 from bootc_operator.kube.rest import create_object, delete_object, get_object, patch_object
 from bootc_operator.sealing import NodeKey, Sealed, SealedForAnotherKey, UnsealFailed
-from e2e.controllerenv import (
-    create_pool,
-    delete_quietly,
-    get_pool,
-    running_controller,
-)
+from e2e.controllerenv import create_pool, delete_quietly, get_pool
 from e2e.helpers import condition, ensure_namespace, image, unique_name, wait_for
+from hack.testenv.controller import running_controller
 from hack.testenv.fleet import Fleet
 from hack.testenv.pools import pool_body
 

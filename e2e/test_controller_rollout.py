@@ -7,14 +7,9 @@ from kubernetes_asyncio.client import ApiClient
 from bootc_operator.api import constants as c
 from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, NODES
 from bootc_operator.kube.rest import get_object, patch_object
-from e2e.controllerenv import (
-    add_nodes,
-    create_pool,
-    delete_quietly,
-    get_pool,
-    running_controller,
-)
+from e2e.controllerenv import add_nodes, create_pool, delete_quietly, get_pool
 from e2e.helpers import condition, image, unique_name, wait_for
+from hack.testenv.controller import running_controller
 from hack.testenv.fleet import Fleet
 from hack.testenv.monitor import SafetyMonitor
 from hack.testenv.pools import pool_body

@@ -27,9 +27,9 @@ from e2e.controllerenv import (
     create_pool,
     delete_quietly,
     get_pool,
-    running_controller,
 )
 from e2e.helpers import condition, digest, image, unique_name, wait_for
+from hack.testenv.controller import running_controller
 from hack.testenv.fleet import Fleet
 from hack.testenv.monitor import SafetyMonitor
 from hack.testenv.pools import pool_body

@@ -43,9 +43,10 @@ from bootc_operator.kube import (
 from bootc_operator.kube.rest import create_object, delete_object, get_object, patch_object
 from bootc_operator.registry import RegistryClient, make_target
 from bootc_operator.registry.signature import load_public_keys, signature_tag
-from e2e.controllerenv import create_pool, delete_quietly, get_pool, running_controller
+from e2e.controllerenv import create_pool, delete_quietly, get_pool
 from e2e.helpers import condition, ensure_namespace, push, unique_name, wait_for
 from hack.simlib import signing
+from hack.testenv.controller import running_controller
 from hack.testenv.cosign import Cosign, KeyPair, resolve_cosign
 from hack.testenv.fleet import Fleet, watch_bootc_nodes
 from hack.testenv.pools import pool_body

@@ -32,9 +32,9 @@ from e2e.controllerenv import (
     delete_quietly,
     get_pool,
     pod_exists,
-    running_controller,
 )
 from e2e.helpers import condition, digest, image, unique_name, wait_for
+from hack.testenv.controller import running_controller
 from hack.testenv.controlplane import ControlPlane
 from hack.testenv.faultproxy import FaultProxy
 from hack.testenv.fleet import Fleet

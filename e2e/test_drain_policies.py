@@ -57,9 +57,9 @@ from e2e.controllerenv import (
     delete_quietly,
     get_pool,
     pod_exists,
-    running_controller,
 )
 from e2e.helpers import condition, digest, image, unique_name, wait_for
+from hack.testenv.controller import running_controller
 from hack.testenv.fleet import Fleet
 from hack.testenv.monitor import SafetyMonitor
 from hack.testenv.pools import pool_body

@@ -35,10 +35,11 @@ from bootc_operator.api import constants as c
 from bootc_operator.api.timefmt import now_rfc3339
 from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, NODES, PODS, ApiError, request_bytes
 from bootc_operator.kube.rest import create_object, delete_object, get_object, patch_object
-from e2e.controllerenv import create_pool, delete_quietly, get_pool, running_controller
+from e2e.controllerenv import create_pool, delete_quietly, get_pool
 from e2e.helpers import condition, ensure_namespace, push, unique_name, wait_for
 from e2e.hostsenv import HostedNodes
 from e2e.test_rollout_policies import booted, cordoned, report, setup_hosts, up_to_date_on
+from hack.testenv.controller import running_controller
 from hack.testenv.kubelet import set_node_ready, timestamp
 from hack.testenv.monitor import SafetyMonitor
 from hack.testenv.pools import pool_body

@@ -34,7 +34,7 @@ from bootc_operator.api import constants as c
 from bootc_operator.gates.prometheus import PrometheusOptions
 from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, ApiError
 from bootc_operator.kube.rest import get_object
-from e2e.controllerenv import create_pool, delete_quietly, get_pool, running_controller
+from e2e.controllerenv import create_pool, delete_quietly, get_pool
 from e2e.helpers import condition, unique_name, wait_for
 from e2e.hostsenv import HostedNodes
 from e2e.test_health_gate import degraded_with
@@ -47,6 +47,7 @@ from e2e.test_rollout_policies import (
     up_to_date_on,
 )
 from e2e.test_status_truth import pool_events
+from hack.testenv.controller import running_controller
 from hack.testenv.monitor import SafetyMonitor
 from hack.testenv.pools import pool_body
 from hack.testenv.prometheus import Gauges, Prometheus, Target

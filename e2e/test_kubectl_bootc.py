@@ -49,11 +49,11 @@ from e2e.controllerenv import (
     create_pool,
     delete_quietly,
     get_pool,
-    running_controller,
 )
 from e2e.helpers import condition, digest, image, unique_name, wait_for
 from e2e.test_alert_gate import closed_port
 from e2e.test_kube_lite import TokenKit, token_file_kubeconfig
+from hack.testenv.controller import running_controller
 from hack.testenv.fleet import Fleet
 from hack.testenv.pools import pool_body
 from hack.testenv.prometheus import Prometheus

@@ -21,14 +21,9 @@ from kubernetes_asyncio.client import ApiClient
 from bootc_operator.kube import BOOTC_NODE_POOLS, EVENTS, list_objects, patch_object
 from bootc_operator.reconcilers.context import pool_ref
 from bootc_operator.runtime.events import EventRecorder
-from e2e.controllerenv import (
-    add_nodes,
-    create_pool,
-    delete_quietly,
-    get_pool,
-    running_controller,
-)
+from e2e.controllerenv import add_nodes, create_pool, delete_quietly, get_pool
 from e2e.helpers import condition, digest, image, unique_name, wait_for
+from hack.testenv.controller import running_controller
 from hack.testenv.fleet import Fleet
 from hack.testenv.pools import pool_body
 

@@ -37,11 +37,12 @@ from kubernetes_asyncio.client import ApiClient
 from bootc_operator.api import constants as c
 from bootc_operator.kube import BOOTC_NODE_POOLS, NODES, ApiError
 from bootc_operator.kube.rest import get_object
-from e2e.controllerenv import delete_quietly, get_pool, running_controller
+from e2e.controllerenv import delete_quietly, get_pool
 from e2e.helpers import condition, push, unique_name, wait_for
 from e2e.test_kubectl_bootc import VENV_BIN
 from hack import userdocs
 from hack.testenv import ControlPlane, cli
+from hack.testenv.controller import running_controller
 from hack.testenv.fleet import Fleet
 from hack.testenv.registry import Registry
 

@@ -32,9 +32,10 @@ from kubernetes_asyncio.client import ApiClient
 from bootc_operator.api import constants as c
 from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, EVENTS, NODES, ApiError
 from bootc_operator.kube.rest import get_object, list_objects, patch_object
-from e2e.controllerenv import create_pool, delete_quietly, get_pool, running_controller
+from e2e.controllerenv import create_pool, delete_quietly, get_pool
 from e2e.helpers import condition, push, unique_name, wait_for
 from e2e.hostsenv import HostedNodes
+from hack.testenv.controller import running_controller
 from hack.testenv.monitor import SafetyMonitor
 from hack.testenv.pools import pool_body
 from hack.testenv.registry import Registry

@@ -62,10 +62,10 @@ from bootc_operator.kube.rest import (
     request_json,
 )
 from bootc_operator.sealing import NodeKey, Sealed, SealedForAnotherKey, UnsealFailed
-from e2e.controllerenv import running_controller
 from e2e.helpers import condition, image, push, unique_name, wait_for
 from hack.installgen import INSTALL_YAML, render
 from hack.testenv import ControlPlane, api_client, certs
+from hack.testenv.controller import running_controller
 from hack.testenv.cosign import Cosign, resolve_cosign
 from hack.testenv.pools import pool_body
 from hack.testenv.registry import Registry

@@ -29,11 +29,12 @@ from prometheus_client import REGISTRY
 
 from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, EVENTS, PODS
 from bootc_operator.kube.rest import get_object, list_objects, patch_object
-from e2e.controllerenv import create_pod, create_pool, delete_quietly, running_controller
+from e2e.controllerenv import create_pod, create_pool, delete_quietly
 from e2e.helpers import push, unique_name, wait_for
 from e2e.hostsenv import HostedNodes
 from e2e.test_rollout_policies import booted, report, setup_hosts, up_to_date_on
 from hack.fakebootc.state import KERNEL_LABEL
+from hack.testenv.controller import running_controller
 from hack.testenv.monitor import SafetyMonitor
 from hack.testenv.pools import pool_body
 from hack.testenv.registry import Registry

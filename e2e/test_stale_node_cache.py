@@ -17,8 +17,9 @@ from kubernetes_asyncio.client import ApiClient
 
 from bootc_operator.kube import NODES
 from bootc_operator.kube.rest import create_object, get_object, patch_object
-from e2e.controllerenv import delete_quietly, running_controller
+from e2e.controllerenv import delete_quietly
 from e2e.helpers import unique_name, wait_for
+from hack.testenv.controller import running_controller
 
 
 async def unschedulable(api: ApiClient, name: str) -> bool:

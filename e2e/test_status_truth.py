@@ -27,16 +27,11 @@ from bootc_operator.kube.rest import (
     patch_object,
     request_json,
 )
-from e2e.controllerenv import (
-    add_nodes,
-    create_pool,
-    delete_quietly,
-    get_pool,
-    running_controller,
-)
+from e2e.controllerenv import add_nodes, create_pool, delete_quietly, get_pool
 from e2e.helpers import condition, image, push, unique_name, wait_for
 from e2e.hostsenv import HostedNodes
 from hack.testenv import ControlPlane
+from hack.testenv.controller import running_controller
 from hack.testenv.fleet import Fleet, daemon_status
 from hack.testenv.kubelet import set_node_ready
 from hack.testenv.monitor import SafetyMonitor

@@ -33,14 +33,10 @@ from bootc_operator.kube.rest import (
     patch_object,
 )
 from bootc_operator.registry import RegistryClient
-from e2e.controllerenv import (
-    create_pool,
-    delete_quietly,
-    get_pool,
-    running_controller,
-)
+from e2e.controllerenv import create_pool, delete_quietly, get_pool
 from e2e.helpers import condition, ensure_namespace, image, push, unique_name, wait_for
 from e2e.hostsenv import HostedNodes
+from hack.testenv.controller import running_controller
 from hack.testenv.fleet import Fleet
 from hack.testenv.pools import pool_body
 from hack.testenv.push import make_image, make_index, push_index

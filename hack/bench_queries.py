@@ -53,8 +53,8 @@ from bootc_operator.controller import Controller  # noqa: E402
 from bootc_operator.gates.prometheus import PrometheusOptions  # noqa: E402
 from bootc_operator.kube import BOOTC_NODE_POOLS, load_api_client  # noqa: E402
 from bootc_operator.kube.rest import create_object, delete_object  # noqa: E402
-from e2e.controllerenv import running_controller  # noqa: E402
 from hack.testenv import ControlPlane  # noqa: E402
+from hack.testenv.controller import running_controller  # noqa: E402
 from hack.testenv.fleet import Fleet  # noqa: E402
 from hack.testenv.monitor import SafetyMonitor  # noqa: E402
 from hack.testenv.pools import pool_body  # noqa: E402

@@ -31,11 +31,10 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Final, TypeVar
+from typing import Final, Protocol, TypeVar, runtime_checkable
 
 from prometheus_client import Counter, Histogram
 
-from bootc_operator.kube import ApiError
 from bootc_operator.workqueue.queue import ShutDown
 from bootc_operator.workqueue.ratelimiting_queue import RateLimitingQueue
 
@@ -58,6 +57,19 @@ RECONCILE_TIME: Final = Histogram(
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
 )
 
+
+@runtime_checkable
+class Conflict(Protocol):
+    """An error that may say a write lost a race (``kube.ApiError``'s 409 Conflict).
+
+    All the workqueue needs of the API client's errors, so it does not import the
+    client: an exception with a true ``conflict`` requeues, any other is an error.
+    """
+
+    @property
+    def conflict(self) -> bool: ...
+
+
 _log = logging.getLogger(__name__)
 
 
@@ -73,8 +85,8 @@ def instrumented(
         start = time.perf_counter()
         try:
             result = await reconcile(key)
-        except ApiError as err:
-            if not err.conflict:
+        except Exception as err:
+            if not (isinstance(err, Conflict) and err.conflict):
                 RECONCILE_TOTAL.labels(controller, "error").inc()
                 RECONCILE_ERRORS.labels(controller).inc()
                 raise
@@ -83,10 +95,6 @@ def instrumented(
             log.debug("conflict; requeueing", extra={"controller": controller, "pool": key})
             RECONCILE_TOTAL.labels(controller, "requeue").inc()
             return CONFLICT_REQUEUE
-        except Exception:
-            RECONCILE_TOTAL.labels(controller, "error").inc()
-            RECONCILE_ERRORS.labels(controller).inc()
-            raise
         finally:
             RECONCILE_TIME.labels(controller).observe(time.perf_counter() - start)
         RECONCILE_TOTAL.labels(controller, "success" if result is None else "requeue_after").inc()

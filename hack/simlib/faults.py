@@ -52,18 +52,20 @@ import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import yaml
 
 from bootc_operator.policy.autoscaler import CLUSTER_AUTOSCALER_TAINT
 from hack.fakebootc.boot import DEFAULT_CHECK_UNIT
-from hack.simlib.common import CONTROL_DIR, read_json, write_json
+from hack.simlib.common import CONTROL_DIR, SimInfo, read_json, write_json
 from hack.testenv.procs import pid_alive
 from hack.testenv.prometheus import PrometheusClient, PrometheusError, alert_rule
 
 if TYPE_CHECKING:
-    from hack.simlib.sim import SimOps
+    import subprocess
+
+    from hack.fakebootc import Host
 
 NOT_READY: Final = "not-ready"
 BOOT_FAIL: Final = "boot-fail"
@@ -314,6 +316,27 @@ class FaultWatch:
 
 
 # ------------------------------------------------------------------ applying (I/O)
+
+
+class SimOps(Protocol):
+    """What applying a fault needs of a running simulation (``hack.simlib.sim.SimOps``
+    is one; this module does not import it: ``sim`` imports ``faults``)."""
+
+    @property
+    def info(self) -> SimInfo: ...
+
+    @property
+    def state_dir(self) -> Path: ...
+
+    @property
+    def nodes(self) -> list[str]: ...
+
+    def host(self, node: str) -> Host: ...
+
+    def kubectl(
+        self, *args: str, check: bool = True, input: str | None = None, timeout: float = 120.0
+    ) -> subprocess.CompletedProcess[str]: ...
+
 
 
 def check_running(sim: SimOps) -> None:

@@ -15,6 +15,7 @@
 - :mod:`hack.testenv.fleet`: the simulated fleet (every node's daemon in one process);
 - :mod:`hack.testenv.machine`: the reboot simulation for real daemons on simulated hosts;
 - :mod:`hack.testenv.monitor`: the safety monitor of rollout scenarios;
+- :mod:`hack.testenv.controller`: the real controller in-process (``running_controller``);
 - :mod:`hack.testenv.cli`: ``hack/controlplane up|down|status``.
 """
 
