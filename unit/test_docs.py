@@ -25,11 +25,13 @@ ROOT = userdocs.ROOT
 #: Programs whose every command in the documentation a test parses or runs.
 CHECKED = {
     "bootc-operator": "unit/test_cli.py parses every one",
-    "hack/sim": "unit/test_sim_faults.py parses every one; e2e/test_sim.py runs the faults session",
-    "kubectl bootc": "unit/test_kubectl_cli.py parses every one (e2e/test_kubectl_bootc.py runs "
-    "the subcommands through the real kubectl; e2e/test_quickstart.py the quick start's)",
+    "hack/sim": "unit/hack/test_sim_faults.py parses every one; e2e/test_sim.py runs the "
+    "faults session",
+    "kubectl bootc": "unit/kubectl/test_kubectl_cli.py parses every one "
+    "(e2e/test_kubectl_bootc.py runs the subcommands through the real kubectl; "
+    "e2e/test_quickstart.py the quick start's)",
     "helm": "each is a line of docs/install.md's Helm block, which e2e/test_chart.py runs",
-    "hack/krew-archive": "unit/test_kubectl_cli.py parses every one (e2e/test_krew.py runs "
+    "hack/krew-archive": "unit/kubectl/test_kubectl_cli.py parses every one (e2e/test_krew.py runs "
     "the release step into a temporary directory)",
     "make": "its target is one of the Makefile's (checked here)",
     "kubectl": "each line is one a test runs as written (RUN_AS_WRITTEN) or is in NOT_RUN",
@@ -98,7 +100,7 @@ ILLUSTRATIVE = {
     "xdg-open": "opens a browser",
     "printf": "writes the sim hosts' policy file (docs/simulation.md); the same policy is "
     "e2e/test_daemon_sigpolicy.py's",
-    "hack/fake-host": "the simulated host's CLI; unit/test_fakebootc_policy.py runs its "
+    "hack/fake-host": "the simulated host's CLI; unit/hack/test_fakebootc_policy.py runs its "
     "`policy` command as docs/simulation.md shows it",
 }
 

@@ -338,7 +338,6 @@ class SimOps(Protocol):
     ) -> subprocess.CompletedProcess[str]: ...
 
 
-
 def check_running(sim: SimOps) -> None:
     if not sim.info.ready or not pid_alive(sim.info.owner):
         raise FaultError(

@@ -38,7 +38,7 @@ from bootc_operator.policy.slots import (
     take_patch,
 )
 from bootc_operator.policy.topology import Topology, current_domain
-from unit.test_pool_metrics import member
+from unit.reconcilers.test_pool_metrics import member
 
 SLOT = c.IN_REBOOT_SLOT_ANNOTATION
 WAS = c.WAS_CORDONED_ANNOTATION

@@ -25,7 +25,7 @@ from bootc_operator.policy.poolstatus import (
     rollout_condition,
 )
 from bootc_operator.policy.slots import plan_rollout
-from unit.test_health_gate import NOW, S, node
+from unit.policy.test_health_gate import NOW, S, node
 
 
 def test_the_query_ors_entries_and_ands_matchers_within_one() -> None:

@@ -31,7 +31,7 @@ from hack.fakebootc.state import (
     update_state,
 )
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 REPO = "quay.io/example/os"
 
 

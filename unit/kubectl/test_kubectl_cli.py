@@ -15,7 +15,7 @@ import yaml
 from bootc_operator.kubectl.main import build_parser
 from hack import krewpkg, userdocs
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_the_plugin_imports_neither_the_full_client_nor_pydantic() -> None:

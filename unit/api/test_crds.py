@@ -9,7 +9,7 @@ import yaml
 
 from bootc_operator.api.crdgen import all_crds, render
 
-CRD_DIR = Path(__file__).resolve().parent.parent / "manifests" / "crd"
+CRD_DIR = Path(__file__).resolve().parents[2] / "manifests" / "crd"
 
 
 def test_committed_crds_are_fresh() -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 from hack.fakebootc.state import lock_is_held
 from hack.testenv.waiting import wait_for
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 BINARIES = (
     "kube-apiserver",
     "kube-controller-manager",

@@ -537,7 +537,7 @@ GARBAGE: list[tuple[str, str, str]] = [
         "nested more than 64 levels deep",
     ),
     ("huge-integer", '{"serial": ' + "9" * 5000 + "}", "a number has too many digits"),
-    # found by unit/test_daemon_parser_fuzz.py: the value was quoted whole (90,000 chars)
+    # found by unit/daemon/test_daemon_parser_fuzz.py: the value was quoted whole (90,000 chars)
     (
         "long-api-version",
         '{"apiVersion": "' + "x" * 90_000 + '", "kind": "BootcHost"}',

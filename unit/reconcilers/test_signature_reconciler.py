@@ -2,7 +2,7 @@
 tells the other reconcilers, its Events, its rechecks and backoff.
 
 The real :class:`bootc_operator.controller.Controller` without a server (as
-``unit/test_tag_backoff.py``): the pool reaches its informer through
+``unit/controller/test_tag_backoff.py``): the pool reaches its informer through
 ``Informer.replace``/``apply``; the registry is a fake ``fetch`` counting its calls
 and answering with signature documents made here; the verdict cache and backoff run
 on clocks the test moves. Real registry, cosign and API server:
@@ -24,7 +24,7 @@ from bootc_operator.controller import Controller
 from bootc_operator.reconcilers.watchers.pullsecrets import Ref, WatchedSecret
 from bootc_operator.registry import RegistryError
 from bootc_operator.registry.signature import SignatureDocuments
-from unit.test_signature import sign
+from unit.registry.test_signature import sign
 
 NO_API = cast(ApiClient, None)
 SECRET_REF = ("bootc-operator", "os-keys")

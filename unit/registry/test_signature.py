@@ -41,7 +41,7 @@ from bootc_operator.registry.signature import (
 IMAGE = "quay.io/example/os"
 DIGEST = "sha256:" + "a" * 64
 OTHER = "sha256:" + "b" * 64
-FIXTURES = Path(__file__).parent / "fixtures" / "cosign"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "cosign"
 
 PrivateKey = ec.EllipticCurvePrivateKey | ed25519.Ed25519PrivateKey | rsa.RSAPrivateKey
 

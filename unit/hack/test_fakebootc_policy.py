@@ -25,8 +25,8 @@ from hack.fakebootc.policy import (
     docker_scopes,
     requirements_for,
 )
-from unit.test_fakebootc import CONFIGS, FakeRegistry, registry_factory  # noqa: F401 - fixture
-from unit.test_signature import sign
+from unit.hack.test_fakebootc import CONFIGS, FakeRegistry, registry_factory  # noqa: F401 - fixture
+from unit.registry.test_signature import sign
 
 D1 = "sha256:" + "1" * 64
 REJECT = [{"type": "reject"}]

@@ -35,7 +35,7 @@ from bootc_operator.policy.health import HealthPolicy, Verdict, evaluate, gate_r
 from bootc_operator.policy.poolspec import check_pool
 from bootc_operator.policy.poolstatus import RolloutFacts, count_states, phase, rollout_condition
 from bootc_operator.policy.slots import plan_rollout
-from unit.test_health_gate import NOW, ago, back, node
+from unit.policy.test_health_gate import NOW, ago, back, node
 
 Q = HealthQuery("ceph-osd", 'ceph_osd_up{host="$node"} == 1', hold=30.0)
 R = HealthQuery("app", 'app_ready{node="$node"}')

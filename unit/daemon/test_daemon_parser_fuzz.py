@@ -19,7 +19,7 @@ import pytest
 
 from bootc_operator.daemon.authfile import PullSecretError, docker_config
 from bootc_operator.daemon.bootc_status import BootcStatusError, parse_status
-from unit.test_bootc_status import FULL, canonical
+from unit.daemon.test_bootc_status import FULL, canonical
 
 SEEDS = range(150)
 SECRET = json.dumps({"auths": {"quay.io": {"auth": base64.b64encode(b"u:hunter2").decode()}}})
