@@ -15,7 +15,7 @@
 
 ``python -m hack.budget DIR`` prints the table; the budgets are docs/development.md's.
 The arithmetic lives in pure functions (``summarize``, ``render``), checked by
-``unit/test_budget.py``. Nothing here judges a run: over-budget rows are flagged, the
+``unit/hack/test_budget.py``. Nothing here judges a run: over-budget rows are flagged, the
 exit status is 0 whatever the figures.
 """
 

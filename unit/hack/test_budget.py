@@ -24,7 +24,7 @@ from hack.budget import (
 )
 from hack.pytest_budget import plain_nodeid, tier_of
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def timings(n: int) -> list[Timing]:
