@@ -40,10 +40,10 @@ from bootc_operator.api.intstr import (
     resolve_max_unavailable,
 )
 from bootc_operator.api.wire import DEFAULT_HEALTH_TIMEOUT_SECONDS
+from bootc_operator.gates.queries import HealthQuery, parse_hold
 from bootc_operator.policy.drainplan import MIN_GRACE_PERIOD, DrainPolicy
 from bootc_operator.policy.health import HealthPolicy
 from bootc_operator.policy.order import BY_NAME, FIRST, LAST, NEWEST_FIRST, OLDEST_BOOT_FIRST, Order
-from bootc_operator.gates.queries import HealthQuery, parse_hold
 from bootc_operator.policy.selectors import InvalidSelector, validate_selector
 from bootc_operator.policy.topology import Topology
 from bootc_operator.policy.windows import Window, parse_windows
