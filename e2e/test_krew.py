@@ -12,6 +12,8 @@ directory of the Python the venv was made from (a plain ``python3``), no
 ``kubectl bootc --help`` and ``kubectl bootc status POOL`` against the harness's
 apiserver; ``python3 -I -S`` (no site-packages at all) runs it too, so it needs
 nothing installed beside it. Its first run unpacks it into ``$XDG_CACHE_HOME``.
+A copy at that path that another user owns, or that others could write, is not
+run (the plugin says why and runs from the archive); private, the same copy is.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import asyncio
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -116,3 +119,34 @@ async def test_the_krew_archive_installs_and_runs_through_kubectl(
         assert json.loads(isolated.stdout)["name"] == name
     finally:
         await delete_quietly(api, BOOTC_NODE_POOLS, name)
+
+    # Issue 37 §9: a copy at the cache's path that someone else could have written is
+    # not run. Planted: the real copy with its main module replaced.
+    planted_cache = tmp_path / "planted-cache"
+    planted = planted_cache / "kubectl-bootc" / unpacked.name
+    shutil.copytree(unpacked, planted)
+    (planted / "bootc_operator" / "kubectl" / "main.py").write_text(
+        "def main():\n    print('PLANTED')\n    return 0\n"
+    )
+    env["XDG_CACHE_HOME"] = str(planted_cache)
+
+    async def help_text() -> subprocess.CompletedProcess[str]:
+        return await asyncio.to_thread(run, [kubectl, "bootc", "--help"], env)
+
+    def refused(res: subprocess.CompletedProcess[str], why: str) -> None:
+        assert res.returncode == 0, res.stderr
+        assert "PLANTED" not in res.stdout and "approve" in res.stdout, res.stdout
+        assert f"kubectl-bootc: not running the copy in {planted}: " in res.stderr, res.stderr
+        assert why in res.stderr, res.stderr
+
+    for path in (planted_cache, planted.parent, planted):
+        path.chmod(0o700)
+    os.chown(planted, 12345, 12345)  # another user's directory
+    refused(await help_text(), f"{planted} is owned by uid 12345, not {os.geteuid()}")
+    os.chown(planted, os.geteuid(), os.getegid())
+    planted.parent.chmod(0o777)  # anyone could have put it there
+    refused(await help_text(), f"{planted.parent} is writable by its group or others")
+    # the control: the same copy, private, is what runs
+    planted.parent.chmod(0o700)
+    trusted = await help_text()
+    assert trusted.stdout.strip() == "PLANTED", trusted.stdout + trusted.stderr

@@ -18,9 +18,13 @@ What goes in (:func:`contents`):
   propcache and PyYAML fall back to their pure-Python code when theirs is
   missing; each distribution's METADATA and licence files come along.
 
-Its ``__main__`` unpacks the zip once into the user's cache directory (per build)
-and runs from there, so Python caches the bytecode: run from the zip, every start
-would compile every module (about twice the start-up time).
+Its ``__main__`` unpacks the zip once into the user's cache directory (per build,
+mode 0700) and runs from there, so Python caches the bytecode: run from the zip,
+every start would compile every module (about twice the start-up time). It runs
+from that directory only when no one but the user could have put code there
+(:data:`TRUST`: it and kubectl-bootc's directory are the user's and writable by no
+one else, every directory above them the user's or root's and writable by no one
+else but a root-owned sticky one); else it says why on stderr and runs from the zip.
 
 The archive is reproducible: entries sorted, fixed times and modes, the zip stored
 (the tar is gzipped, once), so its sha256 depends only on those files.
@@ -70,39 +74,95 @@ BIN = "kubectl-bootc"
 #: the oldest Python the plugin supports (pyproject's requires-python)
 PYTHON = "3.11"
 SHEBANG = b"#!/usr/bin/env python3\n"
+#: the cache's trust check in the zipapp's __main__.py (standard library only; the
+#: unit tests run it): what the plugin imports from a directory it runs as code
+TRUST = r'''
+def _untrusted(target, own=1, uid=None):
+    """Why directory TARGET may not be trusted with code user UID (default: this
+    process's) runs ("" if it may): TARGET and the OWN directories above it
+    (kubectl-bootc's) must be the user's and writable by no one else; every
+    directory above those the user's or root's, writable by no one else (a
+    root-owned sticky one, such as /tmp, aside). Both the path as given and the
+    path its symlinks lead to are checked."""
+    import stat
+
+    uid = os.geteuid() if uid is None else uid
+    chains = set()
+    for start in (os.path.abspath(target), os.path.realpath(target)):
+        path, depth = start, 0
+        while True:
+            chains.add((path, depth <= own))
+            parent = os.path.dirname(path)
+            if parent == path:
+                break
+            path, depth = parent, depth + 1
+    for path, ours in sorted(chains):
+        try:
+            st = os.stat(path)
+        except OSError as err:
+            return "%s: %s" % (path, err.strerror)
+        if not stat.S_ISDIR(st.st_mode):
+            return "%s is not a directory" % path
+        if st.st_uid != uid and (ours or st.st_uid != 0):
+            return "%s is owned by uid %d, not %d" % (path, st.st_uid, uid)
+        sticky = st.st_mode & stat.S_ISVTX and st.st_uid == 0 and not ours
+        if st.st_mode & 0o022 and not sticky:
+            return "%s is writable by its group or others (mode %o)" % (
+                path,
+                stat.S_IMODE(st.st_mode),
+            )
+    return ""
+'''
 #: the zipapp's __main__.py; BUILD is replaced by the id of the files beside it
-MAIN = f'''"""kubectl-bootc from its krew archive. The first run unpacks the archive into
-$XDG_CACHE_HOME/kubectl-bootc/<build> (else ~/.cache): run from the zip, Python
-would compile every module on every start; from there it caches their bytecode.
-Where nothing can be written it runs from the zip.
+MAIN = (
+    '''"""kubectl-bootc from its krew archive. The first run unpacks the archive into
+$XDG_CACHE_HOME/kubectl-bootc/<build> (else ~/.cache), directories of mode 0700: run
+from the zip, Python would compile every module on every start; from there it caches
+their bytecode. It runs from that directory only if no one but the user (and root)
+could have written it (``_untrusted``): else, or where nothing can be written, it
+runs from the zip.
 """
 
 import os
 import sys
 
 BUILD = "@BUILD@"
-
+'''
+    + TRUST
+    + f"""
 
 def _unpacked(archive):
+    if not hasattr(os, "geteuid"):
+        return None  # no owners to check: run from the zip
     cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    target = os.path.join(cache, "kubectl-bootc", BUILD)
-    if os.path.isdir(target):
-        return target
-    import shutil
-    import tempfile
-    import zipfile
+    home = os.path.join(cache, "kubectl-bootc")
+    target = os.path.join(home, BUILD)
+    if not os.path.isdir(target):
+        import shutil
+        import tempfile
+        import zipfile
 
-    tmp = None
-    try:
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        tmp = tempfile.mkdtemp(dir=os.path.dirname(target))
-        with zipfile.ZipFile(archive) as bundle:
-            bundle.extractall(tmp)
-        os.rename(tmp, target)  # a concurrent first run may have won: its copy is the same
-    except OSError:
-        if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
-    return target if os.path.isdir(target) else None
+        tmp = None
+        try:
+            os.makedirs(cache, mode=0o700, exist_ok=True)
+            os.makedirs(home, mode=0o700, exist_ok=True)
+            tmp = tempfile.mkdtemp(dir=home)
+            with zipfile.ZipFile(archive) as bundle:
+                bundle.extractall(tmp)
+            os.rename(tmp, target)  # a concurrent first run may have won: its copy is the same
+        except OSError:
+            if tmp is not None:
+                shutil.rmtree(tmp, ignore_errors=True)
+        if not os.path.isdir(target):
+            return None  # nothing can be written here: run from the zip
+    why = _untrusted(target)
+    if why:
+        sys.stderr.write(
+            "kubectl-bootc: not running the copy in %s: %s; running from the archive\\n"
+            % (target, why)
+        )
+        return None
+    return target
 
 
 sys.path[0] = _unpacked(sys.path[0]) or sys.path[0]
@@ -110,7 +170,8 @@ sys.path[0] = _unpacked(sys.path[0]) or sys.path[0]
 from {ENTRY} import main  # noqa: E402
 
 sys.exit(main())
-'''
+"""
+)
 #: modules imported only on a path the plugin never takes, and why
 NOT_BUNDLED = {
     "bootc_operator.kube.client": "load_api_client (kubernetes_asyncio), which kube/__init__ "
