@@ -15,19 +15,25 @@ A verification holds only for the keys that made it: once its key Secret is dele
 or rotated to another key while the tag moves to a digest that key did not sign, the
 digest verified before is no target any more (a node joining meanwhile is given
 nothing) until a digest verifies with the keys trusted now.
-The simulation's key (``hack/sim image push --sign``) is checked against the same
-verifier.
+A key sigstore would refuse (RSA of 1024 bits) is named on the pool, as kubectl
+shows it. The simulation's key (``hack/sim image push --sign``) is checked against the
+same verifier.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
+import os
+import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
 from kubernetes_asyncio.client import ApiClient
 
 from bootc_operator.controller import Controller
@@ -46,6 +52,7 @@ from bootc_operator.registry.signature import load_public_keys, signature_tag
 from e2e.controllerenv import create_pool, delete_quietly, get_pool
 from e2e.helpers import condition, ensure_namespace, push, unique_name, wait_for
 from hack.simlib import signing
+from hack.testenv import ControlPlane
 from hack.testenv.controller import running_controller
 from hack.testenv.cosign import Cosign, KeyPair, resolve_cosign
 from hack.testenv.fleet import Fleet, watch_bootc_nodes
@@ -359,3 +366,52 @@ async def test_the_simulations_key_signs_what_it_pushes(registry: Registry, tmp_
         docs = await client.signature(pinned)
     keys = load_public_keys(pem, "verification.publicKeys[0]")
     assert docs.verify(registry.ref(name), digest, keys).verified
+
+
+async def test_a_key_sigstore_refuses_is_named_on_the_pool(
+    api: ApiClient, control_plane: ControlPlane
+) -> None:
+    """Issue 37 §11: a trusted key sigstore would refuse (RSA of 1024 bits) is not
+    trusted: the pool is Degraded/SignatureVerificationFailed naming the key and why,
+    as ``kubectl wait`` and ``kubectl get`` show it."""
+    group = unique_name("weak-key")
+    numbers = rsa.RSAPublicNumbers(65537, (1 << 1023) | 0xF1)
+    weak = (
+        numbers.public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        .decode()
+    )
+    ref = f"registry.example.com/os@sha256:{'1' * 64}"
+    body = pool_body(group, {"group": group}, ref, 1)
+    body["spec"]["image"]["verification"] = {"publicKeys": [weak]}
+    kubectl = str(control_plane.bin_dir / "kubectl")
+    env = {**os.environ, "KUBECONFIG": str(control_plane.kubeconfig)}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [kubectl, *args], env=env, capture_output=True, text=True, timeout=120, check=False
+        )
+
+    try:
+        async with running_controller(api):
+            await create_pool(api, body)
+            waited = await asyncio.to_thread(
+                run, "wait", "--for=condition=Degraded", f"bnp/{group}", "--timeout=90s"
+            )
+            assert waited.returncode == 0, waited.stderr
+            shown = await asyncio.to_thread(
+                run,
+                "get",
+                "bnp",
+                group,
+                "-o",
+                'jsonpath={.status.conditions[?(@.type=="Degraded")].reason}: '
+                '{.status.conditions[?(@.type=="Degraded")].message}',
+            )
+            assert shown.returncode == 0, shown.stderr
+            assert shown.stdout == (
+                "SignatureVerificationFailed: trusted key unusable: verification.publicKeys[0] "
+                "is an RSA key of 1024 bits; sigstore accepts 2048, 3072 or 4096 bits only"
+            ), shown.stdout
+    finally:
+        await delete_quietly(api, BOOTC_NODE_POOLS, group)

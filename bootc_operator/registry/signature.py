@@ -238,7 +238,8 @@ def load_public_keys(pem: str | bytes, source: str) -> tuple[TrustedKey, ...]:
 
     ``InvalidPublicKey`` names ``source`` and says what is wrong: no PEM block, a
     private key where a public key belongs, a block that does not parse, a key type
-    cosign cannot sign with.
+    cosign cannot sign with, a key sigstore refuses (``_unsupported``: RSA other than
+    2048/3072/4096 bits, ECDSA on a curve other than P-256/P-384/P-521).
     """
     from cryptography.hazmat.primitives.serialization import (  # noqa: PLC0415 - lazily: ~10 MiB RSS
         load_pem_public_key,
@@ -270,6 +271,9 @@ def load_public_keys(pem: str | bytes, source: str) -> tuple[TrustedKey, ...]:
             raise InvalidPublicKey(
                 f"{name} is a {type(key).__name__}; cosign keys are ECDSA, Ed25519 or RSA"
             )
+        weak = _unsupported(algorithm)
+        if weak:
+            raise InvalidPublicKey(f"{name} is {weak}")
         keys.append(TrustedKey(name=name, key=key))
     if len(keys) > MAX_KEYS:
         raise InvalidPublicKey(f"{source}: {len(keys)} keys, more than {MAX_KEYS}")
@@ -494,6 +498,26 @@ def _algorithm(key: Any) -> str:
         return "ed25519"
     if isinstance(key, rsa.RSAPublicKey):
         return f"rsa-{key.key_size}"
+    return ""
+
+
+#: the RSA moduli sigstore accepts (cryptoutils.ValidatePubKey), in bits
+RSA_SIZES: Final = (2048, 3072, 4096)
+#: the ECDSA curves sigstore accepts: NIST P-256, P-384, P-521 (cryptography's names)
+ECDSA_CURVES: Final = {"secp256r1": "P-256", "secp384r1": "P-384", "secp521r1": "P-521"}
+
+
+def _unsupported(algorithm: str) -> str:
+    """What is wrong with a key of ``algorithm`` (``_algorithm``) for sigstore, or "":
+    an RSA modulus other than 2048, 3072 or 4096 bits (a short one can be factored; a
+    huge one makes every check slow), an ECDSA curve other than P-256, P-384 and
+    P-521 (secp256k1, Brainpool, P-192 ...), as sigstore's verifiers refuse them."""
+    kind, _, param = algorithm.partition("-")
+    if kind == "rsa" and int(param) not in RSA_SIZES:
+        sizes = ", ".join(map(str, RSA_SIZES[:-1])) + f" or {RSA_SIZES[-1]}"
+        return f"an RSA key of {param} bits; sigstore accepts {sizes} bits only"
+    if kind == "ecdsa" and param not in ECDSA_CURVES:
+        return f"an ECDSA key on curve {param}; sigstore accepts P-256, P-384 or P-521 only"
     return ""
 
 

@@ -123,6 +123,11 @@ def test_keys_inline_and_from_a_secret(pem: str) -> None:
             secret({"cosign.pub": b"not a key"}),
             "trusted key unusable: Secret bootc-operator/keys key cosign.pub: no PEM block",
         ),
+        (
+            secret({"cosign.pub": pem_of(ec.generate_private_key(ec.SECP256K1())).encode()}),
+            "trusted key unusable: Secret bootc-operator/keys key cosign.pub is an ECDSA key "
+            "on curve secp256k1; sigstore accepts P-256, P-384 or P-521 only",
+        ),
     ],
 )
 def test_a_key_secret_that_cannot_be_used_is_named(watched: WatchedSecret, problem: str) -> None:

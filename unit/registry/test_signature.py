@@ -471,6 +471,51 @@ def test_a_key_type_cosign_never_signs_with_is_refused() -> None:
             load_public_keys(pem, "k")
 
 
+def rsa_pem(bits: int) -> bytes:
+    """An RSA public key of a ``bits``-bit modulus (made from numbers: no key generation)."""
+    modulus = (1 << (bits - 1)) | 0xF1  # odd, exactly ``bits`` bits
+    key = rsa.RSAPublicNumbers(65537, modulus).public_key()
+    return key.public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+
+
+def ec_pem(curve: ec.EllipticCurve) -> bytes:
+    return (
+        ec.generate_private_key(curve)
+        .public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
+
+
+@pytest.mark.parametrize("bits", [1024, 1536, 2047, 2049, 8192])
+def test_an_rsa_key_of_a_size_sigstore_refuses_is_refused(bits: int) -> None:
+    """Issue 37 §11: as sigstore, RSA keys of 2048, 3072 or 4096 bits only."""
+    with pytest.raises(InvalidPublicKey) as info:
+        load_public_keys(rsa_pem(bits), "k")
+    assert str(info.value) == (
+        f"k is an RSA key of {bits} bits; sigstore accepts 2048, 3072 or 4096 bits only"
+    )
+
+
+@pytest.mark.parametrize("bits", [2048, 3072, 4096])
+def test_an_rsa_key_of_a_size_sigstore_accepts_is_loaded(bits: int) -> None:
+    (key,) = load_public_keys(rsa_pem(bits), "k")
+    assert key.algorithm == f"rsa-{bits}"
+
+
+@pytest.mark.parametrize(
+    "curve", [ec.SECP256K1(), ec.BrainpoolP256R1(), ec.SECP192R1(), ec.SECP224R1()]
+)
+def test_an_ecdsa_key_on_a_curve_sigstore_refuses_is_refused(curve: ec.EllipticCurve) -> None:
+    """Issue 37 §11: as sigstore, ECDSA on NIST P-256, P-384 and P-521 only."""
+    with pytest.raises(InvalidPublicKey) as info:
+        load_public_keys(ec_pem(curve), "k")
+    assert str(info.value) == (
+        f"k is an ECDSA key on curve {curve.name}; sigstore accepts P-256, P-384 or P-521 only"
+    )
+
+
 # ---------------------------------------------------------------- real cosign output
 
 
