@@ -19,9 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from pydantic.alias_generators import to_camel
 
 from bootc_operator.api import constants as c
+from bootc_operator.api import defaults
 from bootc_operator.api.imageref import DIGEST_REF_PATTERN, POOL_REF_PATTERN
 from bootc_operator.api.wire import (
-    DEFAULT_HEALTH_TIMEOUT_SECONDS,
     BootAssessmentState,
     DesiredImageState,
     RebootKind,
@@ -29,7 +29,6 @@ from bootc_operator.api.wire import (
 )
 
 __all__ = [
-    "DEFAULT_HEALTH_TIMEOUT_SECONDS",
     "BootAssessment",
     "BootAssessmentState",
     "DesiredImageState",
@@ -170,11 +169,12 @@ class PublicKeySecretReference(WireModel):
         "(docs/security.md).",
     )
     key: str = Field(
-        default="cosign.pub",
+        default=defaults.PUBLIC_KEY_SECRET_KEY,
         min_length=1,
         max_length=253,
         pattern=r"^[-._a-zA-Z0-9]+$",
-        description='the Secret\'s data key holding the PEM; default "cosign.pub" (what '
+        description="the Secret's data key holding the PEM; default "
+        f'"{defaults.PUBLIC_KEY_SECRET_KEY}" (what '
         "cosign generate-key-pair k8s://NS/NAME writes).",
     )
 
@@ -286,9 +286,10 @@ class MaintenanceWindow(WireModel):
         "(1m to 168h).",
     )
     time_zone: str = Field(
-        default="UTC",
+        default=defaults.WINDOW_TIME_ZONE,
         min_length=1,
-        description='the IANA time zone of start and days, e.g. "Europe/Berlin"; default UTC.',
+        description='the IANA time zone of start and days, e.g. "Europe/Berlin"; default '
+        f"{defaults.WINDOW_TIME_ZONE}.",
     )
 
 
@@ -296,10 +297,10 @@ class CanarySpec(WireModel):
     """Nodes that try a new target first."""
 
     nodes: int | str = Field(
-        default=1,
+        default=defaults.CANARY_NODES,
         description='how many canaries: an integer (>= 1) or a percentage of the pool ("10%", '
         "rounded up, at least 1). Nodes labelled bootc.dev/canary come first, then by name. "
-        "Defaults to 1.",
+        f"Defaults to {defaults.CANARY_NODES}.",
         json_schema_extra={
             "x-kubernetes-int-or-string": True,
             "x-kubernetes-validations": INT_OR_PERCENT_CEL("canary.nodes", minimum=1),
@@ -379,7 +380,7 @@ class OrderSpec(WireModel):
         "a value is a number (numbers before words); nodes without it after the others.",
     )
     by: OrderBy = Field(
-        default=OrderBy.NAME,
+        default=OrderBy(defaults.ORDER_BY),
         description='among nodes the above leaves equal: "Name"; "OldestBootFirst" (the node '
         'Ready the longest, i.e. booted longest ago, first); "NewestFirst" (the most recently '
         "created Node first). Ties always break by name.",
@@ -461,9 +462,9 @@ class RolloutSpec(WireModel):
     """How updates roll out across the pool's nodes."""
 
     max_unavailable: int | str = Field(
-        default=1,
+        default=defaults.MAX_UNAVAILABLE,
         description="the most nodes rebooting at once: an integer (1) or a percentage of the "
-        'pool ("25%", rounded up). Defaults to 1.',
+        f'pool ("25%", rounded up). Defaults to {defaults.MAX_UNAVAILABLE}.',
         json_schema_extra={
             "x-kubernetes-int-or-string": True,
             "x-kubernetes-validations": MAX_UNAVAILABLE_CEL,
@@ -496,7 +497,7 @@ class RolloutSpec(WireModel):
         default=None,
         description="how many unhealthy slot holders (degraded, or not back in time) halt the "
         'rollout: an integer (>= 1) or a percentage of the pool ("10%", rounded up, at least '
-        "1). Unset: 2.",
+        f"1). Unset: {defaults.MAX_UNHEALTHY}.",
         json_schema_extra={
             "x-kubernetes-int-or-string": True,
             "x-kubernetes-validations": MAX_UNHEALTHY_CEL,
@@ -569,7 +570,7 @@ class DisruptionSpec(WireModel):
     """How nodes are disrupted during updates."""
 
     reboot_policy: RebootPolicy = Field(
-        default=RebootPolicy.REBOOT_ONLY,
+        default=RebootPolicy(defaults.REBOOT_POLICY),
         description='"RebootOnly" always reboots fully; "AllowSoftReboot" restarts userspace '
         "only when the update supports it.",
     )
@@ -648,11 +649,11 @@ class HealthSpec(WireModel):
         default=None,
         ge=1,
         description="counted from the reboot request; a node still not healthy then has "
-        f"failed. Unset: {DEFAULT_HEALTH_TIMEOUT_SECONDS}.",
+        f"failed. Unset: {defaults.HEALTH_TIMEOUT_SECONDS}.",
         json_schema_extra={"format": "int32"},
     )
     on_failure: HealthFailurePolicy = Field(
-        default=HealthFailurePolicy.HALT,
+        default=HealthFailurePolicy(defaults.HEALTH_ON_FAILURE),
         description='"Halt": the node keeps its slot and no new slots are taken; "Rollback": '
         "the node boots its previous deployment again (bootc rollback), is released and is "
         "not offered that digest again until the target changes. Either way the pool is "

@@ -6,7 +6,7 @@ enums ``DesiredImageState``, ``RebootPolicy``, ``RebootKind``,
 ``BootAssessmentState``. Kept apart, and free of pydantic, so the daemon on every
 node pays neither pydantic's import (about 9 MiB with its compiled core) nor the
 models' schema builds. ``v1alpha1`` holds the pydantic models of the same shapes,
-which generate the CRDs and validate what the controller reads; a unit test pins
+which generate the CRDs; a unit test pins
 that each dataclass renders exactly what its ``v1alpha1`` model accepts and
 writes back.
 """
@@ -17,9 +17,6 @@ import datetime as dt
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
-
-#: spec.health.timeoutSeconds when unset (the CRD documents it; the health gate applies it)
-DEFAULT_HEALTH_TIMEOUT_SECONDS = 600
 
 
 class RebootPolicy(StrEnum):

@@ -45,9 +45,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from bootc_operator.api import defaults
 from bootc_operator.api.conditions import get_condition
 from bootc_operator.api.timefmt import parse_time
-from bootc_operator.api.wire import DEFAULT_HEALTH_TIMEOUT_SECONDS, BootAssessmentState
+from bootc_operator.api.wire import BootAssessmentState
 from bootc_operator.gates.queries import CHECK_QUERIES, HealthQuery, NodeQueries, queries_check
 from bootc_operator.policy.nodestate import NodeState, NodeView
 from bootc_operator.policy.selectors import matches
@@ -74,7 +75,7 @@ class HealthPolicy:
     #: ``spec.health.pods.selector`` (a LabelSelector dict); None: no pod check
     pods_selector: Mapping[str, Any] | None = None
     pods_namespaces: frozenset[str] = frozenset()
-    timeout_seconds: float = float(DEFAULT_HEALTH_TIMEOUT_SECONDS)
+    timeout_seconds: float = float(defaults.HEALTH_TIMEOUT_SECONDS)
     rollback: bool = False  # onFailure: Rollback
     queries: tuple[HealthQuery, ...] = ()  # spec.health.queries
 

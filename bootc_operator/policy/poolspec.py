@@ -33,13 +33,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bootc_operator.api import constants as c
+from bootc_operator.api import defaults
 from bootc_operator.api.imageref import InvalidImageRef, parse_image_ref
 from bootc_operator.api.intstr import (
     InvalidIntOrPercent,
     resolve_int_or_percent,
     resolve_max_unavailable,
 )
-from bootc_operator.api.wire import DEFAULT_HEALTH_TIMEOUT_SECONDS
 from bootc_operator.gates.queries import HealthQuery, parse_hold
 from bootc_operator.policy.drainplan import MIN_GRACE_PERIOD, DrainPolicy
 from bootc_operator.policy.health import HealthPolicy
@@ -47,8 +47,6 @@ from bootc_operator.policy.order import BY_NAME, FIRST, LAST, NEWEST_FIRST, OLDE
 from bootc_operator.policy.selectors import InvalidSelector, validate_selector
 from bootc_operator.policy.topology import Topology
 from bootc_operator.policy.windows import Window, parse_windows
-
-DEFAULT_MAX_UNHEALTHY = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,9 +125,9 @@ class PoolPolicy:
     def resolve_max_unhealthy(self, total: int) -> int:
         """Unhealthy slot holders that halt the rollout: default 2, never below 1."""
         if self.max_unhealthy is None:
-            return DEFAULT_MAX_UNHEALTHY
+            return defaults.MAX_UNHEALTHY
         count = resolve_int_or_percent(
-            self.max_unhealthy, total, field="maxUnhealthy", default=DEFAULT_MAX_UNHEALTHY
+            self.max_unhealthy, total, field="maxUnhealthy", default=defaults.MAX_UNHEALTHY
         )
         if isinstance(self.max_unhealthy, int):
             count = self.max_unhealthy  # not clamped to the pool size: "5" means 5
@@ -169,35 +167,94 @@ def check_pool(
 ) -> PoolPolicy:
     """The pool's policy; ``resolved``: tag ref -> digest, as this process resolved it;
     ``verified``: the ``repo@digest`` whose signature verification holds for the keys
-    the pool trusts now (the signature reconciler's ``verified``)."""
+    the pool trusts now (the signature reconciler's ``verified``). One reader per
+    section of the spec; an absent field takes its default from ``api.defaults`` (the
+    models' own)."""
     spec = pool.get("spec") or {}
     rollout = spec.get("rollout") or {}
     problems: list[str] = []
+    selector_ok = _check_selector(spec.get("nodeSelector"), "nodeSelector" in spec, problems)
+    image = _image_target(spec, resolved, verified, problems)
+    _check_counts(rollout, problems)
+    windows, window_problems = parse_windows(rollout.get("maintenanceWindows"))
+    problems.extend(window_problems)
+    health = _health_policy(spec.get("health"), problems)
+    canary_nodes, require_approval = _canary(rollout.get("canary"), problems)
+    topology = _topology(rollout.get("topology"), problems)
+    order = _order(rollout.get("order"), problems)
+    drain = _drain_policy(rollout, problems)
+    reboot_timeout = _seconds(rollout, "rebootTimeoutSeconds", problems)
+    return PoolPolicy(
+        problems=tuple(problems),
+        image_ref=image.ref_text,
+        repository=image.repository,
+        tag=image.tag,
+        target_digest=image.target,
+        selector_ok=selector_ok,
+        selector=spec.get("nodeSelector") if selector_ok else None,
+        paused=bool(rollout.get("paused")),
+        drain_timeout=drain.timeout,
+        drain=drain,
+        reboot_timeout=reboot_timeout,
+        max_unavailable=rollout.get("maxUnavailable", defaults.MAX_UNAVAILABLE),
+        targets=frozenset({image.target}) if image.target else frozenset(),
+        max_unhealthy=rollout.get("maxUnhealthy"),
+        stage_ahead=rollout.get("stageAhead"),
+        windows=tuple(windows),
+        health=health,
+        canary_nodes=canary_nodes,
+        require_approval=require_approval,
+        approved_digest=rollout.get("approvedDigest"),
+        reboot_policy=_reboot_policy(spec),
+        topology=topology,
+        order=order,
+        verification=image.fingerprint,
+        unverified_digest=image.unverified,
+    )
 
-    selector_ok = True
-    if "nodeSelector" not in spec:
+
+def _check_selector(selector: Any, present: bool, problems: list[str]) -> bool:
+    """``spec.nodeSelector``: required, and a valid label selector."""
+    if not present:
         problems.append("spec.nodeSelector is required")
-        selector_ok = False
-    else:
-        try:
-            validate_selector(spec.get("nodeSelector"))
-        except InvalidSelector as err:
-            problems.append(f"spec.nodeSelector: {err}")
-            selector_ok = False
+        return False
+    try:
+        validate_selector(selector)
+    except InvalidSelector as err:
+        problems.append(f"spec.nodeSelector: {err}")
+        return False
+    return True
 
-    repository = tag = target = None
-    ref_text = (spec.get("image") or {}).get("ref", "")
+
+@dataclass(frozen=True, slots=True)
+class _ImageTarget:
+    """What ``spec.image`` names and which digest the pool may target now."""
+
+    ref_text: str
+    repository: str | None = None
+    tag: str | None = None
+    target: str | None = None
+    fingerprint: str | None = None
+    unverified: str | None = None
+
+
+def _image_target(
+    spec: Mapping[str, Any],
+    resolved: Mapping[str, str] | None,
+    verified: str | None,
+    problems: list[str],
+) -> _ImageTarget:
+    """``spec.image``: the ref parsed, the digest it names (a tag's as resolved), and
+    with ``verification`` the digest held back until its signature is verified."""
+    ref_text = str((spec.get("image") or {}).get("ref", ""))
+    fingerprint = verification_fingerprint(spec)
     try:
         ref = parse_image_ref(ref_text)
-        repository = ref.name
-        if ref.digest:
-            target = ref.digest
-        else:
-            tag = ref.reference
-            target = (resolved or {}).get(ref_text)
     except InvalidImageRef as err:
         problems.append(f"spec.image.ref: {err}")
-    fingerprint = verification_fingerprint(spec)
+        return _ImageTarget(ref_text, fingerprint=fingerprint)
+    repository, tag = ref.name, None if ref.digest else ref.reference
+    target = ref.digest or (resolved or {}).get(ref_text)
     unverified = None
     if fingerprint is not None and target is not None and verified != f"{repository}@{target}":
         # The digest verified with these very keys stays the target meanwhile (a
@@ -207,8 +264,12 @@ def check_pool(
             verified_repo, _, verified_digest = verified.rpartition("@")
             if verified_repo == repository:
                 target = verified_digest
+    return _ImageTarget(ref_text, repository, tag, target, fingerprint, unverified)
 
-    max_unavailable = rollout.get("maxUnavailable", 1)
+
+def _check_counts(rollout: Mapping[str, Any], problems: list[str]) -> None:
+    """``maxUnavailable``, ``maxUnhealthy``, ``stageAhead``: an integer or a percentage
+    (read again, against the pool's size, by ``PoolPolicy.budgets``)."""
     for name in ("maxUnavailable", "maxUnhealthy", "stageAhead"):
         value = rollout.get(name)
         if value is None:
@@ -219,55 +280,25 @@ def check_pool(
             problems.append(f"spec.rollout.{name}: {err}")
     if rollout.get("maxUnhealthy") in (0, "0%"):
         problems.append("spec.rollout.maxUnhealthy must be at least 1")
-    windows, window_problems = parse_windows(rollout.get("maintenanceWindows"))
-    problems.extend(window_problems)
 
-    health = _health_policy(spec.get("health"), problems)
-    canary = rollout.get("canary")
-    canary_nodes: int | str | None = None
-    if isinstance(canary, Mapping):
-        canary_nodes = canary.get("nodes", 1)
-        try:
-            resolve_int_or_percent(canary_nodes, 1, field="canary.nodes")
-        except InvalidIntOrPercent as err:
-            problems.append(f"spec.rollout.canary.nodes: {err}")
-            canary_nodes = None
-        if canary_nodes in (0, "0%"):
-            problems.append("spec.rollout.canary.nodes must be at least 1")
-    elif canary is not None:
+
+def _canary(canary: Any, problems: list[str]) -> tuple[int | str | None, bool]:
+    """``spec.rollout.canary``: how many canaries (None: none) and whether they need
+    approval."""
+    if canary is None:
+        return None, False
+    if not isinstance(canary, Mapping):
         problems.append("spec.rollout.canary must be an object")
-
-    topology = _topology(rollout.get("topology"), problems)
-    order = _order(rollout.get("order"), problems)
-    drain = _drain_policy(rollout, problems)
-    reboot_timeout = _seconds(rollout, "rebootTimeoutSeconds", problems)
-    return PoolPolicy(
-        problems=tuple(problems),
-        image_ref=str(ref_text),
-        repository=repository,
-        tag=tag,
-        target_digest=target,
-        selector_ok=selector_ok,
-        selector=spec.get("nodeSelector") if selector_ok else None,
-        paused=bool(rollout.get("paused")),
-        drain_timeout=drain.timeout,
-        drain=drain,
-        reboot_timeout=reboot_timeout,
-        max_unavailable=max_unavailable,
-        targets=frozenset({target}) if target else frozenset(),
-        max_unhealthy=rollout.get("maxUnhealthy"),
-        stage_ahead=rollout.get("stageAhead"),
-        windows=tuple(windows),
-        health=health,
-        canary_nodes=canary_nodes,
-        require_approval=isinstance(canary, Mapping) and bool(canary.get("requireApproval")),
-        approved_digest=rollout.get("approvedDigest"),
-        reboot_policy=_reboot_policy(spec),
-        topology=topology,
-        order=order,
-        verification=fingerprint,
-        unverified_digest=unverified,
-    )
+        return None, False
+    nodes: int | str | None = canary.get("nodes", defaults.CANARY_NODES)
+    try:
+        resolve_int_or_percent(nodes, 1, field="canary.nodes")
+    except InvalidIntOrPercent as err:
+        problems.append(f"spec.rollout.canary.nodes: {err}")
+        nodes = None
+    if nodes in (0, "0%"):
+        problems.append("spec.rollout.canary.nodes must be at least 1")
+    return nodes, bool(canary.get("requireApproval"))
 
 
 def _order(order: Any, problems: list[str]) -> Order | None:
@@ -277,7 +308,7 @@ def _order(order: Any, problems: list[str]) -> Order | None:
     if not isinstance(order, Mapping):
         problems.append("spec.rollout.order must be an object")
         return None
-    by = order.get("by") or BY_NAME
+    by = order.get("by") or defaults.ORDER_BY
     by_label = order.get("byLabel")
     control_plane = order.get("controlPlane")
     bad = len(problems)
@@ -445,8 +476,8 @@ def _health_policy(health: Any, problems: list[str]) -> HealthPolicy | None:
         boot_complete=bool(health.get("bootComplete")),
         pods_selector=selector,
         pods_namespaces=namespaces,
-        timeout_seconds=float(number("timeoutSeconds", 1, DEFAULT_HEALTH_TIMEOUT_SECONDS)),
-        rollback=health.get("onFailure") == "Rollback",
+        timeout_seconds=float(number("timeoutSeconds", 1, defaults.HEALTH_TIMEOUT_SECONDS)),
+        rollback=health.get("onFailure", defaults.HEALTH_ON_FAILURE) == "Rollback",
     )
 
 

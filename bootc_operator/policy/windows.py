@@ -30,6 +30,7 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from bootc_operator.api import constants as c
+from bootc_operator.api import defaults
 
 DAYS = c.WINDOW_DAYS
 START_PATTERN = c.WINDOW_START_PATTERN
@@ -98,7 +99,7 @@ def parse_windows(raw: Iterable[Mapping[str, Any]] | None) -> tuple[list[Window]
                 f'{where}.duration: "{duration_text}" is not a duration like "4h", "90m" or '
                 '"1h30m" between 1m and 168h'
             )
-        zone_name = str(item.get("timeZone") or "UTC")
+        zone_name = str(item.get("timeZone") or defaults.WINDOW_TIME_ZONE)
         try:
             zone = ZoneInfo(zone_name)
         except (ZoneInfoNotFoundError, ValueError):

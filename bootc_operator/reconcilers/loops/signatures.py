@@ -51,6 +51,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bootc_operator.api import constants as c
+from bootc_operator.api import defaults
 from bootc_operator.reconcilers.context import Context, Obj, pool_ref
 from bootc_operator.reconcilers.loops.tags import retry_delay
 from bootc_operator.reconcilers.watchers.pullsecrets import Ref, SecretState, WatchedSecret
@@ -69,7 +70,6 @@ log = logging.getLogger("signatures")
 
 #: ``(host/repo@sha256:…, dockerconfigjson) -> the signature documents``
 FetchSignature = Callable[[str, bytes | None], Awaitable[SignatureDocuments]]
-DEFAULT_KEY = "cosign.pub"
 PENDING_RETRY = 1.0  # a key or pull Secret whose watch has not synced yet
 
 
@@ -112,7 +112,7 @@ def collect_keys(verification: Mapping[str, Any], read: Callable[[Ref], WatchedS
             keys.extend(load_public_keys(str(pem), f"verification.publicKeys[{n}]"))
         for ref in verification.get("publicKeySecretRefs") or []:
             ns, name = str(ref.get("namespace", "")), str(ref.get("name", ""))
-            data_key = str(ref.get("key") or DEFAULT_KEY)
+            data_key = str(ref.get("key") or defaults.PUBLIC_KEY_SECRET_KEY)
             where = f"Secret {ns}/{name} key {data_key}"
             watched = read((ns, name))
             if watched.pending:
