@@ -10,25 +10,29 @@ a download-only deployment, run ``bootc rollback``, reboot fully or softly, or w
 for odd input: ``agent`` is the thin async shell that gathers the inputs, writes the
 status and runs the commands.
 
-Rules, in order (the first that applies wins):
+Rules, in order (the first that applies wins): ``RULES``, one function per rule, each
+returning its ``Decision`` or None when it does not apply, over a ``Situation`` (the
+inputs and what the rules derive from them, derived once).
 
-0. ``spec.desiredImage`` fails the BootcNode CRD's pattern
+0. (``invalid_image``) ``spec.desiredImage`` fails the BootcNode CRD's pattern
    (``imageref.desired_image_problem``: e.g. it begins with "-", or holds a control
    character) → ``Idle=True``, ``Degraded=True/InvalidImage`` saying why, a running
    switch cancelled; never a switch (defence in depth behind the CRD, and the shell
    ends bootc's options with ``--`` anyway).
-1. A switch of the desired image is running → ``Idle=False/Staging``. The host
-   status is not re-read meanwhile: bootc holds the sysroot lock while it stages.
-2. ``bootc status`` failed (timeout, garbage, non-zero exit) → ``Degraded=True`` with
-   the reason, ``Idle`` left as it was, nothing else done; re-read after a capped
-   exponential backoff.
-3. bootc cannot manage the host (``booted: null``, ``incompatible: true``, booted
-   deployment without an image) → ``Idle=True``, ``Degraded=True`` saying exactly
-   why; never a switch.
-4. No desired image, or the booted deployment runs it → ``Idle=True/Idle``; unless
-   the next reboot, whoever causes it, would leave that image:
-   a. a rollback is queued (``rollbackQueued``; e.g. a rollback was queued by rule 6
-      and then the target moved back to the booted image): reverted with a second
+1. (``switch_running``) A switch of the desired image is running →
+   ``Idle=False/Staging``. The host status is not re-read meanwhile: bootc holds the
+   sysroot lock while it stages.
+2. (``no_status``) ``bootc status`` failed (timeout, garbage, non-zero exit) →
+   ``Degraded=True`` with the reason, ``Idle`` left as it was, nothing else done;
+   re-read after a capped exponential backoff.
+3. (``unmanageable``) bootc cannot manage the host (``booted: null``,
+   ``incompatible: true``, booted deployment without an image) → ``Idle=True``,
+   ``Degraded=True`` saying exactly why; never a switch.
+4. (``booted_desired``) No desired image, or the booted deployment runs it →
+   ``Idle=True/Idle``; unless the next reboot, whoever causes it, would leave that image:
+   a. (``revert_queued_rollback``, tried before 4) a rollback is queued
+      (``rollbackQueued``; e.g. a rollback was queued by rule 6 and then the target
+      moved back to the booted image): reverted with a second
       ``bootc rollback`` (``Idle=False/Staging``, "reverting the queued rollback to
       X"; failures and backoff as in rule 7, and one that exits 0 with the rollback
       still queued counts as failed);
@@ -41,7 +45,7 @@ Rules, in order (the first that applies wins):
       boot and needs one to exist, and undoing that takes a second rollback, with the
       old rollback image queued in between. A *download-only* staged deployment is
       left alone: bootc never boots one (a reboot discards it).
-5. The desired image boots next: it is staged, or it is the rollback deployment and
+5. (``boots_next``) The desired image boots next: it is staged, or it is the rollback deployment and
    a rollback is queued (rule 6 ran ``bootc rollback``):
    ``desiredImageState: Staged`` → ``Idle=False/Staged`` (for a queued rollback: "a
    rollback to X is queued");
@@ -91,8 +95,8 @@ Rules, in order (the first that applies wins):
    is the conservative way back. A soft reboot still needs the drained slot: it
    restarts every pod. With the policy, a full reboot's Idle message says why it is
    not soft; without it the message is unchanged ("rebooting into X").
-6. The desired image is the *rollback* deployment (``image_matches``), neither booted
-   nor staged: this is how the controller rolls a node back after a failed health
+6. (``roll_back``) The desired image is the *rollback* deployment (``image_matches``),
+   neither booted nor staged: this is how the controller rolls a node back after a failed health
    check (``desiredImage`` = the rollback deployment as a digest ref; the Go
    operator's daemon would ``bootc switch`` to it, which ends in the same place).
    Queue it with ``bootc rollback`` (no ``--apply``, no pull: the deployment is on
@@ -100,7 +104,7 @@ Rules, in order (the first that applies wins):
    X"); status is re-read and rule 5 takes over (Staged, or Rebooting with the
    permit). Failures and backoff as a switch's (rule 7); a rollback that exited 0
    without ``rollbackQueued: true`` counts as failed.
-7. Otherwise stage it (``Idle=False/Staging``, start a switch), unless the last switch
+7. (``stage``) Otherwise stage it (``Idle=False/Staging``, start a switch), unless the last switch
    of this very image failed less than the backoff ago: then ``Idle=True/Idle`` +
    ``Degraded=True/Error`` with bootc's error text until the retry is due. A switch
    that exited 0 but left status without the image staged counts as failed ("exit
@@ -140,14 +144,15 @@ again. A switch already running (1) and everything that pulls nothing go on.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any, Final, Literal
 
 from bootc_operator.api import constants as c
 from bootc_operator.api.imageref import desired_image_problem
 from bootc_operator.api.wire import DesiredImageState, RebootKind, RebootPolicy
-from bootc_operator.daemon.bootc_status import HostStatus, image_matches
+from bootc_operator.daemon.bootc_status import DeploymentImages, HostStatus, image_matches
 
 Action = Literal["switch", "apply", "rollback", "reboot", "soft-reboot"]
 
@@ -496,110 +501,206 @@ def attempt_problem(attempt: Attempt, staged_image: str | None, *, queued: bool 
     )
 
 
-def _stage(
-    image: str,
-    last: Attempt | None,
-    forget: bool,
-    staged_image: str | None,
-    *,
-    idle: Cond,
-    now: float,
-    retry: RetryPolicy,
-    other_switch: bool,
-    extra: tuple[str, ...],
-    action: Literal["switch", "rollback"] = "switch",
-    queued: bool = False,
-    notes: tuple[str, ...] = (),
-    wait: str | None = None,
-) -> Decision:
-    """Start (or retry after the backoff) a switch to ``image``, or a ``bootc rollback``
-    (``action``); ``idle`` while it runs. ``extra`` problems make Degraded, ``notes``
-    (pull problems where nothing is pulled) go into the Idle message; ``queued``: bootc
-    status shows a queued rollback; ``wait``: why the credentials for a switch are not
-    there yet (no switch until they are)."""
-    failed = last if last is not None and last.action == action else None
-    forget = forget or (last is not None and last.action != action)
-    if wait is not None and action == "switch":
-        problem = attempt_problem(failed, staged_image) if failed is not None else None
+# ------------------------------------------------------------------ the rules
+
+
+@dataclass(frozen=True)
+class Situation:
+    """One decision's inputs and what the rules derive from them, derived once."""
+
+    desired: Desired | None
+    host: HostView
+    work: Work
+    now: float
+    retry: RetryPolicy
+    #: pull-secret problems (``pull_problems``, empties dropped)
+    pull: tuple[str, ...] = ()
+    pull_wait: str | None = None
+
+    @cached_property
+    def last(self) -> Attempt | None:
+        """The last attempt, if it was at the desired image (another says nothing)."""
+        last = self.work.last
+        if self.desired is not None and last is not None and last.image != self.desired.image:
+            return None
+        return last
+
+    @property
+    def forget(self) -> bool:
+        """The ``Work.last`` record is about another image: obsolete."""
+        return self.work.last is not None and self.last is None
+
+    @property
+    def other_switch(self) -> bool:
+        """A switch of an image other than the desired one is running."""
+        switching = self.work.switching
+        return switching is not None and (self.desired is None or switching != self.desired.image)
+
+    @property
+    def want(self) -> Desired:
+        """The desired image, for the rules after 4 (which takes every pass without one)."""
+        if self.desired is None:
+            raise AssertionError("rule 4 decides every pass without a desired image")
+        return self.desired
+
+    @property
+    def status(self) -> HostStatus:
+        """The host status, for the rules after 2 (which takes every pass without one)."""
+        if self.host.status is None:
+            raise AssertionError("rule 2 decides every pass without a host status")
+        return self.host.status
+
+    @cached_property
+    def images(self) -> DeploymentImages:
+        return self.status.images()
+
+    @property
+    def staged_image(self) -> str | None:
+        return self.images.staged.image if self.images.staged else None
+
+    @property
+    def download_only(self) -> bool:
+        return self.status.staged is not None and self.status.staged.download_only
+
+    @property
+    def queued(self) -> bool:
+        """A rollback is queued (``bootc rollback`` ran) and its deployment is known."""
+        return self.status.rollback_queued and self.images.rollback is not None
+
+    def rest(self, idle: Cond, degraded_: Cond = HEALTHY) -> Decision:
+        """Nothing to run: report, stop any switch, drop the attempt record."""
         return Decision(
-            Cond(False, c.REASON_STAGING, f"waiting to stage {image}: {wait}"),
-            degraded_by(problem, extra, reason=attempt_reason(failed)),
-            cancel_switch=other_switch,
+            idle,
+            degraded_,
+            cancel_switch=self.work.switching is not None,
+            forget_attempt=self.work.last is not None,
         )
-    start_switch = image if action == "switch" else None
-    rollback = action == "rollback"
-    if failed is not None:
-        problem = attempt_problem(failed, staged_image, queued=queued)
-        retry_at = failed.finished_at + retry.delay(failed.attempts)
-        if now < retry_at:
-            return Decision(
-                with_note(IDLE, notes),
-                degraded_by(problem, extra, reason=attempt_reason(failed)),
-                cancel_switch=other_switch,
-                requeue_after=retry_at - now,
-            )
-        return Decision(
-            with_note(idle, notes),
-            degraded_by(problem, extra, reason=attempt_reason(failed)),
-            cancel_switch=other_switch,
-            start_switch=start_switch,
-            rollback=rollback,
-        )
+
+
+Rule = Callable[[Situation], "Decision | None"]
+
+
+def invalid_image(s: Situation) -> Decision | None:
+    """0. ``spec.desiredImage`` fails the CRD's pattern: never handed to bootc (it
+    could read as an option)."""
+    bad = desired_image_problem(s.desired.image) if s.desired is not None else None
+    return None if bad is None else s.rest(IDLE, Cond(True, c.REASON_INVALID_IMAGE, bad))
+
+
+def switch_running(s: Situation) -> Decision | None:
+    """1. A switch of the desired image is running: Staging."""
+    if s.desired is None or s.work.switching != s.desired.image:
+        return None
+    last = s.last
+    problem = attempt_problem(last, None) if last and last.action == "switch" else None
     return Decision(
-        with_note(idle, notes),
-        degraded_by(None, extra),
-        cancel_switch=other_switch,
-        start_switch=start_switch,
-        rollback=rollback,
-        forget_attempt=forget,
+        staging(s.desired.image),
+        degraded_by(problem, s.pull, reason=attempt_reason(last)),
+        forget_attempt=s.forget,
     )
 
 
-def _command_after_backoff(
-    action: Action,
-    failed: Attempt | None,
-    staged_image: str | None,
-    *,
-    forget: bool,
-    now: float,
-    retry: RetryPolicy,
-    other_switch: bool,
-    ready: Cond,
-    waiting: Cond,
-) -> Decision:
-    """Run ``action`` (apply, reboot or soft reboot), or wait out the backoff of its
-    ``failed`` attempt."""
-    apply_staged, reboot, soft = action == "apply", action == "reboot", action == "soft-reboot"
-    kind = RebootKind.SOFT if soft else RebootKind.FULL if reboot else None
-    if failed is None:
-        return Decision(
-            ready,
-            HEALTHY,
-            cancel_switch=other_switch,
-            apply_staged=apply_staged,
-            reboot=reboot,
-            soft_reboot=soft,
-            reboot_kind=kind,
-            forget_attempt=forget,
-        )
-    problem = attempt_problem(failed, staged_image)
-    retry_at = failed.finished_at + retry.delay(failed.attempts)
-    if now < retry_at:
-        return Decision(
-            waiting,
-            degraded(problem),
-            cancel_switch=other_switch,
-            requeue_after=retry_at - now,
-        )
+def no_status(s: Situation) -> Decision | None:
+    """2. No usable ``bootc status``: Degraded, Idle left as it was, re-read later."""
+    if s.host.error is None and s.host.status is not None:
+        return None
+    error = s.host.error or "bootc status has not been read yet"
+    why = c.REASON_UNREADABLE_STATUS if s.host.unreadable else c.REASON_ERROR
     return Decision(
-        ready,
-        degraded(problem),
-        cancel_switch=other_switch,
-        apply_staged=apply_staged,
-        reboot=reboot,
-        soft_reboot=soft,
-        reboot_kind=kind,
+        None,
+        degraded_by(error, s.pull, reason=why),
+        cancel_switch=s.other_switch,
+        requeue_after=s.retry.delay(max(1, s.host.failures)),
     )
+
+
+def unmanageable(s: Situation) -> Decision | None:
+    """3. A host bootc cannot manage: Idle, Degraded saying why; never a switch."""
+    reason = s.status.unmanageable_reason()
+    return None if reason is None else s.rest(IDLE, degraded_by(reason, s.pull))
+
+
+def revert_queued_rollback(s: Situation) -> Decision | None:
+    """4a. The booted image is desired but a rollback is queued: revert it."""
+    if s.desired is None or not s.queued or not image_matches(s.images.booted, s.desired.image):
+        return None
+    queued_image = s.images.rollback.image if s.images.rollback else None
+    idle = reverting(s.desired.image, queued_image)
+    return _stage(s, idle, action="rollback", queued=True)
+
+
+def booted_desired(s: Situation) -> Decision | None:
+    """4. Nothing desired, or the desired image is booted: Idle; unless another image is
+    still staged (4b): the booted image is staged again over it."""
+    desired = s.desired
+    if desired is not None and not image_matches(s.images.booted, desired.image):
+        return None
+    stale = s.staged_image
+    if (
+        desired is None
+        or stale is None
+        or s.download_only  # bootc never boots a download-only deployment
+        or image_matches(s.images.staged, desired.image)
+    ):
+        return s.rest(with_note(IDLE, s.pull))
+    idle = restaging(desired.image, stale, out_of_band=s.work.out_of_band == stale)
+    return _stage(s, idle, wait=s.pull_wait)
+
+
+def boots_next(s: Situation) -> Decision | None:
+    """5. The desired image boots next (staged, or the queued rollback): Staged, or with
+    ``Booted`` and the reboot permit the reboot (soft where allowed and capable)."""
+    desired = s.want
+    rolled_back = s.queued and image_matches(s.images.rollback, desired.image)
+    if not rolled_back and not image_matches(s.images.staged, desired.image):
+        return None
+    download_only = s.download_only and not rolled_back
+    waiting = with_note(
+        rollback_queued(desired.image)
+        if rolled_back
+        else staged(desired.image, download_only=download_only),
+        s.pull,
+    )
+    if desired.state != DesiredImageState.BOOTED:
+        return Decision(
+            waiting, HEALTHY, cancel_switch=s.other_switch, forget_attempt=s.work.last is not None
+        )
+    kind = _reboot_kind(s, rolled_back=rolled_back)
+    if s.work.reboot_requested == desired.image:
+        soft = s.work.reboot_soft
+        full_why = None if soft else kind.full_why
+        idle = rebooting(desired.image, rollback=rolled_back, soft=soft, full_why=full_why)
+        return Decision(idle, HEALTHY, cancel_switch=s.other_switch)
+    return _without_permit(s, waiting) or _reboot(
+        s, waiting, kind, rolled_back=rolled_back, download_only=download_only
+    )
+
+
+def roll_back(s: Situation) -> Decision | None:
+    """6. The desired image is the rollback deployment: ``bootc rollback``, no pull."""
+    if not image_matches(s.images.rollback, s.want.image):
+        return None
+    return _stage(s, rolling_back(s.want.image), action="rollback")
+
+
+def stage(s: Situation) -> Decision | None:
+    """7. Otherwise stage the desired image (after the backoff of a failed switch)."""
+    foreign = s.staged_image if s.work.out_of_band == s.staged_image else None
+    return _stage(s, staging(s.want.image, replacing=foreign), wait=s.pull_wait)
+
+
+#: The rules in order, numbered as in the module docstring: the first that decides wins.
+RULES: Final[tuple[Rule, ...]] = (
+    invalid_image,
+    switch_running,
+    no_status,
+    unmanageable,
+    revert_queued_rollback,
+    booted_desired,
+    boots_next,
+    roll_back,
+    stage,
+)
 
 
 def decide(
@@ -612,219 +713,172 @@ def decide(
     pull_problems: Sequence[str] = (),
     pull_wait: str | None = None,
 ) -> Decision:
-    """The next step for this node; see the module docstring for the rules."""
-    bad_image = desired_image_problem(desired.image) if desired is not None else None
-    if bad_image is not None:  # 0. never handed to bootc (it could read as an option)
+    """The next step for this node: the decision of the first rule of ``RULES`` that
+    has one (see the module docstring)."""
+    situation = Situation(
+        desired, host, work, now, retry, tuple(p for p in pull_problems if p), pull_wait
+    )
+    for rule in RULES:
+        if (decision := rule(situation)) is not None:
+            return decision
+    raise AssertionError("rule 7 decides every pass the others leave")
+
+
+# ------------------------------------------------------------------ the rules' steps
+
+
+@dataclass(frozen=True)
+class RebootKindChoice:
+    """Soft or full, and why full where the pool allows soft (None: not allowed)."""
+
+    soft: bool
+    full_why: str | None
+
+
+def _reboot_kind(s: Situation, *, rolled_back: bool) -> RebootKindChoice:
+    """See "Soft reboots" in the module docstring."""
+    desired = s.want
+    soft_failed = s.work.soft_reboot_failed == desired.image
+    capable = s.status.staged is not None and s.status.staged.soft_reboot_capable
+    if not desired.allow_soft_reboot:
+        return RebootKindChoice(False, None)
+    if rolled_back:
+        return RebootKindChoice(False, ROLLBACK_FULL)
+    if soft_failed:
+        return RebootKindChoice(False, SOFT_FAILED)
+    return RebootKindChoice(capable, None if capable else NOT_CAPABLE)
+
+
+def _without_permit(s: Situation, waiting: Cond) -> Decision | None:
+    """Booted without the drained slot's annotations: no reboot (rule 5)."""
+    missing = s.want.missing_permits
+    if not missing:
+        return None
+    forget = s.work.last is not None
+    if missing == (c.REBOOT_REQUESTED_ANNOTATION,):
+        # a slot whose drain is not confirmed (a previous controller's, e.g. the Go
+        # operator's): the controller adopts it; nothing is wrong with the node
         return Decision(
-            IDLE,
-            Cond(True, c.REASON_INVALID_IMAGE, bad_image),
-            cancel_switch=work.switching is not None,
-            forget_attempt=work.last is not None,
+            awaiting_drain(waiting), HEALTHY, cancel_switch=s.other_switch, forget_attempt=forget
         )
-    extra = tuple(p for p in pull_problems if p)
-    last = work.last
-    if desired is not None and last is not None and last.image != desired.image:
-        last = None  # an attempt at another image says nothing about this one
-    forget = work.last is not None and last is None
-    other_switch = work.switching is not None and (
-        desired is None or work.switching != desired.image
+    return Decision(
+        waiting,
+        reboot_not_allowed(s.want.image, missing),
+        cancel_switch=s.other_switch,
+        forget_attempt=forget,
     )
 
-    # 1. staging the desired image
-    if desired is not None and work.switching == desired.image:
-        problem = attempt_problem(last, None) if last and last.action == "switch" else None
+
+def _reboot(
+    s: Situation,
+    waiting: Cond,
+    kind: RebootKindChoice,
+    *,
+    rolled_back: bool,
+    download_only: bool,
+) -> Decision:
+    """Rule 5 with the permit: apply a download-only deployment first, then reboot
+    (soft or full); a failed command waits out its backoff."""
+    image, last = s.want.image, s.last
+    action: Action = "soft-reboot" if kind.soft else "apply" if download_only else "reboot"
+    # the failed soft reboot's backoff is waited out before the full reboot
+    soft_failed = kind.full_why == SOFT_FAILED
+    retried = (action, "soft-reboot") if soft_failed else (action,)
+    failed = last if last is not None and last.action in retried else None
+    # a finished switch did its job; an apply that worked left no download-only
+    # deployment behind: either record is obsolete now
+    forget = s.forget or (last is not None and failed is None)
+    if action == "apply":
+        ready = Cond(False, c.REASON_STAGED, f"applying the download-only {image} before rebooting")
+    else:
+        ready = rebooting(image, rollback=rolled_back, soft=kind.soft, full_why=kind.full_why)
+    return _command_after_backoff(s, action, failed, forget=forget, ready=ready, waiting=waiting)
+
+
+def _stage(
+    s: Situation,
+    idle: Cond,
+    *,
+    action: Literal["switch", "rollback"] = "switch",
+    queued: bool = False,
+    wait: str | None = None,
+) -> Decision:
+    """Start (or retry after the backoff) a switch to the desired image, or a ``bootc
+    rollback`` (``action``); ``idle`` while it runs. A switch pulls: pull problems make
+    Degraded; a rollback pulls nothing: they go into the Idle message. ``queued``: bootc
+    status shows a queued rollback; ``wait``: why the credentials for a switch are not
+    there yet (no switch until they are)."""
+    image, last = s.want.image, s.last
+    extra, notes = (s.pull, ()) if action == "switch" else ((), s.pull)
+    failed = last if last is not None and last.action == action else None
+    forget = s.forget or (last is not None and last.action != action)
+    if wait is not None and action == "switch":
+        why = attempt_problem(failed, s.staged_image) if failed is not None else None
         return Decision(
-            staging(desired.image),
-            degraded_by(problem, extra, reason=attempt_reason(last)),
+            Cond(False, c.REASON_STAGING, f"waiting to stage {image}: {wait}"),
+            degraded_by(why, extra, reason=attempt_reason(failed)),
+            cancel_switch=s.other_switch,
+        )
+    switch, rollback = (image, False) if action == "switch" else (None, True)
+    if failed is None:
+        return Decision(
+            with_note(idle, notes),
+            degraded_by(None, extra),
+            cancel_switch=s.other_switch,
+            start_switch=switch,
+            rollback=rollback,
             forget_attempt=forget,
         )
-
-    # 2. no usable host status
-    if host.error is not None or host.status is None:
-        error = host.error or "bootc status has not been read yet"
-        why = c.REASON_UNREADABLE_STATUS if host.unreadable else c.REASON_ERROR
-        return Decision(
-            None,
-            degraded_by(error, extra, reason=why),
-            cancel_switch=other_switch,
-            requeue_after=retry.delay(max(1, host.failures)),
-        )
-
-    # 3. a host bootc cannot manage
-    reason = host.status.unmanageable_reason()
-    if reason is not None:
-        return Decision(
-            IDLE,
-            degraded_by(reason, extra),
-            cancel_switch=work.switching is not None,
-            forget_attempt=work.last is not None,
-        )
-
-    images = host.status.images()
-    staged_entry = host.status.staged
-    staged_image = images.staged.image if images.staged else None
-    download_only = staged_entry is not None and staged_entry.download_only
-    queued = host.status.rollback_queued and images.rollback is not None
-    queued_image = images.rollback.image if queued and images.rollback else None
-
-    # 4. nothing to do, unless a rollback is queued (a) or a stale image is staged (b)
-    if desired is not None and queued and image_matches(images.booted, desired.image):
-        return _stage(
-            desired.image,
-            last,
-            forget,
-            staged_image,
-            idle=reverting(desired.image, queued_image),
-            now=now,
-            retry=retry,
-            other_switch=other_switch,
-            extra=(),
-            action="rollback",
-            queued=True,
-            notes=extra,
-        )
-    if desired is None or image_matches(images.booted, desired.image):
-        stale = (
-            desired is not None
-            and staged_image is not None
-            and not download_only
-            and not image_matches(images.staged, desired.image)
-        )
-        if desired is None or not stale or staged_image is None:
-            return Decision(
-                with_note(IDLE, extra),
-                HEALTHY,
-                cancel_switch=work.switching is not None,
-                forget_attempt=work.last is not None,
-            )
-        return _stage(
-            desired.image,
-            last,
-            forget,
-            staged_image,
-            idle=restaging(
-                desired.image, staged_image, out_of_band=work.out_of_band == staged_image
-            ),
-            now=now,
-            retry=retry,
-            other_switch=other_switch,
-            extra=extra,
-            wait=pull_wait,
-        )
-
-    # 5. the desired image boots next: staged, or the rollback deployment, queued
-    rolled_back = queued and image_matches(images.rollback, desired.image)
-    if rolled_back or image_matches(images.staged, desired.image):
-        download_only = download_only and not rolled_back
-        waiting = with_note(
-            rollback_queued(desired.image)
-            if rolled_back
-            else staged(desired.image, download_only=download_only),
-            extra,
-        )
-        if desired.state != DesiredImageState.BOOTED:
-            return Decision(
-                waiting,
-                HEALTHY,
-                cancel_switch=other_switch,
-                forget_attempt=work.last is not None,
-            )
-        # soft or full (see "Soft reboots" in the module docstring)
-        soft_failed = work.soft_reboot_failed == desired.image
-        capable = staged_entry is not None and staged_entry.soft_reboot_capable
-        soft = desired.allow_soft_reboot and not rolled_back and capable and not soft_failed
-        full_why = (
-            None
-            if not desired.allow_soft_reboot
-            else ROLLBACK_FULL
-            if rolled_back
-            else SOFT_FAILED
-            if soft_failed
-            else NOT_CAPABLE
-        )
-        if work.reboot_requested == desired.image:
-            return Decision(
-                rebooting(
-                    desired.image,
-                    rollback=rolled_back,
-                    soft=work.reboot_soft,
-                    full_why=None if work.reboot_soft else full_why,
-                ),
-                HEALTHY,
-                cancel_switch=other_switch,
-            )
-        missing = desired.missing_permits
-        if missing == (c.REBOOT_REQUESTED_ANNOTATION,):
-            # a slot whose drain is not confirmed (a previous controller's, e.g. the Go
-            # operator's): the controller adopts it; nothing is wrong with the node
-            return Decision(
-                awaiting_drain(waiting),
-                HEALTHY,
-                cancel_switch=other_switch,
-                forget_attempt=work.last is not None,
-            )
-        if missing:
-            return Decision(
-                waiting,
-                reboot_not_allowed(desired.image, missing),
-                cancel_switch=other_switch,
-                forget_attempt=work.last is not None,
-            )
-        action: Action = "soft-reboot" if soft else "apply" if download_only else "reboot"
-        # the failed soft reboot's backoff is waited out before the full reboot
-        retried = (action, "soft-reboot") if soft_failed else (action,)
-        failed = last if last is not None and last.action in retried else None
-        # a finished switch did its job; an apply that worked left no download-only
-        # deployment behind: either record is obsolete now
-        forget = forget or (last is not None and failed is None)
-        ready = (
-            Cond(
-                False,
-                c.REASON_STAGED,
-                f"applying the download-only {desired.image} before rebooting",
-            )
-            if action == "apply"
-            else rebooting(desired.image, rollback=rolled_back, soft=soft, full_why=full_why)
-        )
-        return _command_after_backoff(
-            action,
-            failed,
-            staged_image,
-            forget=forget,
-            now=now,
-            retry=retry,
-            other_switch=other_switch,
-            ready=ready,
-            waiting=waiting,
-        )
-
-    # 6. the desired image is the rollback deployment: bootc rollback, no pull
-    if image_matches(images.rollback, desired.image):
-        return _stage(
-            desired.image,
-            last,
-            forget,
-            staged_image,
-            idle=rolling_back(desired.image),
-            now=now,
-            retry=retry,
-            other_switch=other_switch,
-            extra=(),
-            action="rollback",
-            notes=extra,
-        )
-
-    # 7. stage the desired image
-    foreign = staged_image if work.out_of_band == staged_image else None
-    return _stage(
-        desired.image,
-        last,
-        forget,
-        staged_image,
-        idle=staging(desired.image, replacing=foreign),
-        now=now,
-        retry=retry,
-        other_switch=other_switch,
-        extra=extra,
-        wait=pull_wait,
+    problem = degraded_by(
+        attempt_problem(failed, s.staged_image, queued=queued),
+        extra,
+        reason=attempt_reason(failed),
     )
+    retry_at = failed.finished_at + s.retry.delay(failed.attempts)
+    if s.now < retry_at:
+        return Decision(
+            with_note(IDLE, notes),
+            problem,
+            cancel_switch=s.other_switch,
+            requeue_after=retry_at - s.now,
+        )
+    return Decision(
+        with_note(idle, notes),
+        problem,
+        cancel_switch=s.other_switch,
+        start_switch=switch,
+        rollback=rollback,
+    )
+
+
+def _command_after_backoff(
+    s: Situation,
+    action: Action,
+    failed: Attempt | None,
+    *,
+    forget: bool,
+    ready: Cond,
+    waiting: Cond,
+) -> Decision:
+    """Run ``action`` (apply, reboot or soft reboot), or wait out the backoff of its
+    ``failed`` attempt."""
+    soft, reboot = action == "soft-reboot", action == "reboot"
+    run = Decision(
+        ready,
+        HEALTHY,
+        cancel_switch=s.other_switch,
+        apply_staged=action == "apply",
+        reboot=reboot,
+        soft_reboot=soft,
+        reboot_kind=RebootKind.SOFT if soft else RebootKind.FULL if reboot else None,
+        forget_attempt=forget,
+    )
+    if failed is None:
+        return run
+    problem = degraded(attempt_problem(failed, s.staged_image))
+    retry_at = failed.finished_at + s.retry.delay(failed.attempts)
+    if s.now < retry_at:
+        return Decision(
+            waiting, problem, cancel_switch=s.other_switch, requeue_after=retry_at - s.now
+        )
+    return replace(run, degraded=problem, forget_attempt=False)
