@@ -63,7 +63,7 @@ from bootc_operator.policy.drainplan import halting_drains
 from bootc_operator.policy.health import GateResult, Verdict, choose_canaries
 from bootc_operator.policy.nodestate import NodeState, NodeView
 from bootc_operator.policy.order import Order, order_key
-from bootc_operator.policy.poolspec import PoolPolicy
+from bootc_operator.policy.poolspec import Budgets, PoolPolicy
 from bootc_operator.policy.topology import Topology, current_domain
 from bootc_operator.policy.windows import WindowState, window_state
 
@@ -365,35 +365,101 @@ def slot_order(v: NodeView) -> tuple[bool, dt.datetime, str]:
     return (not v.unschedulable, v.idle_since or dt.datetime.max.replace(tzinfo=dt.UTC), v.name)
 
 
+@dataclass(frozen=True, slots=True)
+class Gates:
+    """What holds new slots back from outside the slot plan, judged before it: the
+    holders' health-gate verdicts (``health.gate_results``, those that arrived on the
+    target), the canaries (``health.choose_canaries``), the maintenance window, the
+    alert gate and the drains past their timeout under ``onTimeout: Halt``."""
+
+    health: Mapping[str, GateResult] = field(default_factory=dict)
+    canaries: frozenset[str] = frozenset()
+    window_open: bool = True
+    alerts_blocked: bool = False
+    drain_halted: tuple[str, ...] = ()
+
+
 def plan_rollout(
+    policy: PoolPolicy,
+    budgets: Budgets,
     views: Iterable[NodeView],
-    max_unavailable: int,
-    *,
-    paused: bool,
     now: dt.datetime,
-    reboot_timeout: float | None = None,
-    max_unhealthy: int = 2,
-    window_open: bool = True,
-    gates: Mapping[str, GateResult] | None = None,
-    rollback_on_failure: bool = False,
-    canaries: frozenset[str] = frozenset(),
-    approval_needed: bool = False,
-    alerts_blocked: bool = False,
-    topology: Topology | None = None,
-    order: Order | None = None,
-    drain_halted: tuple[str, ...] = (),
+    gates: Gates,
 ) -> RolloutPlan:
-    """The slot decisions (module doc). ``gates``: health-gate verdicts of the holders
-    that arrived on the target (``health.gate_results``); a failed one with
-    ``rollback_on_failure`` and a rollback deployment is rolled back, else it keeps
-    its slot; either halts the rollout. ``canaries``: while any of them is not
-    updated, only they may take slots; then, with ``approval_needed``, none.
-    ``alerts_blocked``: a blocking alert fires (the alert gate): no new slots.
-    ``topology``: slots stay inside the current domain; ``order``: the admin's order.
-    ``drain_halted``: holders whose drain ran out of time under ``onTimeout: Halt``:
-    no new slots."""
-    gates = gates or {}
+    """The slot decisions (module doc), step by step: the holders that release
+    (``release_step``) and how healthy the rest are (``holder_health``); the
+    candidates in order (``candidates``), canaries first (``canary_step``), inside the
+    current domain (``topology_step``); then the slots the budget leaves
+    (``budget_step``)."""
     nodes = sorted(views, key=lambda v: v.name)
+    holders = release_step(nodes, gates.health)
+    health = holder_health(holders.kept, now, policy, budgets, gates.health)
+    queue = canary_step(
+        nodes, candidates(nodes, policy.order), gates.canaries, policy.awaiting_approval
+    )
+    zone = topology_step(policy.topology, nodes, holders.kept, queue)
+    held_back = tuple(v.name for v in nodes if v.held_back)
+    stopped = health.stops or bool(held_back) or queue.awaiting_approval
+    stopped = stopped or gates.alerts_blocked or bool(gates.drain_halted)
+    free = budgets.max_unavailable - len(holders.kept)
+    capacity = 0 if policy.paused or stopped or not gates.window_open else max(0, free)
+    if zone.room is not None:
+        capacity = min(capacity, zone.room)
+    # unavailable members (holders and outside) may not exceed max_unavailable
+    slots = budget_step(zone.candidates, capacity, free - len(holders.outside))
+    return RolloutPlan(
+        restore=tuple(v.name for v in nodes if must_restore_staged(v)),
+        release=holders.release,
+        cancel=holders.cancel,
+        take=slots.take,
+        drain=tuple(v.name for v in holders.kept if _needs_drain(v)) + slots.take,
+        holders=tuple(sorted([v.name for v in holders.kept] + list(slots.take))),
+        unhealthy=health.unhealthy,
+        halted=health.halted,
+        waiting=slots.waiting + zone.other_domains,
+        outside=holders.outside,
+        budget_blocked=slots.budget_blocked,
+        window_closed=not gates.window_open and bool(zone.candidates),
+        max_unhealthy=max(1, budgets.max_unhealthy),
+        max_unavailable=budgets.max_unavailable,
+        gate_pending=health.gate_pending,
+        health_failed=health.health_failed,
+        rollback=health.rollback,
+        held_back=held_back,
+        canaries=tuple(sorted(gates.canaries)),
+        canary_pending=queue.canary_pending,
+        awaiting_approval=queue.awaiting_approval,
+        alerts_blocked=gates.alerts_blocked and bool(zone.candidates),
+        domain=zone.domain,
+        other_domains=zone.other_domains,
+        next_up=tuple(v.name for v in zone.candidates if v.name not in slots.take)
+        if policy.order
+        else (),
+        drain_halted=gates.drain_halted,
+    )
+
+
+def _needs_drain(v: NodeView) -> bool:
+    """A holder staged and not yet told to reboot: it is drained (first)."""
+    return v.state is NodeState.STAGED and v.desired_image_state == STAGED and v.spec_in_sync
+
+
+# ------------------------------------------------------------------ the plan's steps
+
+
+@dataclass(frozen=True, slots=True)
+class Holders:
+    """``release_step``: the holders that give their slot back and those that keep it."""
+
+    release: tuple[str, ...] = ()
+    cancel: tuple[str, ...] = ()  # of ``release``: the target moved mid-drain
+    kept: tuple[NodeView, ...] = ()
+    outside: tuple[tuple[str, str], ...] = ()  # members outside the rollout, unavailable
+
+
+def release_step(nodes: Sequence[NodeView], health: Mapping[str, GateResult]) -> Holders:
+    """Which holders release (``should_release``), and which members count against the
+    budget from outside the rollout (``outside_unavailable``)."""
     release: list[str] = []
     cancel: list[str] = []
     kept: list[NodeView] = []
@@ -403,120 +469,163 @@ def plan_rollout(
             if why := outside_unavailable(v):
                 outside.append((v.name, why))
             continue
-        free, moved = should_release(v, gates.get(v.name))
-        if free:
-            release.append(v.name)
-            if moved:
-                cancel.append(v.name)
-            if why := outside_unavailable(v, released=True):
-                outside.append((v.name, why))
-        else:
+        free, moved = should_release(v, health.get(v.name))
+        if not free:
             kept.append(v)
-    unhealthy = [v.name for v in kept if is_unhealthy_holder(v, now, reboot_timeout)]
-    halted = len(unhealthy) >= max(1, max_unhealthy)
-    gate_pending: list[tuple[str, str, str]] = []
-    health_failed: list[tuple[str, str, str]] = []
+            continue
+        release.append(v.name)
+        if moved:
+            cancel.append(v.name)
+        if why := outside_unavailable(v, released=True):
+            outside.append((v.name, why))
+    return Holders(tuple(release), tuple(cancel), tuple(kept), tuple(outside))
+
+
+@dataclass(frozen=True, slots=True)
+class HolderHealth:
+    """``holder_health``: the kept holders' health, and whether it stops new slots."""
+
+    unhealthy: tuple[str, ...] = ()
+    halted: bool = False  # ``max_unhealthy`` holders are unhealthy
+    gate_pending: tuple[tuple[str, str, str], ...] = ()  # (name, check, message)
+    health_failed: tuple[tuple[str, str, str], ...] = ()  # they keep their slot
+    rollback: tuple[str, ...] = ()  # failed, with a rollback deployment: roll back
+
+    @property
+    def stops(self) -> bool:
+        return self.halted or bool(self.health_failed or self.rollback)
+
+
+def holder_health(
+    kept: Sequence[NodeView],
+    now: dt.datetime,
+    policy: PoolPolicy,
+    budgets: Budgets,
+    health: Mapping[str, GateResult],
+) -> HolderHealth:
+    """Unhealthy holders (``is_unhealthy_holder``; ``max_unhealthy`` of them halt) and
+    the health gate's verdicts: pending, failed (keeps its slot), or rolled back
+    (``onFailure: Rollback`` and a rollback deployment on the host)."""
+    unhealthy = tuple(v.name for v in kept if is_unhealthy_holder(v, now, policy.reboot_timeout))
+    rollback_on_failure = policy.health is not None and policy.health.rollback
+    pending: list[tuple[str, str, str]] = []
+    failed: list[tuple[str, str, str]] = []
     rollback: list[str] = []
     for v in kept:
-        gate = gates.get(v.name)
+        gate = health.get(v.name)
         if gate is None or gate.verdict is Verdict.PASSED:
             continue
         if gate.verdict is Verdict.PENDING:
-            gate_pending.append((v.name, gate.check, gate.message))
+            pending.append((v.name, gate.check, gate.message))
         elif rollback_on_failure and v.rollback_image:
             rollback.append(v.name)
         elif rollback_on_failure:
             note = f"{gate.message}; no rollback deployment on the host to roll back to"
-            health_failed.append((v.name, gate.check, note))
+            failed.append((v.name, gate.check, note))
         else:
-            health_failed.append((v.name, gate.check, gate.message))
-    held_back = [v.name for v in nodes if v.held_back]
-    candidates = sorted(
+            failed.append((v.name, gate.check, gate.message))
+    halted = len(unhealthy) >= max(1, budgets.max_unhealthy)
+    return HolderHealth(unhealthy, halted, tuple(pending), tuple(failed), tuple(rollback))
+
+
+def candidates(nodes: Iterable[NodeView], order: Order | None) -> list[NodeView]:
+    """The members that may take a slot (``is_candidate``), in the order they take
+    them: the admin's ``order`` (``order.order_key``), else ``slot_order``; nodes a
+    drain timeout skipped (``onTimeout: Skip``) after the others, fewest skips first."""
+    return sorted(
         (v for v in nodes if is_candidate(v)),
-        # nodes a drain timeout skipped (onTimeout Skip) after the others, fewest first
         key=lambda v: (v.drain_skips, slot_order(v) if order is None else order_key(order, v)),
     )
-    canary_pending = [
+
+
+@dataclass(frozen=True, slots=True)
+class Queue:
+    """``canary_step``: the candidates the canaries leave, and what they wait for."""
+
+    candidates: tuple[NodeView, ...] = ()
+    canary_pending: tuple[str, ...] = ()  # canaries not yet updated (and passed)
+    awaiting_approval: bool = False
+
+
+def canary_step(
+    nodes: Iterable[NodeView],
+    queue: Sequence[NodeView],
+    canaries: frozenset[str],
+    approval_needed: bool,
+) -> Queue:
+    """While a canary is not updated only canaries may take slots; once all are, with
+    ``approval_needed`` nobody until the target is approved."""
+    pending = tuple(
         v.name
         for v in nodes
         if v.name in canaries and not (v.state is NodeState.UP_TO_DATE and not v.in_slot)
-    ]
-    awaiting_approval = False
-    if canary_pending:
-        candidates = [v for v in candidates if v.name in canaries]
-    elif approval_needed and candidates:
-        awaiting_approval = True
+    )
+    if pending:
+        return Queue(tuple(v for v in queue if v.name in canaries), pending)
+    return Queue(tuple(queue), (), approval_needed and bool(queue))
+
+
+@dataclass(frozen=True, slots=True)
+class Zone:
+    """``topology_step``: the current domain, its candidates and its own budget."""
+
+    candidates: tuple[NodeView, ...] = ()
     domain: str | None = None
-    other_domains: list[str] = []
-    per_domain_room: int | None = None
-    if topology is not None:
-        domain = current_domain(
-            topology,
-            nodes,
-            holders={v.name for v in kept},
-            only=frozenset(canary_pending) if canary_pending else None,
-        )
-        other_domains = [v.name for v in candidates if topology.domain(v) != domain]
-        candidates = [v for v in candidates if topology.domain(v) == domain]
-        own = topology.budget(sum(1 for v in nodes if topology.domain(v) == domain))
-        if own is not None:
-            # the current domain's own budget: its holders count against it
-            held = sum(1 for v in kept if topology.domain(v) == domain)
-            per_domain_room = max(0, own - held)
-    stopped = halted or bool(health_failed or rollback or held_back) or awaiting_approval
-    stopped = stopped or alerts_blocked or bool(drain_halted)
-    capacity = 0 if paused or stopped or not window_open else max(0, max_unavailable - len(kept))
-    if per_domain_room is not None:
-        capacity = min(capacity, per_domain_room)
-    # unavailable members (holders and outside) may not exceed max_unavailable
-    budget = max_unavailable - len(kept) - len(outside)
+    other_domains: tuple[str, ...] = ()  # candidates waiting in a later domain
+    room: int | None = None  # slots the domain's own budget leaves (None: no such budget)
+
+
+def topology_step(
+    topology: Topology | None, nodes: Sequence[NodeView], kept: Sequence[NodeView], queue: Queue
+) -> Zone:
+    """With ``spec.rollout.topology`` only the current domain's candidates take slots
+    (``topology.current_domain``; canaries' domains first), within its own budget."""
+    if topology is None:
+        return Zone(queue.candidates)
+    domain = current_domain(
+        topology,
+        nodes,
+        holders={v.name for v in kept},
+        only=frozenset(queue.canary_pending) if queue.canary_pending else None,
+    )
+    inside = tuple(v for v in queue.candidates if topology.domain(v) == domain)
+    others = tuple(v.name for v in queue.candidates if topology.domain(v) != domain)
+    own = topology.budget(sum(1 for v in nodes if topology.domain(v) == domain))
+    room = None
+    if own is not None:
+        # the current domain's own budget: its holders count against it
+        room = max(0, own - sum(1 for v in kept if topology.domain(v) == domain))
+    return Zone(inside, domain, others, room)
+
+
+@dataclass(frozen=True, slots=True)
+class Slots:
+    """``budget_step``: the candidates that take a slot now and those that wait."""
+
+    take: tuple[str, ...] = ()
+    waiting: tuple[str, ...] = ()
+    budget_blocked: bool = False  # a candidate waited because outside members used it
+
+
+def budget_step(queue: Sequence[NodeView], capacity: int, budget: int) -> Slots:
+    """Candidates in order take the ``capacity`` free slots while the ``budget`` of
+    unavailable members lasts; one already unschedulable costs no budget (it counts
+    as outside already)."""
     take: list[str] = []
     waiting: list[str] = []
-    budget_blocked = False
-    for v in candidates:
+    blocked = False
+    for v in queue:
         if len(take) >= capacity:
             waiting.append(v.name)
-        elif v.unschedulable:  # already counted in ``outside``: no extra capacity
+        elif v.unschedulable:
             take.append(v.name)
         elif budget > 0:
             take.append(v.name)
             budget -= 1
         else:
-            budget_blocked = True
+            blocked = True
             waiting.append(v.name)
-    drain = [
-        v.name
-        for v in kept
-        if v.state is NodeState.STAGED and v.desired_image_state == STAGED and v.spec_in_sync
-    ]
-    return RolloutPlan(
-        restore=tuple(v.name for v in nodes if must_restore_staged(v)),
-        release=tuple(release),
-        cancel=tuple(cancel),
-        take=tuple(take),
-        drain=tuple(drain + take),
-        holders=tuple(sorted([v.name for v in kept] + take)),
-        unhealthy=tuple(unhealthy),
-        halted=halted,
-        waiting=tuple(waiting + other_domains),
-        outside=tuple(outside),
-        budget_blocked=budget_blocked,
-        window_closed=not window_open and bool(candidates),
-        max_unhealthy=max(1, max_unhealthy),
-        max_unavailable=max_unavailable,
-        gate_pending=tuple(gate_pending),
-        health_failed=tuple(health_failed),
-        rollback=tuple(rollback),
-        held_back=tuple(held_back),
-        canaries=tuple(sorted(canaries)),
-        canary_pending=tuple(canary_pending),
-        awaiting_approval=awaiting_approval,
-        alerts_blocked=alerts_blocked and bool(candidates),
-        domain=domain,
-        other_domains=tuple(other_domains),
-        next_up=tuple(v.name for v in candidates if v.name not in take) if order else (),
-        drain_halted=drain_halted,
-    )
+    return Slots(tuple(take), tuple(waiting), blocked)
 
 
 def plan_staging(
@@ -574,31 +683,25 @@ def plan_pool(
     *,
     alerts_blocked: bool = False,
 ) -> tuple[RolloutPlan, WindowState]:
-    """``plan_rollout`` with the pool's own policy, and its maintenance-window state;
-    ``gates``: the health-gate verdicts (``health.gate_results``); ``alerts_blocked``:
-    the alert gate's verdict."""
+    """``plan_rollout`` with the pool's own policy, budgets and gates, and its
+    maintenance-window state; ``gates``: the health-gate verdicts
+    (``health.gate_results``); ``alerts_blocked``: the alert gate's verdict."""
     window = window_state(policy.windows, now)
     budgets = policy.budgets(len(views))
-    canaries = choose_canaries(views, budgets.canaries)
-    plan = plan_rollout(
-        views,
-        budgets.max_unavailable,
-        paused=policy.paused,
-        now=now,
-        reboot_timeout=policy.reboot_timeout,
-        max_unhealthy=budgets.max_unhealthy,
+    judged = Gates(
+        health=gates or {},
+        canaries=choose_canaries(views, budgets.canaries),
         window_open=window.open,
-        gates=gates,
-        rollback_on_failure=policy.health is not None and policy.health.rollback,
-        canaries=canaries,
-        approval_needed=policy.awaiting_approval,
         alerts_blocked=alerts_blocked,
-        topology=policy.topology,
-        order=policy.order,
         drain_halted=halting_drains(views, now, policy.drain),
     )
+    plan = plan_rollout(policy, budgets, views, now, judged)
     stage = plan_staging(
-        views, budgets.stage_ahead, canaries=canaries, topology=policy.topology, order=policy.order
+        views,
+        budgets.stage_ahead,
+        canaries=judged.canaries,
+        topology=policy.topology,
+        order=policy.order,
     )
     return replace(plan, stage=stage), window
 

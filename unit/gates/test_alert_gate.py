@@ -24,7 +24,7 @@ from bootc_operator.policy.poolstatus import (
     phase,
     rollout_condition,
 )
-from bootc_operator.policy.slots import plan_rollout
+from unit.policy.planning import rollout_plan
 from unit.policy.test_health_gate import NOW, S, node
 
 
@@ -136,10 +136,10 @@ async def test_without_a_prometheus_url_a_pool_with_blocking_alerts_is_blocked()
 
 def test_a_blocking_alert_stops_new_slots_and_holders_finish() -> None:
     views = [node("a", S.UP_TO_DATE, in_slot=True, idle=True), node("b"), node("c")]
-    plan = plan_rollout(views, 1, paused=False, now=NOW, alerts_blocked=True)
+    plan = rollout_plan(views, 1, paused=False, now=NOW, alerts_blocked=True)
     assert plan.release == ("a",) and plan.take == () and plan.alerts_blocked
     assert plan.waiting == ("b", "c")
-    assert plan_rollout(views, 1, paused=False, now=NOW).take == ("b",)
+    assert rollout_plan(views, 1, paused=False, now=NOW).take == ("b",)
     counts = count_states(views)
     up, reason, message = rollout_condition(
         RolloutFacts(counts=counts, blocked_by_alerts="NodeDown fires")

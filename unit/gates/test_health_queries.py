@@ -34,7 +34,7 @@ from bootc_operator.gates.queries import (
 from bootc_operator.policy.health import HealthPolicy, Verdict, evaluate, gate_results
 from bootc_operator.policy.poolspec import check_pool
 from bootc_operator.policy.poolstatus import RolloutFacts, count_states, phase, rollout_condition
-from bootc_operator.policy.slots import plan_rollout
+from unit.policy.planning import rollout_plan
 from unit.policy.test_health_gate import NOW, ago, back, node
 
 Q = HealthQuery("ceph-osd", 'ceph_osd_up{host="$node"} == 1', hold=30.0)
@@ -131,7 +131,7 @@ def test_the_gate_holds_a_node_until_its_queries_pass_then_times_out_into_on_fai
         "not healthy 120s after its reboot was requested: ceph-osd: empty result (0/1 pass)"
     )
     # a failed query with onFailure Rollback: the plan points the node at its rollback
-    plan = plan_rollout(
+    plan = rollout_plan(
         [late, node("b")], 1, paused=False, now=NOW, gates={"a": failed}, rollback_on_failure=True
     )
     assert plan.rollback == ("a",) and plan.take == ()

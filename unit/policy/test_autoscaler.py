@@ -33,11 +33,11 @@ from bootc_operator.policy.slots import (
     hold_repair_patch,
     node_release_patch,
     node_take_patch,
-    plan_rollout,
     plan_staging,
     take_patch,
 )
 from bootc_operator.policy.topology import Topology, current_domain
+from unit.policy.planning import rollout_plan
 from unit.reconcilers.test_pool_metrics import member
 
 SLOT = c.IN_REBOOT_SLOT_ANNOTATION
@@ -187,12 +187,12 @@ GOING = "being removed by the cluster autoscaler (taint ToBeDeletedByClusterAuto
 
 def test_a_leaving_node_gets_no_slot_and_the_next_one_takes_it() -> None:
     nodes = [member("a", NodeState.STAGED, leaving=GOING), member("b", NodeState.STAGED)]
-    plan = plan_rollout(nodes, 1, paused=False, now=NOW)
+    plan = rollout_plan(nodes, 1, paused=False, now=NOW)
     assert plan.take == ("b",)
     assert "a" not in plan.waiting
     # even first in line (already cordoned: the autoscaler cordons what it removes)
     nodes[0] = replace(nodes[0], unschedulable=True)
-    assert plan_rollout(nodes, 2, paused=False, now=NOW).take == ("b",)
+    assert rollout_plan(nodes, 2, paused=False, now=NOW).take == ("b",)
 
 
 def test_a_leaving_node_is_counted_as_leaving_unless_it_holds_a_slot_or_is_done() -> None:
@@ -238,5 +238,5 @@ def test_a_leaving_node_does_not_keep_its_zone_open() -> None:
 
     nodes = [in_zone("a1", "a", leaving=GOING), in_zone("b1", "b")]
     assert current_domain(topology, nodes, holders=()) == "b"
-    plan = plan_rollout(nodes, 1, paused=False, now=NOW, topology=topology)
+    plan = rollout_plan(nodes, 1, paused=False, now=NOW, topology=topology)
     assert plan.take == ("b1",)

@@ -37,11 +37,11 @@ from bootc_operator.policy.slots import (
     must_restore_staged,
     must_uncordon,
     next_reboot_deadline,
-    plan_rollout,
     plan_staging,
     release_patch,
     take_patch,
 )
+from unit.policy.planning import rollout_plan
 
 OLD = "sha256:" + "1" * 64
 NEW = "sha256:" + "2" * 64
@@ -277,31 +277,31 @@ S = NodeState
 
 def test_one_at_a_time_with_max_unavailable_1() -> None:
     nodes = [v("c", S.STAGED), v("a", S.STAGED), v("b", S.STAGED)]
-    plan = plan_rollout(nodes, 1, paused=False, now=NOW)
+    plan = rollout_plan(nodes, 1, paused=False, now=NOW)
     assert plan.take == ("a",) and plan.waiting == ("b", "c") and plan.drain == ("a",)
     # a holds the slot while draining: nobody else gets one
     nodes = [v("a", S.STAGED, slot=True), v("b", S.STAGED), v("c", S.STAGED)]
-    plan = plan_rollout(nodes, 1, paused=False, now=NOW)
+    plan = rollout_plan(nodes, 1, paused=False, now=NOW)
     assert plan.take == () and plan.drain == ("a",) and plan.holders == ("a",)
     # a told to reboot: keeps the slot, no drain
     nodes[0] = v("a", S.STAGED, slot=True, want="Booted")
-    plan = plan_rollout(nodes, 1, paused=False, now=NOW)
+    plan = rollout_plan(nodes, 1, paused=False, now=NOW)
     assert plan.take == () and plan.drain == () and plan.holders == ("a",)
     # a back up to date, Ready and Idle: released, b takes the slot in the same pass
     nodes[0] = v("a", S.UP_TO_DATE, slot=True, want="Booted")
-    plan = plan_rollout(nodes, 1, paused=False, now=NOW)
+    plan = rollout_plan(nodes, 1, paused=False, now=NOW)
     assert plan.release == ("a",) and plan.take == ("b",) and plan.cancel == ()
 
 
 def test_up_to_date_but_not_ready_keeps_slot() -> None:
     nodes = [v("a", S.UP_TO_DATE, slot=True, ready=False, want="Booted"), v("b", S.STAGED)]
-    plan = plan_rollout(nodes, 1, paused=False, now=NOW)
+    plan = rollout_plan(nodes, 1, paused=False, now=NOW)
     assert plan.release == () and plan.take == ()
 
 
 def test_paused_takes_no_new_slots_but_keeps_holders() -> None:
     nodes = [v("a", S.STAGED, slot=True), v("b", S.STAGED), v("c", S.STAGING)]
-    plan = plan_rollout(nodes, 3, paused=True, now=NOW)
+    plan = rollout_plan(nodes, 3, paused=True, now=NOW)
     assert plan.take == () and plan.drain == ("a",) and plan.waiting == ("b",)
 
 
@@ -316,12 +316,12 @@ def test_only_healthy_ready_staged_in_sync_nodes_take_slots() -> None:
         v("g", S.UP_TO_DATE),
         v("h", S.STAGED),
     ]
-    assert plan_rollout(nodes, 10, paused=False, now=NOW).take == ("h",)
+    assert rollout_plan(nodes, 10, paused=False, now=NOW).take == ("h",)
 
 
 def test_unschedulable_nodes_first_then_by_name() -> None:
     nodes = [v("a", S.STAGED), v("z", S.STAGED, unschedulable=True), v("b", S.STAGED)]
-    assert plan_rollout(nodes, 2, paused=False, now=NOW).take == ("z", "a")
+    assert rollout_plan(nodes, 2, paused=False, now=NOW).take == ("z", "a")
 
 
 def test_staged_longest_goes_first_among_equals() -> None:
@@ -331,7 +331,7 @@ def test_staged_longest_goes_first_among_equals() -> None:
         v("b", S.STAGED, idle_since=t - dt.timedelta(minutes=5)),
         v("c", S.STAGED),
     ]
-    assert plan_rollout(nodes, 3, paused=False, now=NOW).take == ("b", "a", "c")
+    assert rollout_plan(nodes, 3, paused=False, now=NOW).take == ("b", "a", "c")
 
 
 def test_unavailable_members_outside_the_rollout_count_against_the_budget() -> None:
@@ -341,13 +341,13 @@ def test_unavailable_members_outside_the_rollout_count_against_the_budget() -> N
         v("c", S.UP_TO_DATE, unschedulable=True),  # cordoned by an admin
         v("d", S.UP_TO_DATE, ready=False),  # NotReady
     ]
-    plan = plan_rollout(nodes, 2, paused=False, now=NOW)
+    plan = rollout_plan(nodes, 2, paused=False, now=NOW)
     assert plan.take == () and plan.budget_blocked
     assert plan.outside == (("c", "cordoned by someone else"), ("d", "NotReady"))
     assert plan.waiting == ("a", "b")
-    plan = plan_rollout(nodes, 3, paused=False, now=NOW)
+    plan = rollout_plan(nodes, 3, paused=False, now=NOW)
     assert plan.take == ("a",) and plan.budget_blocked  # 1 slot + 2 outside = 3
-    assert plan_rollout(nodes, 4, paused=False, now=NOW).take == ("a", "b")
+    assert rollout_plan(nodes, 4, paused=False, now=NOW).take == ("a", "b")
 
 
 def test_an_already_unavailable_node_takes_a_slot_whatever_the_budget() -> None:
@@ -356,14 +356,14 @@ def test_an_already_unavailable_node_takes_a_slot_whatever_the_budget() -> None:
         v("z", S.STAGED, unschedulable=True),
         v("u", S.UP_TO_DATE, ready=False),
     ]
-    plan = plan_rollout(nodes, 1, paused=False, now=NOW)
+    plan = rollout_plan(nodes, 1, paused=False, now=NOW)
     # z is unschedulable already: updating it costs nothing; a would make 3 unavailable
     assert plan.take == ("z",) and plan.waiting == ("a",)
 
 
 def test_a_released_node_someone_else_cordoned_stays_in_the_budget() -> None:
     done = v("a", S.UP_TO_DATE, slot=True, unschedulable=True, was_cordoned=True)
-    plan = plan_rollout([done, v("b", S.STAGED)], 1, paused=False, now=NOW)
+    plan = rollout_plan([done, v("b", S.STAGED)], 1, paused=False, now=NOW)
     assert plan.release == ("a",)
     assert plan.outside == (("a", "cordoned by someone else"),)
     assert plan.take == () and plan.budget_blocked
@@ -372,10 +372,10 @@ def test_a_released_node_someone_else_cordoned_stays_in_the_budget() -> None:
 def test_no_new_slot_outside_a_maintenance_window() -> None:
     holder = v("h", S.STAGED, slot=True)
     nodes = [holder, v("a", S.STAGED)]
-    plan = plan_rollout(nodes, 2, paused=False, now=NOW, window_open=False)
+    plan = rollout_plan(nodes, 2, paused=False, now=NOW, window_open=False)
     assert plan.take == () and plan.window_closed and plan.waiting == ("a",)
     assert plan.drain == ("h",)  # a holder finishes after its window closed
-    assert plan_rollout(nodes, 2, paused=False, now=NOW).take == ("a",)
+    assert rollout_plan(nodes, 2, paused=False, now=NOW).take == ("a",)
 
 
 @pytest.mark.parametrize(("max_unhealthy", "halted"), [(1, True), (2, True), (3, False)])
@@ -386,7 +386,7 @@ def test_the_halt_threshold_is_configurable(max_unhealthy: int, halted: bool) ->
         v("b", S.STAGED, slot=True, ready=False, slot_since=t),
         v("c", S.STAGED),
     ]
-    plan = plan_rollout(nodes, 3, paused=False, now=NOW, max_unhealthy=max_unhealthy)
+    plan = rollout_plan(nodes, 3, paused=False, now=NOW, max_unhealthy=max_unhealthy)
     assert plan.halted is halted and plan.max_unhealthy == max_unhealthy
     assert (plan.take == ()) is halted
 
@@ -397,9 +397,9 @@ def test_two_unhealthy_holders_halt() -> None:
         v("b", S.STAGED, slot=True, ready=False),
         v("c", S.STAGED),
     ]
-    plan = plan_rollout(nodes, 5, paused=False, now=NOW)
+    plan = rollout_plan(nodes, 5, paused=False, now=NOW)
     assert plan.halted and plan.unhealthy == ("a", "b") and plan.take == ()
-    one = plan_rollout(nodes[:1] + nodes[2:], 5, paused=False, now=NOW)
+    one = rollout_plan(nodes[:1] + nodes[2:], 5, paused=False, now=NOW)
     assert not one.halted and one.take == ("c",)
 
 
@@ -410,9 +410,9 @@ def test_rebooting_is_healthy_until_the_reboot_timeout() -> None:
         v("b", S.REBOOTING, slot=True, ready=False, want="Booted", reboot_requested_at=since),
         v("c", S.STAGED),
     ]
-    assert not plan_rollout(nodes, 3, paused=False, now=NOW).halted
-    assert not plan_rollout(nodes, 3, paused=False, now=NOW, reboot_timeout=200).halted
-    late = plan_rollout(nodes, 3, paused=False, now=NOW, reboot_timeout=50)
+    assert not rollout_plan(nodes, 3, paused=False, now=NOW).halted
+    assert not rollout_plan(nodes, 3, paused=False, now=NOW, reboot_timeout=200).halted
+    late = rollout_plan(nodes, 3, paused=False, now=NOW, reboot_timeout=50)
     assert late.halted and late.unhealthy == ("a", "b")
     assert next_reboot_deadline(nodes, NOW, 200) == pytest.approx(100.5)
 
@@ -435,13 +435,13 @@ def test_the_reboot_timeout_counts_from_the_reboot_request_not_from_staging() ->
         )
         for n in "ab"
     ]
-    plan = plan_rollout(nodes, 3, paused=False, now=NOW, reboot_timeout=15)
+    plan = rollout_plan(nodes, 3, paused=False, now=NOW, reboot_timeout=15)
     assert not plan.halted and plan.unhealthy == ()
     assert next_reboot_deadline(nodes, NOW, 15) == pytest.approx(13.5)
     # holders from before the annotation existed: the slot's time, still not staging
     legacy = [replace(n, reboot_requested_at=None) for n in nodes]
-    assert not plan_rollout(legacy, 3, paused=False, now=NOW, reboot_timeout=15).halted
-    late = plan_rollout(
+    assert not rollout_plan(legacy, 3, paused=False, now=NOW, reboot_timeout=15).halted
+    late = rollout_plan(
         nodes, 3, paused=False, now=NOW + dt.timedelta(seconds=20), reboot_timeout=15
     )
     assert late.halted and late.unhealthy == ("a", "b")
@@ -449,21 +449,21 @@ def test_the_reboot_timeout_counts_from_the_reboot_request_not_from_staging() ->
 
 def test_target_moved_mid_drain_releases_and_cancels() -> None:
     nodes = [v("a", S.STAGING, slot=True), v("b", S.PENDING, slot=True, in_sync=False)]
-    plan = plan_rollout(nodes, 1, paused=False, now=NOW)
+    plan = rollout_plan(nodes, 1, paused=False, now=NOW)
     assert plan.release == ("a", "b") and plan.cancel == ("a", "b")
     # but a node already told to reboot keeps its slot until it is back
     nodes = [v("a", S.PENDING, slot=True, want="Booted")]
-    assert plan_rollout(nodes, 1, paused=False, now=NOW).release == ()
+    assert rollout_plan(nodes, 1, paused=False, now=NOW).release == ()
 
 
 def test_lowered_max_unavailable_keeps_existing_holders_and_takes_none() -> None:
     nodes = [v(n, S.STAGED, slot=True) for n in "abc"] + [v("d", S.STAGED)]
-    plan = plan_rollout(nodes, 1, paused=False, now=NOW)
+    plan = rollout_plan(nodes, 1, paused=False, now=NOW)
     assert plan.holders == ("a", "b", "c") and plan.take == ()
 
 
 def test_zero_max_unavailable_takes_nothing() -> None:
-    assert plan_rollout([v("a", S.STAGED)], 0, paused=False, now=NOW).take == ()
+    assert rollout_plan([v("a", S.STAGED)], 0, paused=False, now=NOW).take == ()
 
 
 STATES = list(NodeState)
@@ -480,7 +480,7 @@ def test_booted_without_a_drained_slot_is_restored_to_staged() -> None:
     assert [n.name for n in nodes if must_restore_staged(n)] == ["a", "b", "d"]
     # paused, halted or not: restoring is never skipped
     for paused in (False, True):
-        plan = plan_rollout(nodes, 1, paused=paused, now=NOW)
+        plan = rollout_plan(nodes, 1, paused=paused, now=NOW)
         assert plan.restore == ("a", "b", "d")
         assert "a" not in plan.take and "a" not in plan.drain
 
@@ -533,7 +533,7 @@ def test_slots_a_previous_controller_left_are_adopted() -> None:
 def test_an_adopted_holder_is_drained_again_before_it_reboots() -> None:
     """After adoption the Go holder is a Staged slot holder: drained, never a new slot."""
     adopted = v("a", S.STAGED, slot=True, slot_since=NOW)
-    plan = plan_rollout([adopted, v("b", S.STAGED)], 1, paused=False, now=NOW)
+    plan = rollout_plan([adopted, v("b", S.STAGED)], 1, paused=False, now=NOW)
     assert plan.drain == ("a",) and plan.take == () and plan.holders == ("a",)
 
 
@@ -561,7 +561,7 @@ def test_invariants_hold_for_random_pools(seed: int) -> None:
         timeout = rng.choice([None, 300.0])
         max_unhealthy = rng.randint(1, 3)
         window_open = rng.random() < 0.8
-        plan = plan_rollout(
+        plan = rollout_plan(
             nodes,
             mu,
             paused=paused,

@@ -28,7 +28,8 @@ from bootc_operator.policy.drainplan import (
 )
 from bootc_operator.policy.nodestate import NodeState, drain_skips_of
 from bootc_operator.policy.poolspec import check_pool
-from bootc_operator.policy.slots import plan_rollout, release_patch
+from bootc_operator.policy.slots import release_patch
+from unit.policy.planning import rollout_plan
 from unit.policy.test_decisions import NOW, v
 
 DIGEST = "sha256:" + "a" * 64
@@ -124,10 +125,10 @@ def test_overdue_drains_count_from_the_slot_and_only_while_draining() -> None:
 
 def test_a_halting_drain_stops_new_slots_but_the_holder_keeps_draining() -> None:
     nodes = [v("a", NodeState.STAGED, slot=True), v("b", NodeState.STAGED)]
-    plan = plan_rollout(nodes, 2, paused=False, now=NOW, drain_halted=("a",))
+    plan = rollout_plan(nodes, 2, paused=False, now=NOW, drain_halted=("a",))
     assert plan.take == () and plan.waiting == ("b",) and plan.drain == ("a",)
     assert plan.drain_halted == ("a",)
-    assert plan_rollout(nodes, 2, paused=False, now=NOW).take == ("b",)
+    assert rollout_plan(nodes, 2, paused=False, now=NOW).take == ("b",)
 
 
 def test_skipped_nodes_take_slots_after_the_others_fewest_skips_first() -> None:
@@ -136,8 +137,8 @@ def test_skipped_nodes_take_slots_after_the_others_fewest_skips_first() -> None:
         replace(v("b", NodeState.STAGED), drain_skips=1),
         v("c", NodeState.STAGED),
     ]
-    assert plan_rollout(nodes, 1, paused=False, now=NOW).take == ("c",)
-    assert plan_rollout(nodes, 3, paused=False, now=NOW).take == ("c", "b", "a")
+    assert rollout_plan(nodes, 1, paused=False, now=NOW).take == ("c",)
+    assert rollout_plan(nodes, 3, paused=False, now=NOW).take == ("c", "b", "a")
 
 
 def test_skip_mark_is_counted_and_cleared_by_a_release() -> None:

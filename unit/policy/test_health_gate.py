@@ -36,8 +36,9 @@ from bootc_operator.policy.poolstatus import (
     progress_message,
     rollout_condition,
 )
-from bootc_operator.policy.slots import gate_news, plan_pool, plan_rollout, plan_staging
+from bootc_operator.policy.slots import gate_news, plan_pool, plan_staging
 from bootc_operator.reconcilers.watchers.healthpods import slim_pod
+from unit.policy.planning import rollout_plan
 
 NOW = dt.datetime(2026, 11, 24, 12, 0, tzinfo=dt.UTC)
 OLD = "sha256:" + "a" * 64
@@ -318,14 +319,14 @@ def test_only_arrived_holders_are_gated() -> None:
 def test_a_pending_gate_keeps_the_slot_and_the_budget() -> None:
     views = [back("a"), node("b"), node("c")]
     pending = {"a": GateResult(Verdict.PENDING, CHECK_PODS, "ns/x is not Ready")}
-    plan = plan_rollout(views, 1, paused=False, now=NOW, gates=pending)
+    plan = rollout_plan(views, 1, paused=False, now=NOW, gates=pending)
     assert plan.release == () and plan.take == () and plan.holders == ("a",)
     assert plan.gate_pending == (("a", CHECK_PODS, "ns/x is not Ready"),)
     assert not plan.halted and not plan.health_halted
-    passed = plan_rollout(views, 1, paused=False, now=NOW, gates={"a": GateResult(Verdict.PASSED)})
+    passed = rollout_plan(views, 1, paused=False, now=NOW, gates={"a": GateResult(Verdict.PASSED)})
     assert passed.release == ("a",) and passed.take == ("b",)
     # without a health spec (no verdicts) an arrived holder is released as before
-    assert plan_rollout(views, 1, paused=False, now=NOW).release == ("a",)
+    assert rollout_plan(views, 1, paused=False, now=NOW).release == ("a",)
 
 
 def test_a_failed_gate_halts_and_keeps_the_slot_with_halt() -> None:
@@ -334,7 +335,7 @@ def test_a_failed_gate_halts_and_keeps_the_slot_with_halt() -> None:
         "a": GateResult(Verdict.FAILED, CHECK_BOOT_COMPLETE, "did not complete"),
         "b": GateResult(Verdict.PASSED),
     }
-    plan = plan_rollout(views, 2, paused=False, now=NOW, gates=gates)
+    plan = rollout_plan(views, 2, paused=False, now=NOW, gates=gates)
     assert plan.health_failed == (("a", CHECK_BOOT_COMPLETE, "did not complete"),)
     assert plan.release == ("b",)  # a passed holder still finishes
     assert plan.take == () and plan.rollback == () and plan.health_halted
@@ -344,7 +345,7 @@ def test_a_failed_gate_halts_and_keeps_the_slot_with_halt() -> None:
 def test_a_failed_gate_rolls_back_with_rollback_when_there_is_a_rollback_deployment() -> None:
     views = [back("a"), back("b", rollback_image=None), node("c")]
     failed = GateResult(Verdict.FAILED, CHECK_PODS, "timed out")
-    plan = plan_rollout(
+    plan = rollout_plan(
         views,
         2,
         paused=False,
@@ -362,19 +363,19 @@ def test_a_failed_gate_rolls_back_with_rollback_when_there_is_a_rollback_deploym
 def test_a_rolled_back_holder_is_released_once_it_runs_the_old_image_and_halts_the_pool() -> None:
     held = {"held_back": True, "health_failed": NEW, "desired_image": f"{REPO}@{OLD}"}
     rebooting = back("a", state=S.REBOOTING, idle=False, **held)
-    plan = plan_rollout([rebooting, node("b")], 1, paused=False, now=NOW)
+    plan = rollout_plan([rebooting, node("b")], 1, paused=False, now=NOW)
     assert plan.release == () and plan.take == () and plan.held_back == ("a",)
     booted_old = back("a", state=S.PENDING, booted_desired=True, booted_digest=OLD, **held)
-    plan = plan_rollout([booted_old, node("b")], 1, paused=False, now=NOW)
+    plan = rollout_plan([booted_old, node("b")], 1, paused=False, now=NOW)
     assert plan.release == ("a",) and plan.take == () and plan.health_halted
     released = node("a", S.PENDING, spec_in_sync=False, booted_digest=OLD, **held)
-    plan = plan_rollout([released, node("b")], 1, paused=False, now=NOW)
+    plan = rollout_plan([released, node("b")], 1, paused=False, now=NOW)
     assert plan.take == () and plan.health_halted and plan.waiting == ("b",)
 
 
 def test_held_back_members_are_never_candidates_nor_staged() -> None:
     held = node("a", S.STAGED, held_back=True, health_failed=NEW)
-    assert plan_rollout([held], 1, paused=False, now=NOW).take == ()
+    assert rollout_plan([held], 1, paused=False, now=NOW).take == ()
     behind = node("b", S.UP_TO_DATE, spec_in_sync=False, booted_digest=OLD)
     assert plan_staging([replace(held, spec_in_sync=False), behind], 1) == ("b",)
 
@@ -391,10 +392,10 @@ def test_canaries_labelled_first_then_by_name() -> None:
 
 def test_canaries_go_alone_then_everyone_then_approval_stops_after_them() -> None:
     views = [node("a"), node("b"), node("c")]
-    plan = plan_rollout(views, 2, paused=False, now=NOW, canaries=frozenset({"b"}))
+    plan = rollout_plan(views, 2, paused=False, now=NOW, canaries=frozenset({"b"}))
     assert plan.take == ("b",) and plan.canary_pending == ("b",)
     holding = [node("a"), back("b"), node("c")]
-    plan = plan_rollout(
+    plan = rollout_plan(
         holding,
         2,
         paused=False,
@@ -404,15 +405,15 @@ def test_canaries_go_alone_then_everyone_then_approval_stops_after_them() -> Non
     )
     assert plan.take == () and plan.canary_pending == ("b",)
     done = [node("a"), node("b", S.UP_TO_DATE), node("c")]
-    plan = plan_rollout(done, 2, paused=False, now=NOW, canaries=frozenset({"b"}))
+    plan = rollout_plan(done, 2, paused=False, now=NOW, canaries=frozenset({"b"}))
     assert plan.take == ("a", "c") and not plan.awaiting_approval
-    plan = plan_rollout(
+    plan = rollout_plan(
         done, 2, paused=False, now=NOW, canaries=frozenset({"b"}), approval_needed=True
     )
     assert plan.take == () and plan.awaiting_approval and plan.waiting == ("a", "c")
     # nothing left to approve once everyone runs the target
     everyone = [node(n, S.UP_TO_DATE) for n in "abc"]
-    plan = plan_rollout(
+    plan = rollout_plan(
         everyone, 2, paused=False, now=NOW, canaries=frozenset({"b"}), approval_needed=True
     )
     assert not plan.awaiting_approval
@@ -427,7 +428,7 @@ def test_a_canary_never_exceeds_max_unavailable() -> None:
     views = [node(n) for n in "abcdef"]
     for budget, count in itertools.product((1, 2), (1, 3, 6)):
         canaries = choose_canaries(views, count)
-        plan = plan_rollout(views, budget, paused=False, now=NOW, canaries=canaries)
+        plan = rollout_plan(views, budget, paused=False, now=NOW, canaries=canaries)
         assert len(plan.take) == min(budget, count) and set(plan.take) <= canaries
 
 
@@ -509,7 +510,7 @@ def test_status_names_failed_pending_rolled_back_canaries_and_approval() -> None
         "a": back("a"),
         "b": node("b", S.PENDING, held_back=True, health_failed=NEW, health_note="Failed: pods: x"),
     }
-    plan = plan_rollout(
+    plan = rollout_plan(
         list(views.values()),
         1,
         paused=False,
@@ -522,7 +523,7 @@ def test_status_names_failed_pending_rolled_back_canaries_and_approval() -> None
         "no new reboots until the target changes or the nodes recover"
     )
     assert news.pending == "waiting for health checks: a (minReadySeconds: Ready for 3s of 60s)"
-    approval = plan_rollout(
+    approval = rollout_plan(
         [node("a", S.UP_TO_DATE), node("b")],
         1,
         paused=False,
@@ -533,7 +534,7 @@ def test_status_names_failed_pending_rolled_back_canaries_and_approval() -> None
     assert gate_news(approval, {}, check).approval == (
         f"1 canary healthy on {NEW}; set spec.rollout.approvedDigest to {NEW} to continue"
     )
-    first = plan_rollout([node("a"), node("b")], 1, paused=False, now=NOW, canaries=frozenset("a"))
+    first = rollout_plan([node("a"), node("b")], 1, paused=False, now=NOW, canaries=frozenset("a"))
     assert gate_news(first, {}, check).canaries == "canaries first: a (0 of 1 updated and healthy)"
 
 

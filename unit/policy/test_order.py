@@ -15,8 +15,9 @@ from bootc_operator.api import constants as c
 from bootc_operator.policy.nodestate import NodeState, NodeView, view
 from bootc_operator.policy.order import Order, label_rank, order_key, order_news
 from bootc_operator.policy.poolspec import check_pool
-from bootc_operator.policy.slots import plan_rollout, plan_staging
+from bootc_operator.policy.slots import plan_staging
 from bootc_operator.policy.topology import Topology
+from unit.policy.planning import rollout_plan
 from unit.policy.test_decisions import NOW, v
 from unit.policy.test_poolspec import pool
 
@@ -139,7 +140,7 @@ def test_the_view_reads_the_creation_time() -> None:
 def test_the_plan_takes_slots_in_the_admins_order_and_lists_the_rest() -> None:
     nodes = [n("a", rack="3"), n("b", rack="1"), n("c", rack="2"), n("m", cp=True, rack="0")]
     order = Order(by_label=RACK, control_plane="Last")
-    plan = plan_rollout(nodes, 1, paused=False, now=NOW, order=order)
+    plan = rollout_plan(nodes, 1, paused=False, now=NOW, order=order)
     assert plan.take == ("b",) and plan.next_up == ("c", "a", "m")
     assert order_news(order, plan.next_up) == (
         f"next (control plane last, by label {RACK}, by name): c, a, m"
@@ -156,16 +157,16 @@ def test_the_admins_order_replaces_cordoned_first_and_staged_longest() -> None:
         replace(n("c", rack="3"), idle_since=NOW - dt.timedelta(hours=1)),
     ]
     # the default: a (cordoned by someone else) first, then c, staged longest
-    assert plan_rollout(nodes, 2, paused=False, now=NOW).take == ("a", "c")
+    assert rollout_plan(nodes, 2, paused=False, now=NOW).take == ("a", "c")
     # by rack: b first; a uses the rest of the budget, so c waits, but a may still take
     # a free slot (updating it costs no capacity)
-    plan = plan_rollout(nodes, 2, paused=False, now=NOW, order=Order(by_label=RACK))
+    plan = rollout_plan(nodes, 2, paused=False, now=NOW, order=Order(by_label=RACK))
     assert plan.take == ("b", "a") and plan.next_up == ("c",)
 
 
 def test_canaries_still_come_first() -> None:
     nodes = [n("a", rack="1"), n("z", rack="9")]
-    plan = plan_rollout(
+    plan = rollout_plan(
         nodes, 1, paused=False, now=NOW, order=Order(by_label=RACK), canaries=frozenset({"z"})
     )
     assert plan.take == ("z",) and plan.next_up == ()
@@ -177,7 +178,7 @@ def test_inside_a_topology_the_order_applies_within_the_domain() -> None:
         n("b", rack="3", zone="a"),
         n("c", rack="2", zone="a"),
     ]
-    plan = plan_rollout(
+    plan = rollout_plan(
         nodes, 1, paused=False, now=NOW, order=Order(by_label=RACK), topology=Topology(ZONE)
     )
     assert plan.domain == "a" and plan.take == ("c",) and plan.next_up == ("b",)

@@ -13,7 +13,7 @@ import pytest
 from bootc_operator.policy.nodestate import NodeState, NodeView, view
 from bootc_operator.policy.poolspec import check_pool
 from bootc_operator.policy.poolstatus import Counts, RolloutFacts, rollout_condition
-from bootc_operator.policy.slots import plan_rollout, plan_staging
+from bootc_operator.policy.slots import plan_staging
 from bootc_operator.policy.topology import (
     NO_DOMAIN,
     UNLABELLED,
@@ -22,6 +22,7 @@ from bootc_operator.policy.topology import (
     display,
     domain_news,
 )
+from unit.policy.planning import rollout_plan
 from unit.policy.test_decisions import NOW, v
 from unit.policy.test_poolspec import pool
 
@@ -79,7 +80,7 @@ def test_the_current_domain_is_the_first_with_a_node_on_its_way() -> None:
     ]
     assert current_domain(TOPO, nodes, holders=()) == "b"
     # b's node is staging, not a candidate: c's staged node still waits for it
-    plan = plan_rollout(nodes, 5, paused=False, now=NOW, topology=TOPO)
+    plan = rollout_plan(nodes, 5, paused=False, now=NOW, topology=TOPO)
     assert plan.domain == "b" and plan.take == () and plan.other_domains == ("c1",)
     assert "c1" in plan.waiting
 
@@ -99,62 +100,62 @@ def test_degraded_and_held_back_nodes_do_not_keep_their_domain_open() -> None:
 def test_holders_keep_the_domain_whatever_the_order() -> None:
     nodes = [z("a1", "a"), z("b1", "b", slot=True)]
     assert current_domain(TOPO, nodes, holders={"b1"}) == "b"
-    plan = plan_rollout(nodes, 2, paused=False, now=NOW, topology=TOPO)
+    plan = rollout_plan(nodes, 2, paused=False, now=NOW, topology=TOPO)
     assert plan.domain == "b" and plan.take == () and plan.waiting == ("a1",)
 
 
 def test_holders_in_two_domains_finish_and_nothing_new_starts_outside_the_first() -> None:
     # the topology was set mid-rollout: b1 and c1 hold slots
     nodes = [z("b1", "b", slot=True), z("c1", "c", slot=True), z("b2", "b"), z("c2", "c")]
-    plan = plan_rollout(nodes, 4, paused=False, now=NOW, topology=TOPO)
+    plan = rollout_plan(nodes, 4, paused=False, now=NOW, topology=TOPO)
     assert plan.domain == "b" and plan.take == ("b2",) and plan.other_domains == ("c2",)
     assert set(plan.holders) == {"b1", "b2", "c1"}
 
 
 def test_every_domain_done_has_no_current_domain() -> None:
     nodes = [z("a1", "a", S.UP_TO_DATE), z("n", None, S.UP_TO_DATE)]
-    plan = plan_rollout(nodes, 1, paused=False, now=NOW, topology=TOPO)
+    plan = rollout_plan(nodes, 1, paused=False, now=NOW, topology=TOPO)
     assert plan.domain is None and domain_news(TOPO, nodes, None) == ""
 
 
 def test_max_unavailable_applies_inside_the_domain() -> None:
     nodes = [z(f"a{i}", "a") for i in range(3)] + [z(f"b{i}", "b") for i in range(3)]
-    plan = plan_rollout(nodes, 2, paused=False, now=NOW, topology=TOPO)
+    plan = rollout_plan(nodes, 2, paused=False, now=NOW, topology=TOPO)
     assert plan.take == ("a0", "a1") and plan.waiting == ("a2", "b0", "b1", "b2")
     # all of a's nodes fit in the budget: still none of b's
-    plan = plan_rollout(nodes, 5, paused=False, now=NOW, topology=TOPO)
+    plan = rollout_plan(nodes, 5, paused=False, now=NOW, topology=TOPO)
     assert plan.take == ("a0", "a1", "a2") and plan.other_domains == ("b0", "b1", "b2")
 
 
 def test_a_per_domain_budget_caps_the_slots_inside_the_domain() -> None:
     nodes = [z(f"a{i}", "a") for i in range(4)] + [z("b0", "b")]
     per_domain = Topology(ZONE, max_unavailable=1)
-    plan = plan_rollout(nodes, 3, paused=False, now=NOW, topology=per_domain)
+    plan = rollout_plan(nodes, 3, paused=False, now=NOW, topology=per_domain)
     assert plan.take == ("a0",) and plan.waiting == ("a1", "a2", "a3", "b0")
     # a holder of the domain counts against it
     nodes[0] = z("a0", "a", slot=True)
-    assert plan_rollout(nodes, 3, paused=False, now=NOW, topology=per_domain).take == ()
+    assert rollout_plan(nodes, 3, paused=False, now=NOW, topology=per_domain).take == ()
     # a percentage of the domain's 4 members, rounded up: 50% is 2, 25% is 1, 30% is 2
     for value, room in (("50%", 1), ("25%", 0), ("30%", 1)):
         topo = Topology(ZONE, max_unavailable=value)
-        assert len(plan_rollout(nodes, 3, paused=False, now=NOW, topology=topo).take) == room
+        assert len(rollout_plan(nodes, 3, paused=False, now=NOW, topology=topo).take) == room
     # maxUnavailable still applies
     topo = Topology(ZONE, max_unavailable=4)
-    assert plan_rollout(nodes, 2, paused=False, now=NOW, topology=topo).take == ("a1",)
+    assert rollout_plan(nodes, 2, paused=False, now=NOW, topology=topo).take == ("a1",)
 
 
 def test_the_domain_moves_on_in_the_pass_that_releases_the_last_holder() -> None:
     nodes = [z("a1", "a", S.UP_TO_DATE, slot=True, want="Booted"), z("b1", "b")]
-    plan = plan_rollout(nodes, 1, paused=False, now=NOW, topology=TOPO)
+    plan = rollout_plan(nodes, 1, paused=False, now=NOW, topology=TOPO)
     assert plan.release == ("a1",) and plan.domain == "b" and plan.take == ("b1",)
 
 
 def test_nodes_without_the_label_go_last_and_the_status_says_so() -> None:
     nodes = [z("n1", None), z("b1", "b", S.UP_TO_DATE), z("a1", "a")]
-    plan = plan_rollout(nodes, 1, paused=False, now=NOW, topology=TOPO)
+    plan = rollout_plan(nodes, 1, paused=False, now=NOW, topology=TOPO)
     assert plan.take == ("a1",)
     nodes = [z("n1", None), z("b1", "b", S.UP_TO_DATE), z("a1", "a", S.UP_TO_DATE)]
-    plan = plan_rollout(nodes, 1, paused=False, now=NOW, topology=TOPO)
+    plan = rollout_plan(nodes, 1, paused=False, now=NOW, topology=TOPO)
     assert plan.domain == NO_DOMAIN and plan.take == ("n1",)
     assert domain_news(TOPO, nodes, plan.domain) == (
         f"updating the nodes without label {ZONE}, last (3 of 3)"
@@ -164,19 +165,19 @@ def test_nodes_without_the_label_go_last_and_the_status_says_so() -> None:
 
 def test_canaries_still_go_first_one_domain_at_a_time() -> None:
     nodes = [z("a1", "a"), z("b1", "b"), z("c1", "c")]
-    plan = plan_rollout(
+    plan = rollout_plan(
         nodes, 3, paused=False, now=NOW, topology=TOPO, canaries=frozenset({"b1", "c1"})
     )
     assert plan.domain == "b" and plan.take == ("b1",) and plan.other_domains == ("c1",)
     # b1 updated: the other canary, in c, before a's nodes
     nodes[1] = z("b1", "b", S.UP_TO_DATE)
-    plan = plan_rollout(
+    plan = rollout_plan(
         nodes, 3, paused=False, now=NOW, topology=TOPO, canaries=frozenset({"b1", "c1"})
     )
     assert plan.domain == "c" and plan.take == ("c1",)
     # both canaries done: back to domain order
     nodes[2] = z("c1", "c", S.UP_TO_DATE)
-    plan = plan_rollout(
+    plan = rollout_plan(
         nodes, 3, paused=False, now=NOW, topology=TOPO, canaries=frozenset({"b1", "c1"})
     )
     assert plan.domain == "a" and plan.take == ("a1",)
@@ -184,7 +185,7 @@ def test_canaries_still_go_first_one_domain_at_a_time() -> None:
 
 def test_without_a_topology_nothing_changes() -> None:
     nodes = [z("a1", "a"), z("b1", "b")]
-    plan = plan_rollout(nodes, 2, paused=False, now=NOW)
+    plan = rollout_plan(nodes, 2, paused=False, now=NOW)
     assert plan.take == ("a1", "b1") and plan.domain is None and plan.other_domains == ()
 
 
@@ -211,7 +212,7 @@ def test_staging_runs_ahead_across_domains_in_domain_order() -> None:
 
 def _step(nodes: dict[str, NodeView], rng: random.Random, max_unavailable: int) -> set[str]:
     """One plan applied, then one random holder progresses; the domains with holders."""
-    plan = plan_rollout(nodes.values(), max_unavailable, paused=False, now=NOW, topology=TOPO)
+    plan = rollout_plan(nodes.values(), max_unavailable, paused=False, now=NOW, topology=TOPO)
     for name in plan.release:
         nodes[name] = replace(nodes[name], in_slot=False, desired_image_state="Staged")
     for name in plan.take:
