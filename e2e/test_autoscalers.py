@@ -11,13 +11,19 @@ reboot, so it holds its slot until the test lets it come back:
 - a node deleted while it holds the slot gives it back at once: the next node
   takes it while the deleted one could never have come back;
 - a node tainted by an autoscaler that removes it gets no slot and is counted as
-  leaving while the others update; with the taint gone it updates too.
+  leaving while the others update; with the taint gone it updates too;
+- a node that writes 44 KB of control characters into one of those annotations on
+  its own Node (sixfold in the slot's JSON record: past the 256 KiB a BootcNode's
+  annotations may hold) gets no slot, is named on the pool, and wedges nothing: the
+  node that took a slot beside it in the same pass is drained, updated and
+  uncordoned, the next one too; a sane value lets it update (issue 37 item 4).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from kubernetes_asyncio.client import ApiClient
 
 from bootc_operator.api import constants as c
@@ -206,4 +212,80 @@ async def test_a_node_an_autoscaler_removes_gets_no_slot_and_is_shown_leaving(
         await wait_for(lambda: up_to_date(api, group, 2, 3), 60, "pool UpToDate on image 2")
         assert sorted(monitor.takes_between(0)) == sorted(names), monitor.timeline
     assert monitor.summary.max_slots == 1, monitor.timeline
+    await delete_quietly(api, BOOTC_NODE_POOLS, group)
+
+
+FILLER = "example.com/filler"
+#: annotations a Node may carry in all (keys and values), the API server's limit
+ANNOTATIONS_LIMIT = 256 * 1024
+
+
+@pytest.mark.parametrize("hostile", ["record-too-long", "node-full"])
+async def test_a_node_whose_own_annotations_refuse_its_slot_wedges_nothing(
+    api: ApiClient, fleet: Fleet, hostile: str
+) -> None:
+    """Three nodes, two slots; the first by name sabotages its own Node:
+
+    - ``record-too-long``: ``do-not-disrupt`` set to 44,000 ``\\x01``. Before, its
+      take's BootcNode write was refused (422: the record grew past 256 KiB) and that
+      aborted every pass, so the node that took the other slot in the same pass stayed
+      cordoned and was never drained. Now the record is bounded: no slot, named;
+    - ``node-full``: annotations that fill the Node's 256 KiB, so the API server
+      refuses the cordon and our annotations (a real 422 on the Node): the slot is
+      given straight back, and the other nodes go on.
+
+    Either way the others are drained, updated and uncordoned, the node is named on the
+    pool (Degraded NodeDegraded) and in a SlotRefused Event, it is never left cordoned,
+    and once its annotations are sane it updates too."""
+    group = unique_name("hostile")
+    names = await add_nodes(fleet, group, 3, image(1))
+    bad, good = names[0], names[1:]
+    if hostile == "record-too-long":
+        value = "\x01" * 44_000
+        annotations = {DO_NOT_DISRUPT: value}
+        named = f"{bad}: its Node annotations {DO_NOT_DISRUPT} (44000 characters)"
+    else:
+        value = "x" * (ANNOTATIONS_LIMIT - len(FILLER) - 60)
+        annotations = {FILLER: value}
+        named = f"{bad}: the API server refused the write (422)"
+    await patch_object(api, NODES, bad, {"metadata": {"annotations": annotations}})
+
+    async def good_ones_updated_and_bad_named() -> bool:
+        p = await get_pool(api, group)
+        deg = condition(p, "Degraded")
+        return bool(
+            (p.get("status") or {}).get("updatedCount") == 2
+            and deg.get("reason") == "NodeDegraded"
+            and named in deg.get("message", "")
+        )
+
+    async with SafetyMonitor(api, group, 2) as monitor, running_controller(api):
+        await create_pool(api, pool_body(group, {"group": group}, image(1), 2))
+        await wait_for(lambda: up_to_date(api, group, 1, 3), 30, "pool UpToDate on image 1")
+        await patch_object(api, BOOTC_NODE_POOLS, group, {"spec": {"image": {"ref": image(2)}}})
+        await wait_for(
+            good_ones_updated_and_bad_named, 60, "the two others updated, the hostile one named"
+        )
+        taken = monitor.takes_between(0)
+        assert set(good) <= set(taken), monitor.timeline
+        if hostile == "record-too-long":
+            assert bad not in taken, monitor.timeline  # refused before any write
+        for name in names:  # nobody left cordoned, the hostile value untouched
+            assert not (await get_object(api, NODES, name))["spec"].get("unschedulable"), name
+        node = await get_object(api, NODES, bad)
+        assert {k: node["metadata"]["annotations"].get(k) for k in annotations} == annotations
+        await wait_for(
+            lambda: _contains(node_event_reasons(api, bad), "SlotRefused"),
+            30,
+            f"a SlotRefused Event on {bad}",
+        )
+        # sane annotations: the node takes its slot and updates, and keeps its own value
+        sane = {DO_NOT_DISRUPT: "no"} if hostile == "record-too-long" else {FILLER: None}
+        await patch_object(api, NODES, bad, {"metadata": {"annotations": sane}})
+        await wait_for(lambda: up_to_date(api, group, 2, 3), 60, "pool UpToDate on image 2")
+        assert condition(await get_pool(api, group), "Degraded").get("reason") == "Healthy"
+        expected = {k: v for k, v in sane.items() if k in KEYS and v is not None}
+        assert await node_annotations(api, bad) == expected
+        assert sorted(set(monitor.takes_between(0))) == sorted(names), monitor.timeline
+    assert monitor.summary.max_slots <= 2, monitor.timeline
     await delete_quietly(api, BOOTC_NODE_POOLS, group)

@@ -155,6 +155,7 @@ class Controller:
             self.health_pods,
             verbose_node_events=node_events == "verbose",
             health_queries=self.health_queries,
+            on_problem=self.queues["status"].add,
         )
         self.registry = RegistryClient(registry)
         self.tags = TagReconciler(
@@ -188,6 +189,7 @@ class Controller:
             extra_problems=lambda pool: {
                 **self.tags.problems(pool),
                 **self.signatures.problems(pool),
+                **self.rollout.problems(pool),
             },
             secret_state=self.secret_state,
             membership=self.membership.progress,

@@ -9,8 +9,13 @@
   same write that takes the slot, as ``was-cordoned`` records a prior cordon; a
   restarted or newly elected controller restores from it. Giving the slot back
   restores exactly that: an admin's own value (whatever it was) comes back, a key
-  the Node did not have is removed. A slot without the record (taken by the Go
-  operator or an older controller) never had ours written: nothing is restored.
+  the Node did not have is removed. The record is bounded (``MAX_RECORD``
+  characters of JSON, where a control character takes six): a Node whose values
+  do not fit (a node writing kilobytes of them on its own Node) cannot be given
+  back as it was, so it gets no slot (``UnrecordableProtection`` names the keys and
+  sizes) rather than an annotation the API server refuses or a value lost. A slot
+  without the record (taken by the Go operator or an older controller) never had
+  ours written: nothing is restored.
   Removed or changed by someone while the slot is held, they are written again
   (``protection_to_reapply``), as a removed cordon is; a slot without the record
   gets none (its release would not take them off).
@@ -44,10 +49,28 @@ LEAVING_TAINTS: Final[Mapping[str, str]] = {
 }
 
 
+#: The longest ``prior_record``: far beyond "true"/"false", far below the 256 KiB all
+#: of a BootcNode's annotations may hold together.
+MAX_RECORD: Final = 4096
+
+
+class UnrecordableProtection(ValueError):
+    """The Node's values under ``PROTECT``'s keys are too long to record (and so to
+    put back after the slot); the message names the keys and their sizes."""
+
+
 def prior_record(node_annotations: Mapping[str, str]) -> str:
-    """The BootcNode record of what the Node carried under ``PROTECT``'s keys."""
-    prior = {k: node_annotations[k] for k in PROTECT if k in node_annotations}
-    return json.dumps(prior, sort_keys=True, separators=(",", ":"))
+    """The BootcNode record of what the Node carried under ``PROTECT``'s keys;
+    ``UnrecordableProtection`` when it would be longer than ``MAX_RECORD``."""
+    prior = {k: str(node_annotations[k]) for k in PROTECT if k in node_annotations}
+    record = json.dumps(prior, sort_keys=True, separators=(",", ":"))
+    if len(record) > MAX_RECORD:
+        sizes = ", ".join(f"{k} ({len(v)} characters)" for k, v in sorted(prior.items()))
+        raise UnrecordableProtection(
+            f"its Node annotations {sizes} take {len(record)} characters to record, more "
+            f"than the {MAX_RECORD} the operator keeps to put them back after a reboot slot"
+        )
+    return record
 
 
 def parse_record(record: str) -> dict[str, str]:

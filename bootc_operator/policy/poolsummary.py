@@ -138,8 +138,9 @@ def summarize(i: PoolInputs) -> PoolSummary:
 
 
 def problems_of(i: PoolInputs, counts: Counts) -> dict[str, str]:
-    """Degraded's problems before the plan: other loops', the spec's, the selector's
-    conflicts, membership's refused writes, degraded nodes, the pull secret."""
+    """Degraded's problems before the plan: other loops' (the rollout's refused writes
+    among them, as NodeDegraded), the spec's, the selector's conflicts, membership's
+    refused writes, degraded nodes, the pull secret."""
     problems = dict(i.extra_problems)
     if i.policy.problems:
         problems[c.REASON_INVALID_SPEC] = "; ".join(i.policy.problems)
@@ -150,7 +151,11 @@ def problems_of(i: PoolInputs, counts: Counts) -> dict[str, str]:
             p for p in (problems.get(c.REASON_INVALID_SPEC), i.membership_problem) if p
         )
     if counts.degraded:
-        problems[c.REASON_NODE_DEGRADED] = degraded_nodes_message(i.views)
+        # after the nodes' own errors, the writes the rollout had refused for some
+        refused = problems.get(c.REASON_NODE_DEGRADED)
+        problems[c.REASON_NODE_DEGRADED] = "; ".join(
+            p for p in (degraded_nodes_message(i.views), refused) if p
+        )
     if i.secret_problem:
         problems[c.REASON_PULL_SECRET_ERROR] = (
             f"{i.secret_problem}; nodes keep their last good credentials"

@@ -370,13 +370,16 @@ class Gates:
     """What holds new slots back from outside the slot plan, judged before it: the
     holders' health-gate verdicts (``health.gate_results``, those that arrived on the
     target), the canaries (``health.choose_canaries``), the maintenance window, the
-    alert gate and the drains past their timeout under ``onTimeout: Halt``."""
+    alert gate, the drains past their timeout under ``onTimeout: Halt``, and the nodes
+    whose last take was refused (``refusals.Refusals.excluded``: no candidates for
+    now, the next ones go)."""
 
     health: Mapping[str, GateResult] = field(default_factory=dict)
     canaries: frozenset[str] = frozenset()
     window_open: bool = True
     alerts_blocked: bool = False
     drain_halted: tuple[str, ...] = ()
+    refused: frozenset[str] = frozenset()
 
 
 def plan_rollout(
@@ -395,7 +398,10 @@ def plan_rollout(
     holders = release_step(nodes, gates.health)
     health = holder_health(holders.kept, now, policy, budgets, gates.health)
     queue = canary_step(
-        nodes, candidates(nodes, policy.order), gates.canaries, policy.awaiting_approval
+        nodes,
+        candidates(nodes, policy.order, gates.refused),
+        gates.canaries,
+        policy.awaiting_approval,
     )
     zone = topology_step(policy.topology, nodes, holders.kept, queue)
     held_back = tuple(v.name for v in nodes if v.held_back)
@@ -528,12 +534,15 @@ def holder_health(
     return HolderHealth(unhealthy, halted, tuple(pending), tuple(failed), tuple(rollback))
 
 
-def candidates(nodes: Iterable[NodeView], order: Order | None) -> list[NodeView]:
-    """The members that may take a slot (``is_candidate``), in the order they take
-    them: the admin's ``order`` (``order.order_key``), else ``slot_order``; nodes a
-    drain timeout skipped (``onTimeout: Skip``) after the others, fewest skips first."""
+def candidates(
+    nodes: Iterable[NodeView], order: Order | None, refused: frozenset[str] = frozenset()
+) -> list[NodeView]:
+    """The members that may take a slot (``is_candidate``, not ``refused``), in the
+    order they take them: the admin's ``order`` (``order.order_key``), else
+    ``slot_order``; nodes a drain timeout skipped (``onTimeout: Skip``) after the
+    others, fewest skips first."""
     return sorted(
-        (v for v in nodes if is_candidate(v)),
+        (v for v in nodes if is_candidate(v) and v.name not in refused),
         key=lambda v: (v.drain_skips, slot_order(v) if order is None else order_key(order, v)),
     )
 
@@ -682,10 +691,12 @@ def plan_pool(
     gates: Mapping[str, GateResult] | None = None,
     *,
     alerts_blocked: bool = False,
+    refused: frozenset[str] = frozenset(),
 ) -> tuple[RolloutPlan, WindowState]:
     """``plan_rollout`` with the pool's own policy, budgets and gates, and its
     maintenance-window state; ``gates``: the health-gate verdicts
-    (``health.gate_results``); ``alerts_blocked``: the alert gate's verdict."""
+    (``health.gate_results``); ``alerts_blocked``: the alert gate's verdict;
+    ``refused``: nodes that may not take a slot for now."""
     window = window_state(policy.windows, now)
     budgets = policy.budgets(len(views))
     judged = Gates(
@@ -694,6 +705,7 @@ def plan_pool(
         window_open=window.open,
         alerts_blocked=alerts_blocked,
         drain_halted=halting_drains(views, now, policy.drain),
+        refused=refused,
     )
     plan = plan_rollout(policy, budgets, views, now, judged)
     stage = plan_staging(

@@ -7,16 +7,22 @@ at most ``limit`` at once, and keeps the sequential version's failure rule:
 after a step fails no further step starts, the ones in flight finish (a write
 in flight may or may not land, so none is cancelled), then the first error
 is raised and the pass is retried from fresh caches.
+
+``settle`` runs every step whatever the others do and returns each one's result
+or error: for steps of one node that must not wait on another's (a node whose
+write the API server refuses must not keep the others from being drained or
+released).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 from typing import Final, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
+K = TypeVar("K", bound=Hashable)
 
 WRITE_CONCURRENCY: Final = 16
 
@@ -44,3 +50,23 @@ async def each(
     if errors:
         raise errors[0]
     return [results[i] for i in range(len(items))]
+
+
+async def settle(
+    items: Sequence[K], step: Callable[[K], Awaitable[R]], limit: int = WRITE_CONCURRENCY
+) -> tuple[dict[K, R], dict[K, Exception]]:
+    """``step(item)`` for every item, at most ``limit`` at once, each whatever the
+    others do: (results, errors), by item."""
+    results: dict[K, R] = {}
+    errors: dict[K, Exception] = {}
+    pending = iter(items)
+
+    async def worker() -> None:
+        for item in pending:
+            try:
+                results[item] = await step(item)
+            except Exception as err:
+                errors[item] = err
+
+    await asyncio.gather(*(worker() for _ in range(min(limit, len(items)))))
+    return results, errors

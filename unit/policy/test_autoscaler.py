@@ -12,8 +12,10 @@ import pytest
 from bootc_operator.api import constants as c
 from bootc_operator.policy.autoscaler import (
     DO_NOT_DISRUPT,
+    MAX_RECORD,
     PROTECT,
     SCALE_DOWN_DISABLED,
+    UnrecordableProtection,
     leaving,
     parse_record,
     prior_record,
@@ -62,6 +64,25 @@ def test_the_record_keeps_only_the_admins_values_of_our_keys() -> None:
     assert parse_record(prior_record(both)) == both
     taking = take_patch("T", was_cordoned=False, autoscaler_prior=record)
     assert taking["metadata"]["annotations"][PRIOR] == record
+
+
+def test_the_record_is_bounded_and_what_does_not_fit_is_refused_by_name() -> None:
+    """Issue 37 item 4: a node's own 44 KB control-character value under one of our
+    keys grew sixfold in JSON (264 KB), past the 256 KiB a BootcNode's annotations may
+    hold: every take of that node got a 422. The record never exceeds MAX_RECORD;
+    what does not fit is refused before any write, naming the key and its size."""
+    fits = {DO_NOT_DISRUPT: "\x01" * 600, SCALE_DOWN_DISABLED: "x" * 300}
+    record = prior_record(fits)
+    assert len(record) <= MAX_RECORD and parse_record(record) == fits
+    with pytest.raises(UnrecordableProtection) as err:
+        prior_record({DO_NOT_DISRUPT: "\x01" * 44_000, SCALE_DOWN_DISABLED: "true"})
+    message = str(err.value)
+    assert message.startswith(
+        f"its Node annotations {SCALE_DOWN_DISABLED} (4 characters), "
+        f"{DO_NOT_DISRUPT} (44000 characters) take 264"
+    ), message
+    assert f"more than the {MAX_RECORD} the operator keeps" in message
+    assert "\x01" not in message and len(message) < 400
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ from bootc_operator.informers import Informer
 from bootc_operator.kube import BOOTC_NODES, NODES
 from bootc_operator.policy.nodestate import NodeState
 from bootc_operator.reconcilers.context import Context
-from bootc_operator.reconcilers.fanout import each
+from bootc_operator.reconcilers.fanout import each, settle
 from bootc_operator.reconcilers.triggers import membership_changed, node_membership_changed
 
 T = frozenset({"sha256:b"})
@@ -87,6 +87,22 @@ async def test_each_stops_starting_steps_after_a_failure_and_raises_it() -> None
         await each(list(range(20)), step, limit=2)
     assert len(started) < 20  # the rest never started
     assert 0 in started and 1 in started
+
+
+async def test_settle_runs_every_step_whatever_the_others_do() -> None:
+    """One node's refused write never stops another node's step (issue 37 item 4)."""
+
+    async def step(name: str) -> str:
+        await asyncio.sleep(0)
+        if name == "bad":
+            raise ValueError("refused")
+        return name.upper()
+
+    names = ["a", "bad", *(f"n{i}" for i in range(20))]
+    done, errors = await settle(names, step, limit=2)
+    assert done == {n: n.upper() for n in names if n != "bad"}
+    assert list(errors) == ["bad"] and str(errors["bad"]) == "refused"
+    assert await settle([], step) == ({}, {})
 
 
 def test_view_is_memoised_by_resource_versions_and_targets() -> None:

@@ -2,11 +2,20 @@
 
 ``reconcile(pool_name)`` turns ``slots.plan_rollout`` into writes in three
 steps, strictly in this order so the number of slot holders never exceeds
-maxUnavailable even if a write fails half-way (any failure aborts the pass;
-it is retried). Within a step the nodes are handled concurrently, at most
-``fanout.WRITE_CONCURRENCY`` at once (a wave of hundreds of nodes would
-otherwise cost hundreds of sequential round trips); each node's own writes
-keep their order:
+maxUnavailable even if a write fails half-way. Within a step the nodes are
+handled concurrently, at most ``fanout.WRITE_CONCURRENCY`` at once (a wave of
+hundreds of nodes would otherwise cost hundreds of sequential round trips); each
+node's own writes keep their order, and one node's failure never stops another
+node's steps (``fanout.settle``): a node whose write the API server refuses (a
+422: say, a Node carrying annotations too long to record) must not leave the
+nodes that took a slot beside it cordoned and undrained. Only a failed release
+stops the takes of the same pass (its node may still hold its slot). A refused
+write (400, 403, 413, 422, or a take whose record does not fit) is remembered
+(``policy.refusals``): the node is named in the pool's Degraded message
+(NodeDegraded) and in a Warning Event, and a node whose take was refused is no
+candidate until its retry (capped backoff), so the slot goes to the next one. Any
+other failure (a conflict, a timeout) is raised at the end of the pass, which is
+retried from fresh caches:
 
 1. **release** holders that are done (UpToDate, Idle, Ready) or whose target
    moved before they rebooted: cancel the drain, uncordon unless
@@ -50,13 +59,16 @@ back to ``Staged`` (an ``UnsafeBootedRestored`` Warning).
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import logging
+from collections.abc import Awaitable, Callable, Sequence
 
 from bootc_operator.api import constants as c
 from bootc_operator.api.timefmt import micro_time, now_rfc3339, parse_time
 from bootc_operator.api.v1alpha1 import RebootKind
 from bootc_operator.gates.healthqueries import HealthQueries
-from bootc_operator.policy.autoscaler import prior_record
+from bootc_operator.kube import ApiError
+from bootc_operator.policy.autoscaler import UnrecordableProtection, prior_record, protection
 from bootc_operator.policy.drainplan import (
     MAX_TRIES,
     DrainPolicy,
@@ -70,6 +82,7 @@ from bootc_operator.policy.health import (
 from bootc_operator.policy.nodestate import NodeState, NodeView, drain_skips_of
 from bootc_operator.policy.ownership import retarget_patch
 from bootc_operator.policy.poolspec import PoolPolicy
+from bootc_operator.policy.refusals import TAKE, Refusals
 from bootc_operator.policy.slots import (
     BOOTED,
     STAGED,
@@ -77,6 +90,7 @@ from bootc_operator.policy.slots import (
     adoption,
     adoption_patch,
     hold_repair_patch,
+    is_candidate,
     must_restore_staged,
     next_reboot_deadline,
     plan_pool,
@@ -84,7 +98,7 @@ from bootc_operator.policy.slots import (
     take_patch,
 )
 from bootc_operator.reconcilers.context import Context, Obj, pool_ref
-from bootc_operator.reconcilers.fanout import each
+from bootc_operator.reconcilers.fanout import each, settle
 from bootc_operator.reconcilers.metrics import (
     DRAIN_OUTCOMES,
     HEALTH_CHECK_DURATION,
@@ -97,6 +111,20 @@ from bootc_operator.reconcilers.watchers.drain import DrainManager
 from bootc_operator.reconcilers.watchers.healthpods import HealthPods, health_gates
 
 log = logging.getLogger("rollout")
+
+
+#: answers of the API server that refuse a write as such: the same write fails again
+REFUSED_STATUSES = frozenset({400, 403, 413, 422})
+
+
+def refused_because(err: Exception) -> str | None:
+    """Why a step was refused for good (retrying it as is fails again); None: another
+    failure (a conflict, a timeout, a 5xx), retried with the pass."""
+    if isinstance(err, UnrecordableProtection):
+        return str(err)
+    if isinstance(err, ApiError) and err.status in REFUSED_STATUSES:
+        return f"the API server refused the write ({err.status}): {err.message[:300]}"
+    return None
 
 
 def slot_taken_at(bn: Obj) -> dt.datetime | None:
@@ -115,8 +143,13 @@ class RolloutReconciler:
         *,
         verbose_node_events: bool = False,
         health_queries: HealthQueries | None = None,
+        on_problem: Callable[[str], None] = lambda pool: None,
     ) -> None:
+        """``on_problem(pool)``: the refused writes of ``pool`` changed (``problems``):
+        the status reconciler should look again."""
         self.ctx = ctx
+        self.refusals = Refusals()
+        self._on_problem = on_problem
         self.drains = drains
         self.health_pods = health_pods
         self.health_queries = health_queries
@@ -147,6 +180,8 @@ class RolloutReconciler:
         if self._since is None:
             self._since = ctx.now()
         since = self._since
+        if self.refusals.retain(pool_name, bns):
+            self._on_problem(pool_name)
         adopt = {n: a for n, v in views.items() if (a := adoption(v, since)) is not None}
         await each(list(adopt), lambda n: self._adopt(pool, bns[n], adopt[n]))
         restore = [n for n, v in views.items() if must_restore_staged(v) and n not in adopt]
@@ -156,7 +191,31 @@ class RolloutReconciler:
         if not policy.valid or not policy.targets:
             self._retain_none(pool_name)  # no gate is judged meanwhile
             return None
+        return await self._roll(pool, policy, bns, views)
+
+    async def _roll(
+        self, pool: Obj, policy: PoolPolicy, bns: dict[str, Obj], views: dict[str, NodeView]
+    ) -> float | None:
+        """One pass of the plan's steps; each node's steps independent of the others'."""
+        ctx = self.ctx
+        pool_name = pool["metadata"]["name"]
         now = ctx.now()
+        failed: dict[str, tuple[str, Exception]] = {}  # node -> (step, error)
+        tried: set[tuple[str, str]] = set()  # (step, node)
+
+        async def step(
+            what: str, names: Sequence[str], run: Callable[[str], Awaitable[float | None]]
+        ) -> dict[str, float | None]:
+            tried.update((what, n) for n in names)
+            done, errors = await settle(names, run)
+            for name, err in errors.items():
+                failed.setdefault(name, (what, err))
+            for name in done:
+                if (r := self.refusals.get(pool_name, name)) is not None and r.step == what:
+                    self.refusals.clear(pool_name, name)
+                    self._on_problem(pool_name)
+            return done
+
         gates = health_gates(
             self.health_pods,
             pool_name,
@@ -167,36 +226,65 @@ class RolloutReconciler:
             health_queries=self.health_queries,
         )
         plan, window = plan_pool(
-            policy, list(views.values()), now, gates, alerts_blocked=ctx.alerts_blocked(pool)
+            policy,
+            list(views.values()),
+            now,
+            gates,
+            alerts_blocked=ctx.alerts_blocked(pool),
+            refused=self.refusals.excluded(pool_name, now, self._basis),
         )
         # Per-node steps run concurrently (bounded); every release completes before
-        # any take starts, so holders never exceed maxUnavailable.
-        await each(
+        # any take starts, so holders never exceed maxUnavailable: a release that
+        # failed (its node may still hold its slot) stops this pass' takes.
+        released = await step(
+            "release",
             plan.release,
             lambda n: self._release(
                 pool, bns[n], views[n], cancelled=n in plan.cancel, gate=gates.get(n)
             ),
         )
-        await each(
+        await step(
+            "health note",
             [n for n, g in gates.items() if n not in plan.release and n not in plan.rollback],
             lambda n: self._note_gate(pool, bns[n], views[n], gates[n]),
         )
-        await each(
-            plan.rollback, lambda n: self._roll_back(pool, bns[n], views[n], gates[n], policy)
+        await step(
+            "rollback",
+            plan.rollback,
+            lambda n: self._roll_back(pool, bns[n], views[n], gates[n], policy),
         )
-        await each(plan.take, lambda n: self._take(pool, bns[n]))
+        takes = plan.take if len(released) == len(plan.release) else ()
+        taken = await step(TAKE, takes, lambda n: self._take(pool, bns[n]))
         # the other holders (rebooting, under health check) keep their autoscaler
         # annotations too (the draining ones in _drive_drain, with their cordon)
         busy = {*plan.release, *plan.rollback, *plan.take, *plan.drain}
         holders = [n for n, v in views.items() if v.in_slot and n not in busy]
-        await each(holders, lambda n: self._keep_held(pool_name, bns[n], cordon=False))
-        requeue: float | None = None
-        waits = await each(plan.drain, lambda n: self._drive_drain(pool, n, policy.drain, now))
+        await step("hold", holders, lambda n: self._keep_held(pool_name, bns[n], cordon=False))
+        # Drains: the holders, and the nodes whose take went through in this pass (a
+        # take that failed took no slot: its node is neither cordoned nor drained).
+        draining = [n for n in plan.drain if n not in plan.take or n in taken]
+        waits = await step(
+            "drain", draining, lambda n: self._drive_drain(pool, n, policy.drain, now)
+        )
         desired = policy.desired_image
         if desired is not None:
             # stageAhead: the next few members start staging as others move on
-            await each(plan.stage, lambda n: self._retarget(bns[n], desired))
-        for wait in waits:
+            await step("retarget", plan.stage, lambda n: self._retarget(bns[n], desired))
+        # a refusal whose step is not due any more (its node is no candidate for a
+        # slot now, or its step was not tried) is not news on the pool any more
+        if self.refusals.prune(
+            pool_name,
+            lambda n, r: (
+                n in views and is_candidate(views[n]) if r.step == TAKE else (r.step, n) in tried
+            ),
+        ):
+            self._on_problem(pool_name)
+        requeue: float | None = None
+        if failed and self._failed(pool, failed, now):
+            requeue = 0.1  # a take refused: the slot goes to the next candidate now
+        if (retry := self.refusals.next_retry(pool_name, now)) is not None:
+            requeue = retry if requeue is None else min(requeue, retry)
+        for wait in waits.values():
             if wait is not None:
                 requeue = wait if requeue is None else min(requeue, wait)
         deadline = next_reboot_deadline(views.values(), now, policy.reboot_timeout)
@@ -210,6 +298,53 @@ class RolloutReconciler:
             if gate.wait is not None:  # minReadySeconds or the gate's timeout
                 requeue = gate.wait if requeue is None else min(requeue, gate.wait)
         return requeue
+
+    def problems(self, pool: Obj) -> dict[str, str]:
+        """The pool's refused writes, named by node (NodeDegraded)."""
+        message = self.refusals.message(pool["metadata"]["name"])
+        return {c.REASON_NODE_DEGRADED: message} if message else {}
+
+    def _basis(self, name: str) -> str:
+        """What a refused take depended on: the Node's autoscaler annotations (the
+        record that did not fit); once they change the node may try again at once."""
+        node = self.ctx.node(name)
+        values = protection(node) if node is not None else {}
+        return hashlib.sha256(repr(sorted(values.items())).encode()).hexdigest()
+
+    def _failed(
+        self, pool: Obj, failed: dict[str, tuple[str, Exception]], now: dt.datetime
+    ) -> bool:
+        """After a pass: remember and report the refused steps; raise any other failure
+        (the pass is retried with backoff; the other nodes' steps have been done).
+        True when a take was refused."""
+        pool_name = pool["metadata"]["name"]
+        other: Exception | None = None
+        took = False
+        for name, (what, err) in sorted(failed.items()):
+            why = refused_because(err)
+            if why is None:
+                log.warning(f"{what} failed: {err}", extra={"pool": pool_name, "node": name})
+                other = other or err
+                continue
+            before = self.refusals.get(pool_name, name)
+            basis = self._basis(name) if what == TAKE else ""
+            refusal = self.refusals.refuse(pool_name, name, what, f"{name}: {why}", now, basis)
+            retry = (refusal.retry_at - now).total_seconds()
+            if what == TAKE:
+                took = True
+                consequence = f"it takes no reboot slot; tried again in {retry:.0f}s"
+            else:
+                consequence = f"its {what} is tried again on the next pass"
+            msg = f"{refusal.message}; {consequence}"
+            log.warning(msg, extra={"pool": pool_name, "node": name})
+            if before is None or before.message != refusal.message:
+                self._on_problem(pool_name)
+                reason = "SlotRefused" if what == TAKE else "WriteRefused"
+                summary = "{n} nodes' rollout writes were refused (see the pool's Degraded)"
+                self._report(pool, name, "Warning", reason, msg, summary)
+        if other is not None:
+            raise other
+        return took
 
     def _retain_none(self, pool_name: str) -> None:
         self.health_pods.retain((), pool_name)
@@ -382,14 +517,26 @@ class RolloutReconciler:
         # show our own annotations of an earlier slot as the admin's.
         node = await ctx.live_node(name)
         was_cordoned = bool((node or {}).get("spec", {}).get("unschedulable"))
+        # bounded: a record that does not fit takes no slot (UnrecordableProtection)
         prior = prior_record((node or {}).get("metadata", {}).get("annotations") or {})
         # The drain timeout counts from this stamp: the moment the take is written, to
         # the microsecond (issue 37 §6: a whole-second stamp from the start of the pass
         # cut drains short by up to a second plus the pass's earlier writes).
         taken = micro_time(ctx.now())
         taking = take_patch(taken, was_cordoned=was_cordoned, autoscaler_prior=prior)
-        await ctx.patch_bootc_node(bn, taking)
-        await ctx.hold_node(name)
+        held = await ctx.patch_bootc_node(bn, taking)
+        try:
+            await ctx.hold_node(name)
+        except ApiError as err:
+            if err.status not in REFUSED_STATUSES:
+                raise  # the slot is held; the drain step cordons it on the next pass
+            # The Node refuses the cordon and annotations (e.g. its own annotations
+            # fill its size limit): the slot goes straight back, or it would be held
+            # by a node that is never cordoned nor drained. The merge patch that
+            # failed changed nothing, so this restores nothing but what it recorded.
+            await ctx.give_node_back(name, held["metadata"].get("annotations") or {})
+            await ctx.patch_bootc_node(held, release_patch(STAGED))
+            raise
         pool_name = pool["metadata"]["name"]
         if was_cordoned:
             # Someone else cordoned it: we did not, and we will leave it cordoned.

@@ -10,7 +10,8 @@
 - ``UpToDate``: AllUpdated / Paused / RolloutInProgress with the progress message;
 - ``Degraded``: the highest-precedence problem of InvalidSpec, NodeConflict,
   RolloutHalted, NodeDegraded (and TagResolutionError, SignatureVerificationFailed,
-  SignatureRegistryError, PullSecretError fed by ``extra_problems``), else Healthy;
+  SignatureRegistryError, PullSecretError, and NodeDegraded naming the nodes whose
+  rollout writes were refused, fed by ``extra_problems``), else Healthy;
 - ``Ready``, and ``Reconciling`` or ``Stalled`` while True: the same in kstatus's
   terms, for Flux and ``kubectl wait --for=condition=Ready``
   (``poolstatus.pool_kstatus``).
