@@ -297,6 +297,27 @@ def test_packaged_chart_renders_the_same(helm: Helm, tmp_path: Path) -> None:
             ("--set", "fullnameOverride=bootc-operator-prod"),
             r"at '/fullnameOverride': 'bootc-operator-prod' does not match pattern",
         ),
+        # names are DNS labels / subdomains, labels label keys and values (issue 37 §14)
+        (
+            ("--set", "metrics.grafanaDashboard.namespace=Monitoring"),
+            r"at '/metrics/grafanaDashboard/namespace': 'Monitoring' does not match pattern",
+        ),
+        (
+            ("--set", "imagePullSecrets[0].name=my_secret"),
+            r"at '/imagePullSecrets/0/name': .*'my_secret' does not match pattern",
+        ),
+        (
+            ("--set", "metrics.certSecret=tls/cert"),
+            r"at '/metrics/certSecret': 'tls/cert' does not match pattern",
+        ),
+        (
+            ("--set", "metrics.serviceMonitor.labels.release=kube prometheus"),
+            r"at '/metrics/serviceMonitor/labels/release': 'kube prometheus' does not match",
+        ),
+        (
+            ("--set", "daemon.nodeSelector.-role=os"),
+            r"at '/daemon/nodeSelector': additional properties '-role' not allowed",
+        ),
         # the templates' own checks
         (
             ("--set", "controller.leaderElection.enabled=false"),
@@ -304,7 +325,21 @@ def test_packaged_chart_renders_the_same(helm: Helm, tmp_path: Path) -> None:
         ),
         (("--namespace", "default"), r'namespace "default": install with --namespace NAME'),
     ],
-    ids=["enum", "digest", "unknown-key", "minimum", "args", "fullname", "replicas", "namespace"],
+    ids=[
+        "enum",
+        "digest",
+        "unknown-key",
+        "minimum",
+        "args",
+        "fullname",
+        "dashboard-namespace",
+        "pull-secret",
+        "cert-secret",
+        "label-value",
+        "label-key",
+        "replicas",
+        "namespace",
+    ],
 )
 def test_bad_values_fail_with_a_clear_message(
     helm: Helm, args: tuple[str, ...], message: str
@@ -312,6 +347,30 @@ def test_bad_values_fail_with_a_clear_message(
     res = helm.run("template", "bootc-operator", str(CHART), "--namespace", NS, *args, check=False)
     assert res.returncode != 0
     assert re.search(message, res.stderr), res.stderr
+
+
+INJECTED = 'monitoring\n  labels:\n    injected: "true"'
+
+
+def test_a_newline_in_a_name_cannot_inject_yaml(helm: Helm, tmp_path: Path) -> None:
+    """Issue 37 §14: a dashboard namespace with a newline is refused by the schema,
+    naming the value; rendered anyway (no schema), it stays one quoted string."""
+    values = {"metrics": {"grafanaDashboard": {"enabled": True, "namespace": INJECTED}}}
+    file = tmp_path / "values.yaml"
+    file.write_text(yaml.safe_dump(values))
+    argv = ["template", "bootc-operator", str(CHART), "--namespace", NS, "--values", str(file)]
+    refused = helm.run(*argv, check=False)
+    assert refused.returncode != 0, refused.stdout
+    pattern = r"at '/metrics/grafanaDashboard/namespace': .* does not match pattern"
+    assert re.search(pattern, refused.stderr), refused.stderr
+    rendered = helm.run(*argv, "--skip-schema-validation")
+    (dashboard,) = (
+        d
+        for d in yaml.safe_load_all(rendered.stdout)
+        if d and d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("-grafana-dashboard")
+    )
+    assert dashboard["metadata"]["namespace"] == INJECTED
+    assert "injected" not in dashboard["metadata"]["labels"], dashboard["metadata"]
 
 
 # ------------------------------------------------------------------ a real apiserver

@@ -40,7 +40,7 @@ imagePullSecrets:
 {{- if and .Values.metrics.secure .Values.metrics.certSecret }}
 - name: metrics-cert
   secret:
-    secretName: {{ .Values.metrics.certSecret }}
+    secretName: {{ .Values.metrics.certSecret | quote }}
 {{- end }}
 {{- end -}}
 
