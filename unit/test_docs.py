@@ -84,6 +84,10 @@ NOT_RUN = {
     ),
     "kubectl apply -k manifests/prometheus": "needs the Prometheus Operator's CRDs; "
     "e2e/test_prometheus_kit.py applies the same kustomize output to an apiserver with them",
+    "kubectl -n argocd patch configmap argocd-cm --patch-file manifests/argocd/argocd-cm.yaml": (
+        "an Argo CD install's ConfigMap; e2e/test_gitops.py applies the same patch file to an "
+        "argocd-cm on the harness apiserver and runs Argo CD's own health code on the result"
+    ),
     "kubectl -n NS create rolebinding bootc-operator-controller-secrets "
     "--clusterrole=bootc-operator-controller-secrets "
     "--serviceaccount=bootc-operator:bootc-operator-controller": "a template (NS is the "
