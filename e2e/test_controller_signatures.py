@@ -16,8 +16,9 @@ or rotated to another key while the tag moves to a digest that key did not sign,
 digest verified before is no target any more (a node joining meanwhile is given
 nothing) until a digest verifies with the keys trusted now.
 A key sigstore would refuse (RSA of 1024 bits) is named on the pool, as kubectl
-shows it. The simulation's key (``hack/sim image push --sign``) is checked against the
-same verifier.
+shows it. A digest refused while unsigned is checked again within seconds, and
+``kubectl bootc why`` says when; signed later, it verifies. The simulation's key
+(``hack/sim image push --sign``) is checked against the same verifier.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from kubernetes_asyncio.client import ApiClient
 
+from bootc_operator.api.timefmt import parse_time
 from bootc_operator.controller import Controller
 from bootc_operator.informers import unwrap
 from bootc_operator.kube import (
@@ -51,6 +53,7 @@ from bootc_operator.registry import RegistryClient, make_target
 from bootc_operator.registry.signature import load_public_keys, signature_tag
 from e2e.controllerenv import create_pool, delete_quietly, get_pool
 from e2e.helpers import condition, ensure_namespace, push, unique_name, wait_for
+from e2e.test_kubectl_bootc import kubectl_bootc
 from hack.simlib import signing
 from hack.testenv import ControlPlane
 from hack.testenv.controller import running_controller
@@ -413,5 +416,56 @@ async def test_a_key_sigstore_refuses_is_named_on_the_pool(
                 "SignatureVerificationFailed: trusted key unusable: verification.publicKeys[0] "
                 "is an RSA key of 1024 bits; sigstore accepts 2048, 3072 or 4096 bits only"
             ), shown.stdout
+    finally:
+        await delete_quietly(api, BOOTC_NODE_POOLS, group)
+
+
+async def test_a_signature_pushed_after_its_refusal_is_seen_and_why_says_when(
+    api: ApiClient,
+    make_registry: Callable[..., Registry],
+    cosign: Cosign,
+    control_plane: ControlPlane,
+) -> None:
+    """Issue 37 §16: a refused digest is checked again within seconds (backoff from
+    2 s), and ``kubectl bootc why POOL`` says when, as the pool's
+    ``status.nextSignatureCheckTime`` does; signed later, it verifies."""
+    registry = make_registry()
+    late: KeyPair = cosign.generate_key_pair("late")
+    repo = unique_name("os")
+    digest = await push(registry, registry.ref(repo, "v1"), "signed late")
+    group = unique_name("late-sig")
+    pool = pool_body(group, {"group": group}, registry.ref(repo, digest=digest), 1)
+    pool["spec"]["image"]["verification"] = {"publicKeys": [late.public]}
+    try:
+        async with running_controller(api, registry=registry.options()):
+            await create_pool(api, pool)
+            refusal = "is not signed"
+            await wait_for(
+                degraded(api, group, "SignatureVerificationFailed", refusal), 60, "refused"
+            )
+
+            async def why_says_when() -> str | None:
+                status = (await get_pool(api, group)).get("status") or {}
+                due = parse_time(status.get("nextSignatureCheckTime"))
+                if due is None:
+                    return None
+                res = await asyncio.to_thread(kubectl_bootc, control_plane, "why", group)
+                assert res.returncode == 0, res.stderr
+                when = f"checked again at {due:%H:%M:%S} UTC"
+                return res.stdout if when in res.stdout else None
+
+            text = await wait_for(why_says_when, 30, "kubectl bootc why naming the next check")
+            assert text is not None
+            assert f"It waits for a signature that verifies: {registry.ref(repo)}@" in text, text
+            assert refusal in text, text
+            cosign.sign(registry, registry.ref(repo, digest=digest), late)
+
+            async def verified() -> bool:
+                p = await get_pool(api, group)
+                return condition(p, "Degraded").get("reason") == "Healthy" and (
+                    "nextSignatureCheckTime" not in (p.get("status") or {})
+                )
+
+            await wait_for(verified, 90, "the digest signed later verified")
     finally:
         await delete_quietly(api, BOOTC_NODE_POOLS, group)

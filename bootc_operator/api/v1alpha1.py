@@ -721,6 +721,12 @@ class BootcNodePoolStatus(WireModel):
     next_tag_resolution_time: dt.datetime | None = Field(
         default=None, description="when a tag ref is next resolved; tag refs only."
     )
+    next_signature_check_time: dt.datetime | None = Field(
+        default=None,
+        description="with spec.image.verification, while the digest's signature is refused "
+        "or cannot be checked: when the controller checks it again (a few seconds after the "
+        "first refusal, doubling up to a minute).",
+    )
     next_maintenance_window: dt.datetime | None = Field(
         default=None,
         description="when the next maintenance window opens, while the rollout waits for one.",

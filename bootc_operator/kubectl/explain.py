@@ -9,6 +9,9 @@ do, from the same objects they read. What the plugin cannot see is taken from wh
 the controller published:
 
 - a tag's digest: ``status.targetDigest`` (the controller resolves tags in memory);
+- a signature: ``UpToDate`` says ``SignatureVerificationFailed`` or
+  ``SignatureRegistryError``, and ``status.nextSignatureCheckTime`` when the
+  controller looks again (the plugin checks no signature);
 - the alert gate and the preconditions: the pool's ``UpToDate`` condition says
   ``BlockedByAlerts`` or ``PreconditionNotMet`` (the controller queried Prometheus;
   the plugin does not);
@@ -31,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bootc_operator.api import constants as c
+from bootc_operator.api.timefmt import parse_time
 from bootc_operator.kubectl.table import NodeRow, condition_of, node_row, short
 from bootc_operator.policy.health import GateResult, Verdict, arrived, gate_results, pod_health
 from bootc_operator.policy.nodestate import NodeView, view
@@ -60,6 +64,7 @@ Obj = Mapping[str, Any]
 NOTHING = "Nothing"
 INVALID_SPEC = "InvalidSpec"
 TAG = "TagResolution"
+SIGNATURE = "Signature"
 HEALTH_FAILED = "HealthCheckFailed"
 HALTED = "Halted"
 PAUSED = "Paused"
@@ -266,6 +271,19 @@ def health_time_left(r: PoolReport, name: str) -> float | None:
     return policy.timeout_seconds - (r.now - v.reboot_requested_at).total_seconds()
 
 
+def signature_wait(r: PoolReport, message: str) -> str:
+    """``a signature that verifies: <the controller's refusal>; checked again at
+    12:00:07 UTC (in 4s)`` (``status.nextSignatureCheckTime``)."""
+    why = message.split("; nodes stay on what they run", 1)[0] or "its signature is refused"
+    text = f"a signature that verifies: {why}"
+    due = parse_time((r.pool.get("status") or {}).get("nextSignatureCheckTime"))
+    if due is not None:
+        left = (due - r.now).total_seconds()
+        when = f"in {age(left)}" if left > 0 else "due now"
+        text += f"; checked again at {due.astimezone(dt.UTC):%H:%M:%S} UTC ({when})"
+    return text
+
+
 def describe_window(w: Window) -> str:
     """``Mon-Fri 22:00 4h Europe/Berlin`` (a window as written, days as a range if they are)."""
     days = sorted(w.days)
@@ -323,6 +341,8 @@ def waits_for(r: PoolReport) -> Wait:
     up = condition_of(r.pool, c.COND_UP_TO_DATE)
     if not r.check.valid:
         return Wait(INVALID_SPEC, "a valid spec: " + "; ".join(r.check.problems))
+    if up.get("reason") in _SIGNATURE_REFUSED:
+        return Wait(SIGNATURE, signature_wait(r, str(up.get("message") or "")))
     if r.plan is None:
         msg = str(up.get("message") or f"tag {r.check.tag} to be resolved by the controller")
         return Wait(TAG, msg)

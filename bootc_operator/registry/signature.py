@@ -34,7 +34,8 @@ verifies). The payload's ``docker-reference`` is reported, not enforced: cosign
 verifies the digest claim only, and a mirrored image keeps its signature.
 
 ``VerdictCache`` keeps verdicts per (image, digest, keys): ``Verified`` for good
-(a digest never changes), the others for a re-check interval.
+(a digest never changes), a refusal until its re-check (2 s, doubling with each
+refusal in a row up to a minute, with jitter: ``recheck_delay``).
 
 ``cryptography`` is imported only when keys are parsed or a signature is checked:
 its compiled library costs a process about 10 MiB of RSS, and the daemon imports
@@ -53,8 +54,9 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import random
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Final
@@ -375,44 +377,107 @@ def keys_fingerprint(keys: Sequence[TrustedKey]) -> str:
     return digest.hexdigest()
 
 
+#: a refused digest is checked again after this many seconds, then twice as long each
+#: time it is refused again, at most ``RECHECK_CAP`` (each wait shortened by up to
+#: ``RECHECK_JITTER`` of itself, at random)
+FIRST_RECHECK: Final = 2.0
+RECHECK_CAP: Final = 60.0
+RECHECK_JITTER: Final = 0.2
+
+
+def recheck_delay(
+    refusals: int,
+    spread: float,
+    *,
+    first: float = FIRST_RECHECK,
+    cap: float = RECHECK_CAP,
+    jitter: float = RECHECK_JITTER,
+) -> float:
+    """Seconds until a digest refused ``refusals`` times in a row (1: just now) is
+    checked again: ``first``, doubling, at most ``cap``; shortened by ``jitter`` x
+    ``spread`` of itself (``spread`` in [0, 1), a random draw), so digests refused
+    together are not all asked for again at the same moment. Never more than ``cap``."""
+    base = min(cap, first * 2.0 ** max(0, refusals - 1))
+    return base * (1.0 - jitter * min(max(spread, 0.0), 1.0))
+
+
+@dataclass(slots=True)
+class _Entry:
+    verdict: Verdict
+    until: float = 0.0  # a refusal: when it is checked again (monotonic)
+    refusals: int = 0  # refusals in a row of this (image, digest, keys)
+
+
 class VerdictCache:
     """Verdicts per (image, digest, ``keyset_id``), so a digest is verified once.
 
     A digest and its keys never change, so a ``Verified`` verdict is kept until
-    evicted (least recently used first, beyond ``max_entries``). Any other verdict is
-    kept ``recheck_after`` seconds only: the signature may be pushed (or fixed) after
-    the image, and a rollout blocked by it must notice. Registry failures are not
-    verdicts and are never cached. ``now`` is a monotonic clock reading, given by the
-    caller (tests pass their own).
+    evicted (least recently used first, beyond ``max_entries``). Any other verdict (a
+    refusal) is kept only until its re-check (``recheck_delay``: 2 s after the first
+    refusal, doubling with each refusal in a row, at most ``recheck_after``, with
+    jitter): the signature may be pushed (or fixed) after the image, and a rollout
+    blocked by it must notice soon, without asking the registry every few seconds
+    for a digest nobody signs. Registry failures are not verdicts and are never
+    cached. ``now`` is a monotonic clock reading, given by the caller (tests pass
+    their own); ``spread`` draws the jitter (default: ``random.random``).
     """
 
-    def __init__(self, *, max_entries: int = 1024, recheck_after: float = 60.0) -> None:
+    def __init__(
+        self,
+        *,
+        max_entries: int = 1024,
+        first_recheck: float = FIRST_RECHECK,
+        recheck_after: float = RECHECK_CAP,
+        jitter: float = RECHECK_JITTER,
+        spread: Callable[[], float] = random.random,
+    ) -> None:
         self.max_entries = max_entries
-        self.recheck_after = recheck_after
-        self._entries: OrderedDict[tuple[str, str, str], tuple[Verdict, float]] = OrderedDict()
+        self.first_recheck = first_recheck
+        self.recheck_after = recheck_after  # the longest wait between two checks
+        self.jitter = jitter
+        self._spread = spread
+        self._entries: OrderedDict[tuple[str, str, str], _Entry] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._entries)
 
     def get(self, image: str, digest: str, keyset: str, *, now: float) -> Verdict | None:
-        """The cached verdict, or None when there is none or a negative one expired."""
+        """The cached verdict, or None when there is none or a refusal is due for its
+        re-check (its count of refusals is kept for the next one)."""
         key = (image, digest, keyset)
         entry = self._entries.get(key)
         if entry is None:
             return None
-        verdict, at = entry
-        if not verdict.verified and now - at >= self.recheck_after:
-            del self._entries[key]
+        if not entry.verdict.verified and now >= entry.until:
             return None
         self._entries.move_to_end(key)
-        return verdict
+        return entry.verdict
 
     def put(self, image: str, digest: str, keyset: str, verdict: Verdict, *, now: float) -> None:
         key = (image, digest, keyset)
-        self._entries[key] = (verdict, now)
+        entry = _Entry(verdict)
+        if not verdict.verified:
+            before = self._entries.get(key)
+            refused = before is not None and not before.verdict.verified
+            entry.refusals = (before.refusals if before is not None and refused else 0) + 1
+            entry.until = now + recheck_delay(
+                entry.refusals,
+                self._spread(),
+                first=self.first_recheck,
+                cap=self.recheck_after,
+                jitter=self.jitter,
+            )
+        self._entries[key] = entry
         self._entries.move_to_end(key)
         while len(self._entries) > self.max_entries:
             self._entries.popitem(last=False)
+
+    def next_check(self, image: str, digest: str, keyset: str) -> float | None:
+        """When a refused digest is checked again (monotonic); None: not refused."""
+        entry = self._entries.get((image, digest, keyset))
+        if entry is None or entry.verdict.verified:
+            return None
+        return entry.until
 
 
 # ---------------------------------------------------------------------- internals

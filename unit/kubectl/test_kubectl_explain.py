@@ -462,9 +462,26 @@ def test_a_signed_pool_as_the_controller_published_it() -> None:
     signed["spec"]["image"]["verification"] = verification
     r = report(signed, [updated("n0"), updated("n1")])
     assert e.waits_for(r) == e.Wait(e.NOTHING, f"nothing: all 2 nodes run {D2[7:19]}")
-    message = f"{REPO}@{D2} is not signed (no sha256-....sig in the repository); nodes stay"
+    why = f"{REPO}@{D2} is not signed (no sha256-....sig in the repository)"
+    message = f"{why}; nodes stay on what they run; 0/1 updated"
     refused = pool(phase="Degraded", up=(c.REASON_SIGNATURE_VERIFICATION_FAILED, message))
     refused["spec"]["image"]["verification"] = verification
     r = report(refused, [bn("n0")])
     assert r.target == "" and r.plan is None
-    assert e.waits_for(r).message == message
+    assert e.waits_for(r) == e.Wait(e.SIGNATURE, f"a signature that verifies: {why}")
+    # issue 37 §16: when the controller looks again, as it published it
+    refused["status"]["nextSignatureCheckTime"] = "2026-11-25T20:00:04Z"
+    wait = e.waits_for(report(refused, [bn("n0")]))
+    assert wait == e.Wait(
+        e.SIGNATURE, f"a signature that verifies: {why}; checked again at 20:00:04 UTC (in 4s)"
+    )
+    assert e.why_pool(report(refused, [bn("n0")])).endswith(f"It waits for {wait.message}.")
+    # a registry that cannot be asked: its retry, due now
+    down = f"cannot check the signature of {REPO}@{D2}: connection refused; nothing stages"
+    refused["status"]["conditions"][0].update(
+        reason=c.REASON_SIGNATURE_REGISTRY_ERROR, message=down
+    )
+    refused["status"]["nextSignatureCheckTime"] = "2026-11-25T19:59:58Z"
+    assert e.waits_for(report(refused, [bn("n0")])).message == (
+        f"a signature that verifies: {down}; checked again at 19:59:58 UTC (due now)"
+    )

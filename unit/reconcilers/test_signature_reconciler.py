@@ -21,9 +21,10 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from kubernetes_asyncio.client import ApiClient
 
 from bootc_operator.controller import Controller
+from bootc_operator.reconcilers.loops.signatures import RECHECK_MARGIN
 from bootc_operator.reconcilers.watchers.pullsecrets import Ref, WatchedSecret
 from bootc_operator.registry import RegistryError
-from bootc_operator.registry.signature import SignatureDocuments
+from bootc_operator.registry.signature import FIRST_RECHECK, SignatureDocuments, VerdictCache
 from unit.registry.test_signature import sign
 
 NO_API = cast(ApiClient, None)
@@ -59,6 +60,26 @@ class Harness:
         self.changes: list[str] = []
         self.sig._on_change = self.changes.append
         self._rv = 1
+        self.sig.cache = VerdictCache(spread=lambda: 0.0)  # no jitter: exact re-check times
+        # the pool's status as the reconciler writes it (nextSignatureCheckTime)
+        self.status_writes: list[dict[str, Any]] = []
+        self.ctl.ctx.patch_pool = self._patch_pool  # type: ignore[method-assign]
+
+    async def _patch_pool(
+        self, pool: dict[str, Any], patch: dict[str, Any], *, status: bool = False
+    ) -> dict[str, Any]:
+        assert status, patch
+        self.status_writes.append(copy.deepcopy(patch["status"]))
+        current = self.pool()
+        merged = {**(current.get("status") or {}), **patch["status"]}
+        current["status"] = {k: v for k, v in merged.items() if v is not None}
+        self._rv += 1
+        current["metadata"]["resourceVersion"] = str(self._rv)
+        self.ctl.pools.apply("MODIFIED", current)
+        return current
+
+    def next_check(self) -> str | None:
+        return cast(str | None, (self.pool().get("status") or {}).get("nextSignatureCheckTime"))
 
     async def _fetch(self, ref: str, creds: bytes | None) -> SignatureDocuments:
         self.fetches.append(ref)
@@ -161,21 +182,38 @@ async def test_an_unsigned_digest_is_refused_and_the_verified_one_kept() -> None
     h.point_at(B)
     assert h.desired() == f"{REPO}@{A}"  # the digest verified with these keys stays
     recheck = await h.sig.reconcile("p")
-    assert recheck == h.sig.cache.recheck_after
+    # issue 37 §16: looked at again in 2 s (not a minute), and the pool says when
+    assert recheck == FIRST_RECHECK + RECHECK_MARGIN
+    assert h.next_check() == "2026-01-01T00:00:02Z"
     assert h.problems() == {
         "SignatureVerificationFailed": f"{REPO}@{B} is not signed "
         f"(no sha256-{'b' * 64}.sig in the repository)"
     }
     assert h.events[-1] == ("Warning", "SignatureVerificationFailed")
     assert h.desired() == f"{REPO}@{A}"
-    await h.sig.reconcile("p")  # within the recheck interval: from the cache, no Event
+    h.now += 1.0
+    # within the recheck interval: from the cache, no Event; the time left
+    assert await h.sig.reconcile("p") == FIRST_RECHECK - 1.0 + RECHECK_MARGIN
     assert len(h.fetches) == 2 and len(h.events) == 2
-    # signed later: seen once the negative verdict expires
+    # refused again: twice as long (4 s), then 8 s
+    h.now = 2.0
+    assert await h.sig.reconcile("p") == 4.0 + RECHECK_MARGIN
+    assert h.next_check() == "2026-01-01T00:00:06Z" and len(h.fetches) == 3
+    h.now = 6.0
+    assert await h.sig.reconcile("p") == 8.0 + RECHECK_MARGIN
+    # signed later: seen at the next check, and the pool no longer names one
     h.signed.add(B)
-    h.now += recheck
-    await h.sig.reconcile("p")
-    assert len(h.fetches) == 3 and h.problems() == {}
-    assert h.desired() == f"{REPO}@{B}"
+    h.now = 14.0
+    assert await h.sig.reconcile("p") is None
+    assert len(h.fetches) == 5 and h.problems() == {}
+    assert h.desired() == f"{REPO}@{B}" and h.next_check() is None
+    writes = [w["nextSignatureCheckTime"] for w in h.status_writes]
+    assert writes == [
+        "2026-01-01T00:00:02Z",
+        "2026-01-01T00:00:06Z",
+        "2026-01-01T00:00:14Z",
+        None,
+    ]  # written on change only
 
 
 async def test_a_registry_outage_fails_closed_with_backoff() -> None:
@@ -187,6 +225,7 @@ async def test_a_registry_outage_fails_closed_with_backoff() -> None:
     h.down = True
     delays = [await h.sig.reconcile("p")]
     assert delays == [5.0]
+    assert h.next_check() == "2026-01-01T00:00:05Z"  # the retry, for kubectl bootc why
     reason, message = next(iter(h.problems().items()))
     assert reason == "SignatureRegistryError"
     assert message.startswith(f"cannot check the signature of {REPO}@{C}: cannot connect")

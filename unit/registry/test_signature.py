@@ -20,8 +20,10 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import dsa, ec, ed25519, padding, rsa, x25519
 
 from bootc_operator.registry.signature import (
+    FIRST_RECHECK,
     MAX_SIGNATURES,
     PAYLOAD_TYPE,
+    RECHECK_JITTER,
     SIGNATURE_ANNOTATION,
     SIMPLE_SIGNING_MEDIA_TYPE,
     InvalidPublicKey,
@@ -34,6 +36,7 @@ from bootc_operator.registry.signature import (
     keyset_id,
     load_public_keys,
     parse_signature_manifest,
+    recheck_delay,
     signature_tag,
     verify_signatures,
 )
@@ -605,18 +608,45 @@ def test_keys_fingerprint_is_the_keys_themselves(
 
 
 def test_verified_is_kept_other_verdicts_are_rechecked() -> None:
-    cache = VerdictCache(recheck_after=60.0)
+    cache = VerdictCache(spread=lambda: 0.0)
     good = Verdict(Outcome.VERIFIED, "ok", key="k")
     unsigned = Verdict(Outcome.NOT_SIGNED, "not signed")
     cache.put(IMAGE, DIGEST, "ks", good, now=0.0)
     cache.put(IMAGE, OTHER, "ks", unsigned, now=0.0)
     assert cache.get(IMAGE, DIGEST, "ks", now=10**6) is good
-    assert cache.get(IMAGE, OTHER, "ks", now=59.9) is unsigned
-    assert cache.get(IMAGE, OTHER, "ks", now=60.0) is None
-    assert len(cache) == 1
+    assert cache.next_check(IMAGE, DIGEST, "ks") is None
+    # issue 37 §16: a refusal is checked again after 2 s, not a minute
+    assert cache.next_check(IMAGE, OTHER, "ks") == FIRST_RECHECK == 2.0
+    assert cache.get(IMAGE, OTHER, "ks", now=1.9) is unsigned
+    assert cache.get(IMAGE, OTHER, "ks", now=2.0) is None
     # another key set, another image: nothing cached for them
     assert cache.get(IMAGE, DIGEST, "other", now=0.0) is None
     assert cache.get("quay.io/example/other", DIGEST, "ks", now=0.0) is None
+
+
+def test_refusals_in_a_row_back_off_doubling_to_a_minute() -> None:
+    """Issue 37 §16: 2, 4, 8 ... 60 s between the checks of a digest refused again and
+    again; verified resets it; every wait at most the cap, jitter only shortens."""
+    cache = VerdictCache(spread=lambda: 0.0)
+    unsigned = Verdict(Outcome.NOT_SIGNED, "not signed")
+    now, waits = 0.0, []
+    for _ in range(8):
+        cache.put(IMAGE, OTHER, "ks", unsigned, now=now)
+        due = cache.next_check(IMAGE, OTHER, "ks")
+        assert due is not None and cache.get(IMAGE, OTHER, "ks", now=due) is None
+        waits.append(due - now)
+        now = due
+    assert waits == [2.0, 4.0, 8.0, 16.0, 32.0, 60.0, 60.0, 60.0]
+    cache.put(IMAGE, OTHER, "ks", Verdict(Outcome.VERIFIED, "ok"), now=now)
+    cache.put(IMAGE, OTHER, "ks", unsigned, now=now)
+    assert cache.next_check(IMAGE, OTHER, "ks") == now + 2.0
+    assert [recheck_delay(n, 0.0) for n in (1, 2, 6, 50)] == [2.0, 4.0, 60.0, 60.0]
+    assert recheck_delay(1, 0.5) == pytest.approx(2.0 * (1 - RECHECK_JITTER / 2))
+    assert all(0.8 * 60.0 <= recheck_delay(n, u / 10) <= 60.0 for n in (6, 9) for u in range(10))
+    jittered = VerdictCache(spread=iter([0.0, 0.99]).__next__)
+    jittered.put(IMAGE, DIGEST, "ks", unsigned, now=0.0)
+    jittered.put(IMAGE, OTHER, "ks", unsigned, now=0.0)
+    assert jittered.next_check(IMAGE, DIGEST, "ks") != jittered.next_check(IMAGE, OTHER, "ks")
 
 
 def test_the_cache_is_bounded_least_recently_used_first() -> None:

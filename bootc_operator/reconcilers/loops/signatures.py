@@ -18,8 +18,12 @@ digest ref, or the digest its tag resolved to: the policy's ``candidate_digest``
   and a Warning Event (once per message), and the digest stays unverified: no node
   stages it, nodes stay on what they run (the digest verified before with the same
   keys, if any, stays the target, so a rollout to it completes and its reboot slots
-  are released). Looked at again after the cache's ``recheck_after`` (a signature
-  pushed later is seen), or at once when the spec or a key Secret changes;
+  are released). Looked at again when the cache's refusal is due
+  (``VerdictCache``: 2 s after the first refusal, doubling with each refusal in a
+  row up to a minute, with jitter: a signature pushed later is seen within seconds),
+  or at once when the spec or a key Secret changes. When that is, is the pool's
+  ``status.nextSignatureCheckTime`` (``kubectl bootc why`` shows it), also while a
+  registry failure is retried; cleared once nothing is refused;
 - keys that cannot be had (a key Secret deleted, without its data key, a key that
   does not parse): the same reason, and the verification held is dropped;
 - a registry that cannot be asked (connection, auth, 5xx): fail closed,
@@ -52,6 +56,8 @@ from typing import Any
 
 from bootc_operator.api import constants as c
 from bootc_operator.api import defaults
+from bootc_operator.api.timefmt import now_rfc3339
+from bootc_operator.kube import ApiError
 from bootc_operator.reconcilers.context import Context, Obj, pool_ref
 from bootc_operator.reconcilers.loops.tags import retry_delay
 from bootc_operator.reconcilers.watchers.pullsecrets import Ref, SecretState, WatchedSecret
@@ -71,6 +77,9 @@ log = logging.getLogger("signatures")
 #: ``(host/repo@sha256:…, dockerconfigjson) -> the signature documents``
 FetchSignature = Callable[[str, bytes | None], Awaitable[SignatureDocuments]]
 PENDING_RETRY = 1.0  # a key or pull Secret whose watch has not synced yet
+#: past a refusal's re-check time (monotonic clocks of the queue and of the cache)
+RECHECK_MARGIN = 0.05
+NEXT_CHECK_FIELD = "nextSignatureCheckTime"
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,12 +226,14 @@ class SignatureReconciler:
         digest = policy.candidate_digest
         if policy.verification is None:
             self._forget(pool_name)
+            await self._publish_next_check(pool, None)
             return None
         if policy.repository is None or digest is None:
             # Nothing to verify yet (a new tag not resolved, an invalid ref): what was
             # verified stays (it is the target meanwhile), a failure of another ref goes.
             if self.errors.pop(pool_name, None) is not None:
                 self._on_change(pool_name)
+            await self._publish_next_check(pool, None)
             return None
         image = policy.repository
         desired = f"{image}@{digest}"
@@ -237,6 +248,7 @@ class SignatureReconciler:
                 keyset.problem or "spec.image.verification names no key",
                 withdraw_any=True,
             )
+            await self._publish_next_check(pool, None)
             return None  # the spec or the Secret changing wakes this reconciler
         ident = keyset_id(keyset.keys)
         verdict = self.cache.get(image, digest, ident, now=self._monotonic())
@@ -260,6 +272,7 @@ class SignatureReconciler:
                     f"cannot check the signature of {desired}: {err}; "
                     "nothing stages until it can (fail closed)",
                 )
+                await self._publish_next_check(pool, self._retry_at[pool_name][1])
                 return delay
             self._failures.pop(pool_name, None)
             self._retry_at.pop(pool_name, None)
@@ -272,9 +285,28 @@ class SignatureReconciler:
                 verdict.message,
                 withdraw=desired,
             )
-            return self.cache.recheck_after
+            # looked at again when the refusal is due (VerdictCache's backoff)
+            due = self.cache.next_check(image, digest, ident)
+            wait = self.cache.recheck_after
+            if due is not None:
+                wait = max(0.0, due - self._monotonic())
+            await self._publish_next_check(pool, ctx.now() + dt.timedelta(seconds=wait))
+            return wait + RECHECK_MARGIN
         self._pass(pool, desired, fingerprint, verdict)
+        await self._publish_next_check(pool, None)
         return None
+
+    async def _publish_next_check(self, pool: Obj, when: dt.datetime | None) -> None:
+        """``status.nextSignatureCheckTime``: when a refused (or unreachable) signature is
+        checked again, for ``kubectl bootc why``; None clears it. Written on change only."""
+        value = now_rfc3339(when + dt.timedelta(microseconds=999_999)) if when else None
+        if (pool.get("status") or {}).get(NEXT_CHECK_FIELD) == value:
+            return
+        try:
+            await self.ctx.patch_pool(pool, {"status": {NEXT_CHECK_FIELD: value}}, status=True)
+        except ApiError as err:
+            if not err.not_found:
+                raise
 
     def _pass(self, pool: Obj, desired: str, fingerprint: str, verdict: Verdict) -> None:
         name = pool["metadata"]["name"]
