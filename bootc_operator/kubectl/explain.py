@@ -29,7 +29,7 @@ caller passes ``now``.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -422,107 +422,149 @@ def why_pool(r: PoolReport) -> str:
 
 
 def why_node(r: PoolReport, name: str) -> str:
-    """One paragraph: what ``name`` (a member of ``r``) is doing and what it waits for."""
-    v = r.views[name]
+    """One paragraph: what ``name`` (a member of ``r``) is doing and what it waits for
+    (``NODE_STATES``: one phrase per member state), then where it stands in the plan."""
     state = r.member(name)
+    text = NODE_STATES.get(state, _pending)(r, name, r.views[name])
+    if r.plan is not None and state is not MemberState.UP_TO_DATE:
+        text += _in_the_plan(r, name)
+    return text
+
+
+def _target(r: PoolReport) -> str:
+    return short(r.target) if r.target else "the target"
+
+
+def _up_to_date(r: PoolReport, name: str, v: NodeView) -> str:
+    return f"{name} is up to date: it runs {short(v.booted_digest or '')} and is out of its slot."
+
+
+def _degraded(r: PoolReport, name: str, v: NodeView) -> str:
+    return (
+        f"{name} is degraded ({v.degraded_message or 'no message'}); it takes no reboot "
+        "slot until it recovers."
+    )
+
+
+def _rolled_back(r: PoolReport, name: str, v: NodeView) -> str:
+    return (
+        f"{name} failed its health check on {short(v.health_failed or '')} and was rolled "
+        "back; it is held back until the pool's target changes."
+    )
+
+
+def _leaving(r: PoolReport, name: str, v: NodeView) -> str:
+    return f"{name} is {v.leaving}: it gets no reboot slot and is not updated."
+
+
+def _draining(r: PoolReport, name: str, v: NodeView) -> str:
+    text = f"{name} holds a reboot slot since {_since(r.now, v.slot_since)} ago and is draining"
+    if r.check.drain_timeout and v.slot_since is not None:
+        left = r.check.drain_timeout - (r.now - v.slot_since).total_seconds()
+        text += f" ({age(left)} left of its drain timeout {int(r.check.drain_timeout)}s)"
+    return text + f"; once drained it is told to reboot into {_target(r)}."
+
+
+def _rebooting(r: PoolReport, name: str, v: NodeView) -> str:
+    since = reboot_clock(v)
+    text = (
+        f"{name} holds a reboot slot and is rebooting into {_target(r)} "
+        f"(for {_since(r.now, since)})"
+    )
+    if r.check.reboot_timeout and since is not None:
+        left = r.check.reboot_timeout - (r.now - since).total_seconds()
+        text += f"; it counts as unhealthy unless back and Ready within {age(left)}"
+    return text + "."
+
+
+def _health_check(r: PoolReport, name: str, v: NodeView) -> str:
+    gate = r.gates[name]
+    text = (
+        f"{name} runs {_target(r)} and keeps its reboot slot until its health check passes: "
+        f"{gate.check}: {gate.message}"
+    )
+    remaining = health_time_left(r, name)
+    if remaining is not None and r.check.health is not None:
+        limit = int(r.check.health.timeout_seconds)
+        text += f"; it fails in {age(remaining)} (timeoutSeconds {limit})"
+    return text + "."
+
+
+def _releasing(r: PoolReport, name: str, v: NodeView) -> str:
+    return f"{name} runs {_target(r)}; its slot is released and the node uncordoned now."
+
+
+def _staged(r: PoolReport, name: str, v: NodeView) -> str:
+    """A staged node: which of the plan's steps holds it (``slots``: ``is_candidate``'s
+    readiness, ``topology_step``, ``canary_step``, ``budget_step``) or the pool's wait."""
+    plan, topology = r.plan, r.check.topology
+    if plan is not None and name in plan.take:
+        return f"{name} is staged and takes a reboot slot now."
+    if not v.ready:
+        return f"{name} is staged but its Node is not Ready: it takes a slot once Ready."
+    if plan is not None and topology is not None and name in plan.other_domains:
+        return (
+            f"{name} is staged and waits for its domain "
+            f"({topology.key}={display(topology.domain(v))}): reboots stay in "
+            f"{display(plan.domain or '')} until it is done (spec.rollout.topology)."
+        )
+    if plan is not None and plan.canary_pending and name not in plan.canaries:
+        first = gate_news(plan, r.views, r.check).canaries.removeprefix("canaries first: ")
+        return f"{name} is staged and waits for the canaries to go first: {first}."
+    wait = waits_for(r)
+    what = budget_message(r, ()) if wait.kind == BUDGET else wait.message
+    return f"{name} is staged and waits for {what}."
+
+
+def _staging(r: PoolReport, name: str, v: NodeView) -> str:
+    staging = short(v.desired_image.rpartition("@")[2])
+    return f"{name} is staging {staging}; then it waits for a reboot slot."
+
+
+def _pending(r: PoolReport, name: str, v: NodeView) -> str:
+    """Not staging yet: no status, not told the target, or told and not started."""
+    target = _target(r)
+    if v.booted_digest is None:
+        return f"{name} has no status yet: its daemon has not reported."
+    if v.spec_in_sync:
+        return f"{name} was told {target} and its daemon has not started staging yet."
+    ahead = r.check.stage_ahead is not None
+    why = " (stageAhead: it is pointed at it when others move on)" if ahead else ""
+    return f"{name} has not been told {target} yet{why}."
+
+
+#: how ``why_node`` says each member state (any other: ``_pending``)
+NODE_STATES: dict[MemberState, Callable[[PoolReport, str, NodeView], str]] = {
+    MemberState.UP_TO_DATE: _up_to_date,
+    MemberState.DEGRADED: _degraded,
+    MemberState.ROLLED_BACK: _rolled_back,
+    MemberState.LEAVING: _leaving,
+    MemberState.DRAINING: _draining,
+    MemberState.REBOOTING: _rebooting,
+    MemberState.HEALTH_CHECK: _health_check,
+    MemberState.RELEASING: _releasing,
+    MemberState.STAGED: _staged,
+    MemberState.STAGING: _staging,
+}
+
+
+def _in_the_plan(r: PoolReport, name: str) -> str:
+    """Where a node not yet done stands: outside the rollout using the budget
+    (``release_step``), the maintenance window, its place in the admin's order."""
     plan = r.plan
-    now = r.now
-    target = short(r.target) if r.target else "the target"
-    if state is MemberState.UP_TO_DATE:
-        text = (
-            f"{name} is up to date: it runs {short(v.booted_digest or '')} and is out of its slot."
+    assert plan is not None
+    text = ""
+    outside = dict(plan.outside)
+    if name in outside:
+        text += f" It is {outside[name]}, so it counts against maxUnavailable {r.max_unavailable}."
+    if window := _window_sentence(r):
+        text += f" {window[0].upper()}{window[1:]}."
+    if r.check.order is not None and name in plan.next_up:
+        place = plan.next_up.index(name) + 1
+        text += (
+            f" It is number {place} of {len(plan.next_up)} in line "
+            f"(spec.rollout.order: {r.check.order.describe()})."
         )
-    elif state is MemberState.DEGRADED:
-        text = (
-            f"{name} is degraded ({v.degraded_message or 'no message'}); it takes no reboot "
-            "slot until it recovers."
-        )
-    elif state is MemberState.ROLLED_BACK:
-        text = (
-            f"{name} failed its health check on {short(v.health_failed or '')} and was rolled "
-            "back; it is held back until the pool's target changes."
-        )
-    elif state is MemberState.LEAVING:
-        text = f"{name} is {v.leaving}: it gets no reboot slot and is not updated."
-    elif state is MemberState.DRAINING:
-        text = f"{name} holds a reboot slot since {_since(now, v.slot_since)} ago and is draining"
-        if r.check.drain_timeout and v.slot_since is not None:
-            left = r.check.drain_timeout - (now - v.slot_since).total_seconds()
-            text += f" ({age(left)} left of its drain timeout {int(r.check.drain_timeout)}s)"
-        text += "; once drained it is told to reboot into " + target + "."
-    elif state is MemberState.REBOOTING:
-        since = reboot_clock(v)
-        text = (
-            f"{name} holds a reboot slot and is rebooting into {target} (for {_since(now, since)})"
-        )
-        if r.check.reboot_timeout and since is not None:
-            left = r.check.reboot_timeout - (now - since).total_seconds()
-            text += f"; it counts as unhealthy unless back and Ready within {age(left)}"
-        text += "."
-    elif state is MemberState.HEALTH_CHECK:
-        gate = r.gates[name]
-        text = (
-            f"{name} runs {target} and keeps its reboot slot until its health check passes: "
-            f"{gate.check}: {gate.message}"
-        )
-        remaining = health_time_left(r, name)
-        if remaining is not None and r.check.health is not None:
-            limit = int(r.check.health.timeout_seconds)
-            text += f"; it fails in {age(remaining)} (timeoutSeconds {limit})"
-        text += "."
-    elif state is MemberState.RELEASING:
-        text = f"{name} runs {target}; its slot is released and the node uncordoned now."
-    elif state is MemberState.STAGED:
-        text = f"{name} is staged"
-        if plan is not None and name in plan.take:
-            text += " and takes a reboot slot now."
-        elif not v.ready:
-            text += " but its Node is not Ready: it takes a slot once Ready."
-        elif plan is not None and r.check.topology is not None and name in plan.other_domains:
-            topology = r.check.topology
-            text += (
-                f" and waits for its domain ({topology.key}={display(topology.domain(v))}): "
-                f"reboots stay in {display(plan.domain or '')} until it is done "
-                "(spec.rollout.topology)."
-            )
-        elif plan is not None and plan.canary_pending and name not in plan.canaries:
-            news = gate_news(plan, r.views, r.check)
-            first = news.canaries.removeprefix("canaries first: ")
-            text += f" and waits for the canaries to go first: {first}."
-        else:
-            wait = waits_for(r)
-            what = budget_message(r, ()) if wait.kind == BUDGET else wait.message
-            text += f" and waits for {what}."
-    elif state is MemberState.STAGING:
-        staging = short(v.desired_image.rpartition("@")[2])
-        text = f"{name} is staging {staging}; then it waits for a reboot slot."
-    elif v.booted_digest is None:
-        text = f"{name} has no status yet: its daemon has not reported."
-    elif not v.spec_in_sync:
-        text = (
-            f"{name} has not been told {target} yet"
-            + (
-                " (stageAhead: it is pointed at it when others move on)"
-                if r.check.stage_ahead is not None
-                else ""
-            )
-            + "."
-        )
-    else:
-        text = f"{name} was told {target} and its daemon has not started staging yet."
-    if plan is not None and state not in (MemberState.UP_TO_DATE,):
-        if plan.outside and any(n == name for n, _ in plan.outside):
-            why = dict(plan.outside)[name]
-            text += f" It is {why}, so it counts against maxUnavailable {r.max_unavailable}."
-        window = _window_sentence(r)
-        if window:
-            text += f" {window[0].upper()}{window[1:]}."
-        if r.check.order is not None and name in plan.next_up:
-            place = plan.next_up.index(name) + 1
-            text += (
-                f" It is number {place} of {len(plan.next_up)} in line "
-                f"(spec.rollout.order: {r.check.order.describe()})."
-            )
     return text
 
 
