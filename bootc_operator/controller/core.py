@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bootc_operator.controller.routing import SECRET_WATCHES, Router
-from bootc_operator.gates.alertgate import AlertReconciler
+from bootc_operator.gates.alertgate import AlertReconciler, GateStates
 from bootc_operator.gates.healthqueries import HealthQueries
 from bootc_operator.gates.prometheus import PrometheusClient, PrometheusOptions
 from bootc_operator.informers import (
@@ -38,10 +38,15 @@ from bootc_operator.informers import (
 from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, NODES
 from bootc_operator.policy.ownership import POOL_INDEX, index_by_pool
 from bootc_operator.reconcilers.context import Context, Obj
+from bootc_operator.reconcilers.knowledge import PoolKnowledge
 from bootc_operator.reconcilers.loops.membership import MembershipReconciler
 from bootc_operator.reconcilers.loops.placement import PlacementReconciler
 from bootc_operator.reconcilers.loops.rollout import RolloutReconciler
-from bootc_operator.reconcilers.loops.signatures import SignatureReconciler, key_secret_refs
+from bootc_operator.reconcilers.loops.signatures import (
+    SignatureReconciler,
+    TrustedKeys,
+    key_secret_refs,
+)
 from bootc_operator.reconcilers.loops.status import StatusReconciler
 from bootc_operator.reconcilers.loops.tags import TagReconciler
 from bootc_operator.reconcilers.watchers.drain import DrainManager
@@ -82,11 +87,42 @@ class Controller:
         node_events: str = "summary",
     ) -> None:
         """``api`` makes requests; ``watch_api`` (default ``api``) carries every watch;
-        ``clock`` drives the workqueues' delays (tests pass a fake one)."""
+        ``clock`` drives the workqueues' delays (tests pass a fake one). Built in this
+        order: the informers, the clients, the queues and their router, the pools'
+        knowledge and the context every loop shares, the watchers, the loops, and
+        their table (``_loop_table``)."""
         self.api = api
         self.watch_api = watch_api if watch_api is not None else api
         self.identity = identity
         self.workers = workers
+        self._informers()
+        self.recorder = EventRecorder(api, instance=identity)
+        self.prometheus = PrometheusClient(prometheus) if prometheus is not None else None
+        self.registry = RegistryClient(registry)
+        self._make_queues(clock)
+        self.secrets = SecretWatcher(self.watch_api, on_change=self.router.secret_changed)
+        # What the loops learn of each pool beyond its objects (tag resolutions,
+        # verified digests, the Prometheus gates): built before them, read by all.
+        url = prometheus.url if prometheus is not None else ""
+        self.gate_states = GateStates(prometheus=prometheus is not None, url=url)
+        self.trusted_keys = TrustedKeys(self.secrets.read)
+        self.knowledge = PoolKnowledge(gates=self.gate_states, keys=self.trusted_keys)
+        self.ctx = Context(
+            api,
+            self.pools,
+            self.bootc_nodes,
+            self.nodes,
+            self.recorder,
+            self.watch_api,
+            knowledge=self.knowledge,
+        )
+        self._watchers(alert_check_interval)
+        self._reconcilers(tag_resolution_interval, alert_check_interval, url, node_events)
+        self.loops = self._loop_table()
+        self.router.register()
+
+    def _informers(self) -> None:
+        """The shared informers: pools, BootcNodes (indexed by pool), Nodes."""
         self.factory = SharedInformerFactory(self.watch_api)
         self.pools = self.factory.informer(BOOTC_NODE_POOLS)
         # One BootcNode per node, repeating the same keys, digests, reasons and messages;
@@ -102,10 +138,9 @@ class Controller:
         self.nodes = self.factory.informer(
             NODES, transform=chain(strip_bulk, drop_paths(("status", "images")), intern_strings)
         )
-        self.recorder = EventRecorder(api, instance=identity)
-        self.ctx = Context(
-            api, self.pools, self.bootc_nodes, self.nodes, self.recorder, self.watch_api
-        )
+
+    def _make_queues(self, clock: Clock | None) -> None:
+        """One rate-limited queue per loop, and the router that feeds them."""
         self.queues = {name: RateLimitingQueue[str](name, clock=clock) for name in POOL_QUEUES}
         self.secret_watch_queue = RateLimitingQueue[str]("pullsecrets", clock=clock)
         # Keyed by Node name: Nodes labelled for the daemon without a BootcNode.
@@ -121,69 +156,70 @@ class Controller:
         self.enqueue = self.router.enqueue
         self.notify = self.router.notify
         self.member_changed = self.router.member_changed
-        # A drain runs in its own task, started by rollout; when it finishes (or is
-        # blocked) rollout must look again, and status reports it.
-        self.drains = DrainManager(
-            self.ctx, on_change=lambda _node, pool: self.member_changed(pool, membership=False)
-        )
+
+    def _watchers(self, alert_check_interval: float) -> None:
+        """The tasks rollout starts and status reads; each wakes rollout and status
+        (``member_changed``) when what it watches moves on."""
+
+        def wake(_node: str, pool: str) -> None:
+            self.member_changed(pool, membership=False)
+
+        # A drain runs in its own task; when it finishes (or is blocked) rollout must
+        # look again, and status reports it.
+        self.drains = DrainManager(self.ctx, on_change=wake)
         # Pods on nodes under a health check (spec.health.pods): a pod turning Ready
-        # may pass the gate, so rollout and status look again.
-        self.health_pods = HealthPods(
-            self.ctx, on_change=lambda _node, pool: self.member_changed(pool, membership=False)
-        )
-        self.prometheus = PrometheusClient(prometheus) if prometheus is not None else None
+        # may pass the gate.
+        self.health_pods = HealthPods(self.ctx, on_change=wake)
         # Prometheus polls of nodes under a health check with spec.health.queries: a
-        # query that starts or stops holding may pass the gate, so rollout and status
-        # look again.
+        # query that starts or stops holding may pass the gate.
         self.health_queries = HealthQueries(
-            self.prometheus,
-            interval=alert_check_interval,
-            on_change=lambda _node, pool: self.member_changed(pool, membership=False),
-            now=self.ctx.now,
+            self.prometheus, interval=alert_check_interval, on_change=wake, now=self.ctx.now
         )
-        self.secrets = SecretWatcher(self.watch_api, on_change=self.router.secret_changed)
-        self.placement = PlacementReconciler(self.ctx)
+
+    def _reconcilers(
+        self, tag_interval: float, alert_interval: float, url: str, node_events: str
+    ) -> None:
+        """The loops; one that learned something the others read wakes them (``notify``)."""
+        ctx = self.ctx
+        self.placement = PlacementReconciler(ctx)
         self.membership = MembershipReconciler(
-            self.ctx,
+            ctx,
             cancel_drain=self.drains.cancel,
             secret_state=self.secret_state,
             on_processed=self.queues["status"].add,
         )
         self.rollout = RolloutReconciler(
-            self.ctx,
+            ctx,
             self.drains,
             self.health_pods,
             verbose_node_events=node_events == "verbose",
             health_queries=self.health_queries,
             on_problem=self.queues["status"].add,
         )
-        self.registry = RegistryClient(registry)
         self.tags = TagReconciler(
-            self.ctx,
+            ctx,
             self.registry.digest,
-            interval=tag_resolution_interval,
+            interval=tag_interval,
             secret_state=self.secret_state,
             on_target_changed=lambda pool: self.notify(pool, source="tags"),
         )
-        self.ctx.resolved_tag = self.tags.target
         self.signatures = SignatureReconciler(
-            self.ctx,
+            ctx,
             lambda ref, creds: self.registry.signature(ref, dockerconfigjson=creds),
-            read_secret=self.secrets.read,
+            keys=self.trusted_keys,
             pull_secret=self.secret_state,
             on_change=lambda pool: self.notify(pool, source="signatures"),
         )
-        self.ctx.verified_image = self.signatures.verified
         self.alerts = AlertReconciler(
-            self.ctx.pool,
+            ctx.pool,
             self.prometheus,
-            interval=alert_check_interval,
-            url=prometheus.url if prometheus is not None else "",
+            interval=alert_interval,
+            url=url,
             on_change=lambda pool: self.notify(pool, source="alerts"),
+            states=self.gate_states,
         )
-        self.ctx.alert_gate = self.alerts.gate
         self.status = StatusReconciler(
-            self.ctx,
+            ctx,
             self.drains,
             self.health_pods,
             extra_problems=lambda pool: {
@@ -195,22 +231,21 @@ class Controller:
             membership=self.membership.progress,
             health_queries=self.health_queries,
         )
-        self.loops = (
-            *(
-                Loop(name, self.queues[name], reconcile, workers)
-                for name, reconcile in (
-                    ("membership", self.membership.reconcile),
-                    ("rollout", self.rollout.reconcile),
-                    ("status", self.status.reconcile),
-                    ("tags", self.tags.reconcile),
-                    ("signatures", self.signatures.reconcile),
-                    ("alerts", self.alerts.reconcile),
-                )
-            ),
+
+    def _loop_table(self) -> tuple[Loop, ...]:
+        """Every loop the leader runs, one row each: its name (the queue's and the
+        ``controller`` label of its metrics), its queue, its reconcile, its workers."""
+        q, n = self.queues, self.workers
+        return (
+            Loop("membership", q["membership"], self.membership.reconcile, n),
+            Loop("rollout", q["rollout"], self.rollout.reconcile, n),
+            Loop("status", q["status"], self.status.reconcile, n),
+            Loop("tags", q["tags"], self.tags.reconcile, n),
+            Loop("signatures", q["signatures"], self.signatures.reconcile, n),
+            Loop("alerts", q["alerts"], self.alerts.reconcile, n),
             Loop("placement", self.placement_queue, self.placement.reconcile, 1),
             Loop("pullsecrets", self.secret_watch_queue, self.reconcile_secret_watches, 1),
         )
-        self.router.register()
 
     def secret_state(self, pool: Obj) -> SecretState | None:
         ref = ref_of(pool)

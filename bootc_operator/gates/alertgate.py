@@ -52,26 +52,16 @@ Obj = dict[str, Any]
 log = logging.getLogger("alerts")
 
 
-class AlertReconciler:
-    name = "alerts"
+class GateStates:
+    """The Prometheus gates' last answers, by pool: the alert gate loop writes them
+    (``keep``), every other loop reads them (``gate``, through the controller's
+    ``PoolKnowledge``). Closed until answered, and without ``--prometheus-url``."""
 
-    def __init__(
-        self,
-        pool: Callable[[str], Obj | None],
-        prometheus: Querier | None,
-        *,
-        interval: float,
-        on_change: Callable[[str], None],
-        url: str = "",
-    ) -> None:
-        self._pool = pool  # a pool from the cache, by name
-        self.prometheus = prometheus
-        self.interval = interval
+    def __init__(self, *, prometheus: bool, url: str = "") -> None:
+        self.prometheus = prometheus  # the controller has a Prometheus to ask
         self.url = url
-        self._on_change = on_change
         self._gates: dict[str, AlertGate] = {}
         self._preconditions: dict[str, AlertGate] = {}
-        self._failures: dict[str, int] = {}
 
     def gate(self, pool: Obj) -> AlertGate | None:
         """The pool's gate (None: no blockingAlerts nor preconditions); fail closed
@@ -81,7 +71,7 @@ class AlertReconciler:
     def _alert_gate(self, pool: Obj) -> AlertGate | None:
         if not blocking_alerts(pool):
             return None
-        if self.prometheus is None:
+        if not self.prometheus:
             return AlertGate(
                 True, f"spec.rollout.blockingAlerts is set but {NO_PROMETHEUS}; no new reboots"
             )
@@ -94,7 +84,7 @@ class AlertReconciler:
         if not preconditions_of(pool):
             return None
         reason = c.REASON_PRECONDITION_NOT_MET
-        if self.prometheus is None:
+        if not self.prometheus:
             return AlertGate(
                 True,
                 f"spec.rollout.preconditions is set but {NO_PROMETHEUS}; no new reboots",
@@ -109,17 +99,69 @@ class AlertReconciler:
             ),
         )
 
+    def forget(self, pool_name: str) -> bool:
+        """Drop the pool's answers; True when there were any."""
+        alerts = self._gates.pop(pool_name, None)
+        return self._preconditions.pop(pool_name, None) is not None or alerts is not None
+
+    def keep(self, pool_name: str, alerts: AlertGate | None, pre: AlertGate | None) -> bool:
+        """Store the answers (None: that gate is not set); True when one changed (logged)."""
+        changed = _keep(self._gates, pool_name, alerts, "alerts")
+        return _keep(self._preconditions, pool_name, pre, "preconditions") or changed
+
+
+def _keep(gates: dict[str, AlertGate], pool_name: str, gate: AlertGate | None, what: str) -> bool:
+    """Store ``gate`` (None: drop it); True when it changed (logged)."""
+    previous = gates.pop(pool_name, None) if gate is None else gates.get(pool_name)
+    if gate is None:
+        return previous is not None
+    gates[pool_name] = gate
+    if gate == previous:
+        return False
+    level = logging.WARNING if gate.blocked else logging.INFO
+    log.log(level, gate.message or f"{what}: nothing blocks", extra={"pool": pool_name})
+    return True
+
+
+class AlertReconciler:
+    """The alert gate loop: asks Prometheus for each pool's gates, keeps the answers in
+    its ``GateStates`` (``states``; its own when not given)."""
+
+    name = "alerts"
+
+    def __init__(
+        self,
+        pool: Callable[[str], Obj | None],
+        prometheus: Querier | None,
+        *,
+        interval: float,
+        on_change: Callable[[str], None],
+        url: str = "",
+        states: GateStates | None = None,
+    ) -> None:
+        self._pool = pool  # a pool from the cache, by name
+        self.prometheus = prometheus
+        self.interval = interval
+        self.url = url
+        self._on_change = on_change
+        self.states = states or GateStates(prometheus=prometheus is not None, url=url)
+        self._failures: dict[str, int] = {}
+
+    def gate(self, pool: Obj) -> AlertGate | None:
+        """The pool's gate as the states have it (``GateStates.gate``)."""
+        return self.states.gate(pool)
+
     async def reconcile(self, pool_name: str) -> float | None:
         pool = self._pool(pool_name)
         selectors = blocking_alerts(pool) if pool is not None else []
         preconditions = preconditions_of(pool) if pool is not None else []
         if pool is None or self.prometheus is None or not (selectors or preconditions):
             self._failures.pop(pool_name, None)
-            alerts = self._gates.pop(pool_name, None)
-            if self._preconditions.pop(pool_name, None) is not None or alerts is not None:
+            if self.states.forget(pool_name):
                 self._on_change(pool_name)
             return None
         failed = False
+        gate = None
         if selectors:
             result, error = await ask(self.prometheus, alert_query(selectors))
             if result is None:
@@ -129,15 +171,12 @@ class AlertReconciler:
                 )
             else:
                 gate = firing_gate(result)
-        changed = self._keep(self._gates, pool_name, gate if selectors else None, "alerts")
         answers: dict[str, Answer] = {}
         for p in preconditions:
             answers[p.name] = await ask(self.prometheus, p.expr)
             failed = failed or answers[p.name][0] is None
         pre = precondition_gate(preconditions, answers) if preconditions else None
-        if self._keep(self._preconditions, pool_name, pre, "preconditions"):
-            changed = True
-        if changed:
+        if self.states.keep(pool_name, gate, pre):
             self._on_change(pool_name)
         if failed:
             failures = self._failures.get(pool_name, 0) + 1
@@ -145,17 +184,3 @@ class AlertReconciler:
             return retry_delay(failures, self.interval)
         self._failures.pop(pool_name, None)
         return self.interval
-
-    def _keep(
-        self, gates: dict[str, AlertGate], pool_name: str, gate: AlertGate | None, what: str
-    ) -> bool:
-        """Store ``gate`` (None: drop it); True when it changed (logged)."""
-        previous = gates.pop(pool_name, None) if gate is None else gates.get(pool_name)
-        if gate is None:
-            return previous is not None
-        gates[pool_name] = gate
-        if gate == previous:
-            return False
-        level = logging.WARNING if gate.blocked else logging.INFO
-        log.log(level, gate.message or f"{what}: nothing blocks", extra={"pool": pool_name})
-        return True

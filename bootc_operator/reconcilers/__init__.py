@@ -6,10 +6,13 @@
   ``controller_runtime_reconcile_*`` metrics);
 - ``watchers/``: the tasks the loops start and read (``drain``, ``healthpods``,
   ``pullsecrets``);
-- helpers: ``context`` (the gateway: cached reads shadowed by
-  :class:`bootc_operator.informers.Overlay`, read-your-writes, and narrow writes),
-  ``fanout`` (bounds the per-node writes of one pass), ``metrics`` (the pool gauges),
-  ``triggers`` (which queues an informer event concerns, pure).
+- what they share: ``context`` (the ``Context``: ``cache`` reads from the informers'
+  stores shadowed by :class:`bootc_operator.informers.Overlay`, read-your-writes;
+  ``writes``, the narrow API writes; the pools' policies and locks), ``knowledge``
+  (what the loops learned of each pool: tag resolutions, verified digests, gate
+  states; one writer per part), ``fanout`` (bounds the per-node writes of one pass),
+  ``metrics`` (the pool gauges), ``triggers`` (which queues an informer event
+  concerns, pure).
 
 The Prometheus gates (alerts, preconditions, health queries) are one room of their
 own: :mod:`bootc_operator.gates`. The decisions are pure functions in

@@ -138,8 +138,7 @@ def test_the_pool_spec_is_read_once_per_revision_and_tag_resolution() -> None:
         api, Informer(api, BOOTC_NODES), Informer(api, BOOTC_NODES), Informer(api, NODES), api
     )
     C = "sha256:" + "c" * 64
-    resolved: dict[str, tuple[str, str]] = {}
-    ctx.resolved_tag = resolved.get
+    resolved = ctx.knowledge.tags  # the tags loop's part of the pools' knowledge
 
     def pool(rv: str, ref: str = "quay.io/x/os:v1") -> dict[str, Any]:
         spec = {"nodeSelector": {}, "image": {"ref": ref}}

@@ -50,7 +50,7 @@ class Harness:
         # the key Secret as its watch holds it (None: deleted); its resourceVersion
         self.secret: ec.EllipticCurvePrivateKey | None = None
         self._secret_rv = 0
-        self.sig._read_secret = self._read_secret
+        self.sig.keys._read_secret = self._read_secret
         self.down = False
         self.fetches: list[str] = []
         self.events: list[tuple[str, str]] = []

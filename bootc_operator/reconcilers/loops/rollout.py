@@ -230,7 +230,7 @@ class RolloutReconciler:
             list(views.values()),
             now,
             gates,
-            alerts_blocked=ctx.alerts_blocked(pool),
+            alerts_blocked=ctx.knowledge.alerts_blocked(pool),
             refused=self.refusals.excluded(pool_name, now, self._basis),
         )
         # Per-node steps run concurrently (bounded); every release completes before

@@ -10,9 +10,10 @@ digest ref, or the digest its tag resolved to: the policy's ``candidate_digest``
   ``sha256-<hex>.sig`` documents with the pool's pull secret and verifies them
   (``registry.signature``); the verdict is cached, a registry failure is not;
 - ``Verified``: remembers (``repo@digest``, the key set's fingerprint) for the
-  other reconcilers (``verified(pool)``, injected as the context's
-  ``verified_image``). Only then does ``check_pool`` make the digest the pool's
-  target, so membership and rollout never write an unverified ``desiredImage``;
+  other reconcilers (its part of the controller's ``PoolKnowledge``,
+  ``signatures``, read as ``PoolKnowledge.verified``). Only then does
+  ``check_pool`` make the digest the pool's target, so membership and rollout
+  never write an unverified ``desiredImage``;
 - anything else (unsigned, wrong key, a payload for another digest, an unreadable
   signature): ``Degraded/SignatureVerificationFailed`` with the verdict's message
   and a Warning Event (once per message), and the digest stays unverified: no node
@@ -145,50 +146,19 @@ def collect_keys(verification: Mapping[str, Any], read: Callable[[Ref], WatchedS
     return KeySet(keys=tuple(keys))
 
 
-class SignatureReconciler:
-    name = "signatures"
+class TrustedKeys:
+    """The keys each pool trusts, as its spec and the watched key Secrets say now,
+    parsed again only when what they are read from changed. The controller's
+    ``PoolKnowledge`` reads their fingerprints (a verification holds only while the
+    pool trusts exactly the keys that made it); the signature loop verifies with them."""
 
-    def __init__(
-        self,
-        ctx: Context,
-        fetch: FetchSignature,
-        *,
-        read_secret: Callable[[Ref], WatchedSecret],
-        pull_secret: Callable[[Obj], SecretState | None],
-        on_change: Callable[[str], None],
-        cache: VerdictCache | None = None,
-        monotonic: Callable[[], float] = time.monotonic,
-        max_retry: float = 60.0,
-    ) -> None:
-        self.ctx = ctx
-        self._fetch = fetch
+    def __init__(self, read_secret: Callable[[Ref], WatchedSecret]) -> None:
         self._read_secret = read_secret
-        self._pull_secret = pull_secret
-        self._on_change = on_change
-        self.cache = cache if cache is not None else VerdictCache()
-        self._monotonic = monotonic
-        self.max_retry = max_retry
-        self._verified: dict[str, tuple[str, str]] = {}  # pool -> (repo@digest, keys' fingerprint)
         # pool -> (what its keys were read from, the key set, its fingerprint)
         self._keys: dict[str, tuple[tuple[Any, ...], KeySet, str | None]] = {}
-        self.errors: dict[str, tuple[str, str]] = {}  # pool -> (Degraded reason, message)
-        self._failures: dict[str, int] = {}  # pool -> registry failures in a row
-        # pool -> (repo@digest, when a registry failure may be retried)
-        self._retry_at: dict[str, tuple[str, dt.datetime]] = {}
 
-    def verified(self, pool: Obj) -> str | None:
-        """The ``repo@digest`` verified for the pool, while that verification holds:
-        the pool trusts exactly the keys that made it, all of them readable now."""
-        held = self._verified.get(pool["metadata"]["name"])
-        if held is None:
-            return None
-        _, fingerprint = self.current_keys(pool)
-        return held[0] if fingerprint is not None and fingerprint == held[1] else None
-
-    def current_keys(self, pool: Obj) -> tuple[KeySet, str | None]:
-        """The pool's trusted keys as its spec and the watched Secrets say now, and
-        their fingerprint (None: not usable); parsed again only when what they are
-        read from changed."""
+    def current(self, pool: Obj) -> tuple[KeySet, str | None]:
+        """The pool's trusted keys and their fingerprint (None: not usable)."""
         name = pool["metadata"]["name"]
         verification = ((pool.get("spec") or {}).get("image") or {}).get("verification") or {}
         source = (
@@ -203,12 +173,57 @@ class SignatureReconciler:
         self._keys[name] = (source, keyset, fingerprint)
         return keyset, fingerprint
 
+    def fingerprint(self, pool: Obj) -> str | None:
+        return self.current(pool)[1]
+
+    def forget(self, pool_name: str) -> None:
+        self._keys.pop(pool_name, None)
+
+
+class SignatureReconciler:
+    name = "signatures"
+
+    def __init__(
+        self,
+        ctx: Context,
+        fetch: FetchSignature,
+        *,
+        keys: TrustedKeys,
+        pull_secret: Callable[[Obj], SecretState | None],
+        on_change: Callable[[str], None],
+        cache: VerdictCache | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+        max_retry: float = 60.0,
+    ) -> None:
+        self.ctx = ctx
+        self._fetch = fetch
+        self.keys = keys
+        self._pull_secret = pull_secret
+        self._on_change = on_change
+        self.cache = cache if cache is not None else VerdictCache()
+        self._monotonic = monotonic
+        self.max_retry = max_retry
+        # pool -> (repo@digest, keys' fingerprint): this loop's part of the knowledge
+        self._verified = ctx.knowledge.signatures
+        self.errors: dict[str, tuple[str, str]] = {}  # pool -> (Degraded reason, message)
+        self._failures: dict[str, int] = {}  # pool -> registry failures in a row
+        # pool -> (repo@digest, when a registry failure may be retried)
+        self._retry_at: dict[str, tuple[str, dt.datetime]] = {}
+
+    def verified(self, pool: Obj) -> str | None:
+        """The ``repo@digest`` verified for the pool, while that verification holds
+        (``PoolKnowledge.verified``)."""
+        return self.ctx.knowledge.verified(pool)
+
+    def current_keys(self, pool: Obj) -> tuple[KeySet, str | None]:
+        return self.keys.current(pool)
+
     def problems(self, pool: Obj) -> dict[str, str]:
         err = self.errors.get(pool["metadata"]["name"])
         return {err[0]: err[1]} if err else {}
 
     def _forget(self, pool_name: str) -> None:
-        self._keys.pop(pool_name, None)
+        self.keys.forget(pool_name)
         changed = self._verified.pop(pool_name, None) is not None
         changed = self.errors.pop(pool_name, None) is not None or changed
         self._failures.pop(pool_name, None)

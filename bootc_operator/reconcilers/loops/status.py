@@ -172,7 +172,7 @@ class StatusReconciler:
             membership_problem=progress.problem,
             secret_problem=(secret.problem or "") if secret is not None else "",
             secret_pending=secret is not None and secret.pending,
-            alert_gate=ctx.alert_gate(pool) if policy.valid and policy.targets else None,
+            alert_gate=ctx.knowledge.gate(pool) if policy.valid and policy.targets else None,
             drain_message=self._drain_message,
             blocked_drains=[
                 r.message(n) for n, r in self.drains.blocked().items() if r.pool == pool_name

@@ -5,8 +5,8 @@
 - resolves it when due: the first pass of this process, after the ref changed,
   or once ``now >= status.nextTagResolutionTime`` (interval
   ``--tag-resolution-interval``); credentials come from the pool's pull secret;
-- success: remembers (ref, digest) for the other reconcilers
-  (``target(pool)``, injected as the context's ``resolved_tag``), writes ``status.targetDigest`` and
+- success: remembers (ref, digest) for the other reconcilers (its part of the
+  controller's ``PoolKnowledge``, ``tags``), writes ``status.targetDigest`` and
   ``nextTagResolutionTime``, and requeues after the interval; a moved tag is an
   Event and starts a rollout (membership writes the new desiredImage);
 - failure: ``Degraded/TagResolutionError`` (via ``problems``) with the
@@ -67,7 +67,8 @@ class TagReconciler:
         self._secret_state = secret_state
         self._on_target_changed = on_target_changed
         self.errors: dict[str, str] = {}
-        self._targets: dict[str, tuple[str, str]] = {}  # pool -> (ref, digest) resolved
+        # pool -> (ref, digest) resolved: this loop's part of the knowledge
+        self._targets = ctx.knowledge.tags
         self._failures: dict[str, int] = {}
         # pool -> (ref, pull-secret hash, when the next attempt is due) after a failure
         self._retry_at: dict[str, tuple[str, str | None, dt.datetime]] = {}

@@ -1,0 +1,74 @@
+"""What this controller process has learned about each pool that its objects do not say.
+
+One object, built before the loops (``controller.core``), read by every loop through
+the ``Context`` (``Context.policy`` resolves a pool's spec with the tag and signature
+parts; rollout and status read the gates). Each part has one writer:
+
+- ``tags``: (image ref, digest) the pool's tag last resolved to; writer: the tags loop;
+- ``signatures``: (``repo@digest``, fingerprint of the keys) whose signature verified;
+  writer: the signatures loop;
+- ``gates``: the answers of the pool's Prometheus gates (blocking alerts,
+  preconditions); writer: the alert gate loop (``gates.alertgate.GateStates``).
+
+``keys`` reads the keys a pool trusts now (the signature loop's ``TrustedKeys``, over
+the watched key Secrets): a verification holds only while they are the keys that made
+it. Nothing here does I/O; a part without its loop (a test's, or no Prometheus) reads
+as "nothing known".
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from bootc_operator.gates.alerts import AlertGate
+
+Obj = dict[str, Any]
+
+
+class GateReader(Protocol):
+    def gate(self, pool: Obj) -> AlertGate | None:
+        """The pool's Prometheus gates as one (None: it has none)."""
+
+
+class KeyReader(Protocol):
+    def fingerprint(self, pool: Obj) -> str | None:
+        """The fingerprint of the keys the pool trusts now (None: none usable)."""
+
+
+class _Nothing:
+    def gate(self, pool: Obj) -> AlertGate | None:
+        return None
+
+    def fingerprint(self, pool: Obj) -> str | None:
+        return None
+
+
+class PoolKnowledge:
+    """The parts (module doc); ``gates`` and ``keys`` are their loops' objects."""
+
+    def __init__(self, *, gates: GateReader | None = None, keys: KeyReader | None = None) -> None:
+        self.tags: dict[str, tuple[str, str]] = {}
+        self.signatures: dict[str, tuple[str, str]] = {}
+        self.gates: GateReader = gates if gates is not None else _Nothing()
+        self.keys: KeyReader = keys if keys is not None else _Nothing()
+
+    def resolved_tag(self, pool_name: str) -> tuple[str, str] | None:
+        """(ref, digest) the pool's tag last resolved to in this process, if any."""
+        return self.tags.get(pool_name)
+
+    def verified(self, pool: Obj) -> str | None:
+        """The ``repo@digest`` verified for the pool, while that verification holds:
+        the pool trusts exactly the keys that made it, all of them readable now."""
+        held = self.signatures.get(pool["metadata"]["name"])
+        if held is None:
+            return None
+        fingerprint = self.keys.fingerprint(pool)
+        return held[0] if fingerprint is not None and fingerprint == held[1] else None
+
+    def gate(self, pool: Obj) -> AlertGate | None:
+        """The pool's Prometheus gates (None: it has none); closed until answered."""
+        return self.gates.gate(pool)
+
+    def alerts_blocked(self, pool: Obj) -> bool:
+        gate = self.gate(pool)
+        return gate is not None and gate.blocked

@@ -1,0 +1,67 @@
+"""``PoolKnowledge``: what the loops learned of each pool, one writer per part, read by
+every loop through the ``Context`` (the spec's policy with the tag and the verified
+digest, the Prometheus gates), built before the loops by the real ``Controller``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bootc_operator.controller import Controller
+from bootc_operator.gates.alerts import AlertGate
+from bootc_operator.reconcilers.knowledge import PoolKnowledge
+
+DIGEST = "sha256:" + "b" * 64
+TAG = "quay.io/x/os:v1"
+
+
+def pool(ref: str = TAG, **spec: Any) -> dict[str, Any]:
+    body = {"nodeSelector": {}, "image": {"ref": ref}, **spec}
+    return {"metadata": {"name": "p", "uid": "u", "resourceVersion": "1"}, "spec": body}
+
+
+class Keys:
+    def __init__(self) -> None:
+        self.now: str | None = "keys-1"
+
+    def fingerprint(self, pool: Any) -> str | None:
+        return self.now
+
+
+class Gates:
+    def gate(self, pool: Any) -> AlertGate | None:
+        return AlertGate(True, "NodeDown fires")
+
+
+def test_nothing_known_reads_as_nothing() -> None:
+    known = PoolKnowledge()
+    assert known.resolved_tag("p") is None and known.verified(pool()) is None
+    assert known.gate(pool()) is None and not known.alerts_blocked(pool())
+
+
+def test_a_verification_holds_only_while_the_pool_trusts_the_keys_that_made_it() -> None:
+    keys = Keys()
+    known = PoolKnowledge(keys=keys)
+    known.signatures["p"] = (f"quay.io/x/os@{DIGEST}", "keys-1")
+    assert known.verified(pool()) == f"quay.io/x/os@{DIGEST}"
+    keys.now = "keys-2"  # a key Secret changed
+    assert known.verified(pool()) is None
+    keys.now = None  # a key cannot be read
+    assert known.verified(pool()) is None
+
+
+def test_the_gates_part_is_the_alert_loops_answers() -> None:
+    known = PoolKnowledge(gates=Gates())
+    assert known.alerts_blocked(pool()) and known.gate(pool()) == AlertGate(True, "NodeDown fires")
+
+
+def test_the_controller_builds_it_first_and_each_loop_writes_its_own_part() -> None:
+    ctl = Controller(None, identity="unit")
+    known = ctl.knowledge
+    assert ctl.ctx.knowledge is known
+    assert ctl.tags._targets is known.tags
+    assert ctl.signatures._verified is known.signatures
+    assert known.gates is ctl.alerts.states and known.keys is ctl.signatures.keys
+    # the tags loop's part is what the policy reads: a tag pool targets its digest
+    assert ctl.ctx.policy(pool()).target_digest is None
+    known.tags["p"] = (TAG, DIGEST)
+    assert ctl.ctx.policy(pool()).target_digest == DIGEST
