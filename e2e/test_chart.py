@@ -4,7 +4,8 @@ Renders (no cluster):
 - with default values ``helm template`` renders the objects of ``install.yaml``,
   compared as parsed objects keyed by kind/namespace/name: the two cannot drift;
 - with the metrics toggles on, the extra objects are those of the Prometheus
-  kit (``kubectl kustomize manifests/prometheus``);
+  kit (``kubectl kustomize manifests/prometheus``); the NetworkPolicies follow
+  ``networkPolicy.*`` (off: none, nothing else changes);
 - every value reaches the objects it is for, and the args it renders are flags
   the real CLI accepts;
 - object names follow the release name (or ``fullnameOverride``);
@@ -54,7 +55,7 @@ ROOT = Path(__file__).resolve().parents[1]
 NS = "bootc-operator"
 CRDS = {f"{c.POOL_PLURAL}.{c.GROUP}", f"{c.NODE_PLURAL}.{c.GROUP}"}
 #: What a release must never leave behind (besides the CRDs, which stay).
-KINDS = "deploy,ds,rs,pods,svc,sa,role,rolebinding,pdb,cm"
+KINDS = "deploy,ds,rs,pods,svc,sa,role,rolebinding,pdb,cm,netpol"
 CLUSTER_KINDS = (
     "clusterrole,clusterrolebinding,validatingadmissionpolicy,validatingadmissionpolicybinding"
 )
@@ -107,6 +108,28 @@ def test_metrics_toggles_render_the_prometheus_kit(helm: Helm) -> None:
     ):
         one = helm.template(values={"metrics": {toggle: on}})
         assert {k for k in one if k not in install_objects()} == {k for k in kit if k[0] == kind}
+
+
+def test_network_policies_follow_their_values(helm: Helm) -> None:
+    """Issue 37 item 2: by default only the monitoring namespace reaches the metrics
+    ports (install.yaml's NetworkPolicies); its name is a value; off renders none and
+    changes nothing else."""
+    default = helm.template()
+    policies = {k for k in default if k[0] == "NetworkPolicy"}
+    assert policies == {
+        ("NetworkPolicy", NS, "bootc-operator-controller"),
+        ("NetworkPolicy", NS, "bootc-operator-daemon"),
+    }
+    elsewhere = helm.template(values={"networkPolicy": {"monitoringNamespace": "observability"}})
+    for key in policies:
+        (metrics, probes) = elsewhere[key]["spec"]["ingress"]
+        (source,) = metrics["from"]
+        assert source["namespaceSelector"]["matchLabels"] == {
+            "kubernetes.io/metadata.name": "observability"
+        }
+        assert probes == {"ports": [{"port": "health", "protocol": "TCP"}]}
+    off = helm.template(values={"networkPolicy": {"enabled": False}})
+    assert_same_objects(off, {k: v for k, v in default.items() if k not in policies})
 
 
 def test_values_reach_the_objects(helm: Helm) -> None:
@@ -318,6 +341,10 @@ def test_packaged_chart_renders_the_same(helm: Helm, tmp_path: Path) -> None:
             ("--set", "daemon.nodeSelector.-role=os"),
             r"at '/daemon/nodeSelector': additional properties '-role' not allowed",
         ),
+        (
+            ("--set-string", "networkPolicy.monitoringNamespace=Mon itoring"),
+            r"at '/networkPolicy/monitoringNamespace': 'Mon itoring' does not match pattern",
+        ),
         # the templates' own checks
         (
             ("--set", "controller.leaderElection.enabled=false"),
@@ -337,6 +364,7 @@ def test_packaged_chart_renders_the_same(helm: Helm, tmp_path: Path) -> None:
         "cert-secret",
         "label-value",
         "label-key",
+        "monitoring-namespace",
         "replicas",
         "namespace",
     ],

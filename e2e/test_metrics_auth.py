@@ -13,27 +13,40 @@ it), so the install's RBAC is what lets them send the reviews. Then, for each:
 
 And a process whose own identity may not send reviews answers 503, with one log
 line that says what is missing and never shows the token.
+
+A flood of made-up bearer tokens on the leading controller's metrics port (issue 37
+item 2: each cost a TokenReview on the client that renews the Lease, and the
+leader lost it): the leader keeps its Lease (same holder, no transition, its
+renewals go on and it never exits: a renewal late past the renew deadline makes it
+give the Lease up), the flood is answered 503 beyond the review limits, and an
+authorized scrape in the middle of it still gets the metrics.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import secrets
 import ssl
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
 import yaml
+from kubernetes_asyncio.client import ApiClient
 
-from e2e.controllerenv import ControllerProcess
+from bootc_operator.kube import LEASES, get_object
+from e2e.controllerenv import LEASE, ControllerProcess
 from e2e.daemonenv import Daemon, Daemons
 from e2e.helpers import image, unique_name, wait_for
 from hack.fakebootc import make_host
 from hack.installgen import INSTALL_YAML
 from hack.testenv import ControlPlane
-from hack.testenv.kube import token_kubeconfig
-from hack.testenv.metricsreader import account_token, fetch, reader_token
+from hack.testenv.kube import api_client, token_kubeconfig
+from hack.testenv.metricsreader import account_token, fetch, insecure_tls, reader_token
 
 NS = "bootc-operator"
 READERS = "metrics-test"
@@ -182,3 +195,110 @@ async def test_a_process_that_may_not_review_answers_503_and_logs_why_not_the_to
     assert "needs create on tokenreviews" in log, log
     assert cluster.reader not in log
     assert daemon.alive(), "a failed review never ends the process"
+
+
+#: concurrent connections of the flood, each sending made-up tokens back to back
+FLOOD_CONNECTIONS = 48
+#: made-up tokens sent before the flood may end, and Lease renewals seen during it
+FLOOD_REQUESTS = 3000
+FLOOD_RENEWALS = 8
+
+
+class Flood:
+    """``FLOOD_CONNECTIONS`` HTTPS connections sending ``/metrics`` requests, each with
+    a new made-up bearer token, until ``stop``; answers counted by status."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.statuses: dict[int, int] = {}
+        self.errors = 0
+        self.stop = asyncio.Event()
+
+    @property
+    def sent(self) -> int:
+        return sum(self.statuses.values()) + self.errors
+
+    async def run(self) -> None:
+        connector = aiohttp.TCPConnector(ssl=insecure_tls(), limit=FLOOD_CONNECTIONS)
+        timeout = aiohttp.ClientTimeout(total=30)
+        async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+            await asyncio.gather(*(self._one(session) for _ in range(FLOOD_CONNECTIONS)))
+
+    async def _one(self, session: aiohttp.ClientSession) -> None:
+        while not self.stop.is_set():
+            headers = {"Authorization": f"Bearer made-up.{secrets.token_urlsafe(24)}"}
+            try:
+                async with session.get(self.url, headers=headers) as resp:
+                    await resp.read()
+                    self.statuses[resp.status] = self.statuses.get(resp.status, 0) + 1
+            except (aiohttp.ClientError, TimeoutError):
+                self.errors += 1
+
+
+async def lease_spec(api: ApiClient) -> dict[str, Any]:
+    lease = await get_object(api, LEASES, LEASE, NS)
+    spec: dict[str, Any] = lease["spec"]
+    return spec
+
+
+async def test_a_flood_of_made_up_tokens_does_not_cost_the_leader_its_lease(
+    cluster: Cluster, controller: ControllerProcess
+) -> None:
+    async with await api_client(cluster.cp.kubeconfig) as api:
+        await flood_the_leader(cluster, controller, api)
+
+
+async def flood_the_leader(cluster: Cluster, controller: ControllerProcess, api: ApiClient) -> None:
+    url = controller.metrics_url
+    await wait_for(lambda: serving(url), 60, f"the controller serving {url}")
+
+    async def leading() -> dict[str, Any] | None:
+        try:
+            spec = await lease_spec(api)
+        except Exception:
+            return None
+        holder = str(spec.get("holderIdentity") or "")
+        return spec if holder.startswith(f"{controller.name}_") else None
+
+    before = await wait_for(leading, 60, "the controller leading")
+    status, text = await fetch(url, cluster.reader)
+    assert status == 200, text  # the scraper, known before the flood
+    flood = Flood(url)
+    flooding = asyncio.create_task(flood.run())
+    renewals: set[str] = set()
+    scraped: list[tuple[int, str]] = []
+    try:
+
+        async def flooded_long_enough() -> bool:
+            assert controller.proc.poll() is None, controller.log_path.read_text()[-3000:]
+            spec = await lease_spec(api)
+            assert spec["holderIdentity"] == before["holderIdentity"], spec
+            assert spec.get("leaseTransitions") == before.get("leaseTransitions"), spec
+            renewals.add(str(spec.get("renewTime")))
+            if flood.sent >= FLOOD_REQUESTS // 2 and not scraped:
+                # an authorized scrape in the middle of the flood
+                scraped.append(await fetch(url, cluster.reader))
+            return flood.sent >= FLOOD_REQUESTS and len(renewals) > FLOOD_RENEWALS
+
+        await wait_for(flooded_long_enough, 180, "the flood sent and the Lease renewed")
+    finally:
+        flood.stop.set()
+        with contextlib.suppress(Exception):
+            await flooding
+    print(
+        f"flood: {flood.sent} requests with made-up tokens over {FLOOD_CONNECTIONS} "
+        f"connections, answers {dict(sorted(flood.statuses.items()))}, {flood.errors} "
+        f"errors; {len(renewals)} Lease renewals seen meanwhile, same holder"
+    )
+    ((scrape_status, scrape_text),) = scraped
+    assert scrape_status == 200, scrape_text
+    assert "\nbootc_operator_leader 1" in scrape_text, scrape_text[:2000]
+    # beyond the review limits the made-up tokens were refused at once, unreviewed
+    assert flood.statuses.get(503, 0) > 0, flood.statuses
+    assert set(flood.statuses) <= {401, 503}, flood.statuses
+    assert controller.proc.poll() is None
+    log = controller.log_path.read_text()
+    assert "leadership lost" not in log
+    assert "without a token review" in log  # the one line a minute counting them
+    after = await lease_spec(api)
+    assert after["holderIdentity"] == before["holderIdentity"]

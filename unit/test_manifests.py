@@ -82,6 +82,7 @@ def test_default_install_composes_everything_with_a_pinned_image() -> None:
         "../admission",
         "../controller",
         "../daemon",
+        "../networkpolicy",
     }
     # No namespace transformer: it would move the Events Role out of "default".
     assert "namespace" not in kust
@@ -210,6 +211,39 @@ def test_metrics_services_select_their_pods(path: str, component: str, port: int
     labels = workload["spec"]["template"]["metadata"]["labels"]
     assert svc["spec"]["selector"].items() <= labels.items()
     assert workload["spec"]["selector"]["matchLabels"] == svc["spec"]["selector"]
+
+
+@pytest.mark.parametrize("component", ["controller", "daemon"])
+def test_only_the_monitoring_namespace_reaches_the_metrics_port(component: str) -> None:
+    """Issue 37 item 2: made-up tokens from anywhere each cost a TokenReview. The
+    component's NetworkPolicy selects its Pods and lets Pods of the namespace
+    "monitoring" reach the metrics port, anyone the probe port, and nothing else."""
+    policies = {
+        d["metadata"]["name"]: d for d in load(MANIFESTS / "networkpolicy" / "networkpolicy.yaml")
+    }
+    policy = policies[f"bootc-operator-{component}"]
+    assert policy["metadata"]["namespace"] == NAMESPACE
+    workload = next(
+        d
+        for f in (MANIFESTS / component).glob("*.yaml")
+        for d in load(f)
+        if d["kind"] in ("Deployment", "DaemonSet")
+    )
+    assert (
+        policy["spec"]["podSelector"]["matchLabels"] == workload["spec"]["selector"]["matchLabels"]
+    )
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    metrics, probes = policy["spec"]["ingress"]
+    assert metrics == {
+        "from": [
+            {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+        ],
+        "ports": [{"port": "metrics", "protocol": "TCP"}],
+    }
+    assert probes == {"ports": [{"port": "health", "protocol": "TCP"}]}
+    # every port the Pod serves is one of the two, by name
+    ports = {p["name"] for p in _container(workload)["ports"]}
+    assert ports == {"metrics", "health"}
 
 
 # ------------------------------------------------------------------ RBAC

@@ -1,7 +1,9 @@
 """The controller process's life: start, caches, leader election, work, and the end of it.
 
 ``run(args)`` builds the API clients (one for requests, one with an unbounded
-connection pool for watches, so open drains never starve requests) and the
+connection pool for watches, so open drains never starve requests, one for the
+leader Lease alone and one for ``/metrics`` token reviews alone, so that neither
+the reconcilers' requests nor a flood of scrapes can delay a renewal) and the
 ``Controller``, starts the shared informers and the probe and metrics server,
 waits for the caches (``/readyz`` turns ready), then, with ``--leader-elect``,
 acquires the lease. Only as leader do the workers start, and only once
@@ -31,6 +33,7 @@ from bootc_operator.kube import load_api_client
 from bootc_operator.reconcilers import metrics as m
 from bootc_operator.registry import RegistryOptions
 from bootc_operator.runtime.leaderelection import LeaderElector
+from bootc_operator.runtime.metricsauth import ReviewLimits
 from bootc_operator.runtime.process import serve, unless_stopped, wait_first
 
 log = logging.getLogger("controller")
@@ -42,6 +45,14 @@ async def run(args: argparse.Namespace) -> int:
     # Watches hold a connection each for as long as they run (one per open drain):
     # they get their own, unbounded pool so requests never queue behind them.
     watch_api = await load_api_client(args.kubeconfig, max_connections=0)
+    # The Lease is renewed on a connection pool nothing else uses, and /metrics token
+    # reviews (anyone who reaches the port can make one up) go through their own:
+    # no scrape, however many, can queue a renewal behind it.
+    lease_api = await load_api_client(args.kubeconfig, max_connections=2)
+    limits = ReviewLimits()
+    review_api = await load_api_client(
+        args.kubeconfig, max_connections=limits.max_inflight + limits.max_known_inflight
+    )
     controller = Controller(
         api,
         watch_api=watch_api,
@@ -75,7 +86,7 @@ async def run(args: argparse.Namespace) -> int:
             elector = None
             if args.leader_elect:
                 elector = LeaderElector(
-                    api,
+                    lease_api,
                     args.leader_election_namespace,
                     args.leader_election_id,
                     identity,
@@ -90,7 +101,11 @@ async def run(args: argparse.Namespace) -> int:
             m.IS_LEADER.set(0)
 
     return await serve(
-        args, work, ready=controller.ready, close=(api.close, watch_api.close), api=api
+        args,
+        work,
+        ready=controller.ready,
+        close=(api.close, watch_api.close, lease_api.close, review_api.close),
+        api=review_api,
     )
 
 

@@ -121,7 +121,9 @@ class ProbeServer:
         if self._authorize is not None:
             verdict = await self._authorize(request.headers.get("Authorization"))
             if not verdict.allowed:
-                headers = {"WWW-Authenticate": "Bearer"} if verdict.status == 401 else None
+                headers = {"WWW-Authenticate": "Bearer"} if verdict.status == 401 else {}
+                if verdict.status == 503:
+                    headers["Retry-After"] = "1"
                 return web.Response(status=verdict.status, text=verdict.text, headers=headers)
         body = generate_latest(self._registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})

@@ -21,6 +21,20 @@ per scraper, and a flood of made-up tokens cannot grow the cache. Concurrent
 requests with one token share one review. A token revoked, or a role unbound,
 is honoured after at most ``ttl``.
 
+Anyone who reaches the port can make up tokens, and every new one would cost
+the API server two reviews: reviews are **rationed** (``ReviewLimits``). At most
+``max_inflight`` (4) run at once, and a token bucket (``rate`` 5 a second,
+``burst`` 10) admits new ones; a request beyond them is answered **503** at once
+(``Retry-After: 1``), without a review, with one log line a minute counting
+them. Allowed verdicts are kept apart (``allowed``, same ``ttl``), so a flood
+of made-up tokens cannot evict a scraper's; and a token that was allowed before
+(the last ``known`` 64, for an hour) is reviewed again on its own lane
+(``max_known_inflight``, 2) outside the bucket: a Prometheus keeps scraping
+through a flood, and still loses access within ``ttl`` of a revocation. The
+controller sends the reviews through an API client of their own
+(``controller.lifecycle``), so they never queue on the connections its leader
+Lease is renewed on (which has its own client too).
+
 Pure parts (``bearer_token``, the review bodies and answers, ``VerdictCache``) are
 unit-tested; ``MetricsAuthorizer`` is the thin shell that sends the reviews
 through any :class:`~bootc_operator.kube.rest.Api` client (the controller's
@@ -69,6 +83,43 @@ class Verdict:
 
 UNAUTHENTICATED: Final = Verdict(401, "Unauthorized: send a ServiceAccount token as Bearer\n")
 UNAVAILABLE: Final = Verdict(503, "cannot check the token with the API server now; retry\n")
+BUSY: Final = Verdict(503, "too many tokens to review now; retry\n")
+#: how often the count of requests refused for want of a review is logged
+BUSY_LOG_EVERY: Final = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class ReviewLimits:
+    """How many token reviews a process sends: at once, and a second (see the module doc)."""
+
+    max_inflight: int = 4
+    rate: float = 5.0
+    burst: int = 10
+    max_known_inflight: int = 2
+    known: int = 64
+    known_ttl: float = 3600.0
+
+
+class TokenBucket:
+    """``take()``: True while the bucket holds a token (``rate`` a second, up to ``burst``)."""
+
+    def __init__(self, rate: float, burst: int, clock: Callable[[], float]) -> None:
+        if rate <= 0 or burst < 1:
+            raise ValueError("a token bucket needs rate > 0 and burst >= 1")
+        self.rate = rate
+        self.burst = burst
+        self.clock = clock
+        self._tokens = float(burst)
+        self._at = clock()
+
+    def take(self) -> bool:
+        now = self.clock()
+        self._tokens = min(float(self.burst), self._tokens + (now - self._at) * self.rate)
+        self._at = now
+        if self._tokens < 1.0:
+            return False
+        self._tokens -= 1.0
+        return True
 
 
 def bearer_token(header: str | None) -> str | None:
@@ -171,36 +222,92 @@ class ReviewError(Exception):
 class MetricsAuthorizer:
     """``await check(authorization_header)`` → :class:`Verdict` (see the module docstring)."""
 
-    def __init__(self, api: Api, cache: VerdictCache | None = None) -> None:
+    def __init__(
+        self,
+        api: Api,
+        cache: VerdictCache | None = None,
+        limits: ReviewLimits | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.api = api
-        self.cache = cache or VerdictCache()
+        self.cache = cache or VerdictCache(clock=clock)
+        self.limits = limits or ReviewLimits()
+        self.clock = clock
+        # allowed verdicts, apart: made-up tokens (never allowed) cannot evict them
+        self.allowed = VerdictCache(ttl=self.cache.ttl, size=self.limits.known, clock=clock)
+        # tokens allowed before: reviewed again outside the bucket (their own lane)
+        self.known = VerdictCache(ttl=self.limits.known_ttl, size=self.limits.known, clock=clock)
+        self.bucket = TokenBucket(self.limits.rate, self.limits.burst, clock)
         self._inflight: dict[bytes, asyncio.Future[Verdict]] = {}
+        self._running = 0  # reviews of unknown tokens in flight
+        self._running_known = 0
+        self.refused = 0  # requests answered BUSY, in all
+        self._refused_since_log = 0
+        self._logged_at: float | None = None
 
     async def check(self, header: str | None) -> Verdict:
         token = bearer_token(header)
         if token is None:
             return UNAUTHENTICATED
         key = token_key(token)
-        cached = self.cache.get(key)
+        cached = self.allowed.get(key) or self.cache.get(key)
         if cached is not None:
             return cached
         pending = self._inflight.get(key)
         if pending is not None:
             return await asyncio.shield(pending)
+        known = self.known.get(key) is not None
+        if not self._admit(known):
+            self._busy()
+            return BUSY
         task = asyncio.ensure_future(self._review(token))
         self._inflight[key] = task
+        if known:
+            self._running_known += 1
+        else:
+            self._running += 1
+        task.add_done_callback(lambda _: self._finished(key, known))
         try:
             verdict = await asyncio.shield(task)
         except ReviewError as exc:
             log.warning("a /metrics request got 503: %s", exc)
             return UNAVAILABLE
-        finally:
-            if task.done():
-                self._inflight.pop(key, None)
-            else:  # this request was cancelled: the review goes on for the others
-                task.add_done_callback(lambda _: self._inflight.pop(key, None))
-        self.cache.put(key, verdict)
+        if verdict.allowed:
+            self.allowed.put(key, verdict)
+            self.known.put(key, verdict)
+        else:
+            self.cache.put(key, verdict)
         return verdict
+
+    def _admit(self, known: bool) -> bool:
+        """May a new review start now (``known``: a token allowed before)?"""
+        if known:
+            return self._running_known < self.limits.max_known_inflight
+        return self._running < self.limits.max_inflight and self.bucket.take()
+
+    def _finished(self, key: bytes, known: bool) -> None:
+        self._inflight.pop(key, None)
+        if known:
+            self._running_known -= 1
+        else:
+            self._running -= 1
+
+    def _busy(self) -> None:
+        """Count a request refused for want of a review; log the count once a minute."""
+        self.refused += 1
+        self._refused_since_log += 1
+        now = self.clock()
+        if self._logged_at is None or now - self._logged_at >= BUSY_LOG_EVERY:
+            log.warning(
+                "/metrics: %d requests answered 503 without a token review (more new "
+                "tokens than %d reviews at once / %g a second); only the monitoring "
+                "namespace should reach this port (the NetworkPolicy)",
+                self._refused_since_log,
+                self.limits.max_inflight,
+                self.limits.rate,
+            )
+            self._refused_since_log = 0
+            self._logged_at = now
 
     async def _review(self, token: str) -> Verdict:
         review = await self._post(TOKEN_REVIEWS, token_review(token), "TokenReview")

@@ -1,13 +1,22 @@
 """The metrics guard's pure parts (bootc_operator.runtime.metricsauth): the bearer
-header, the review bodies and answers, the verdict cache. Through a real API
-server: e2e/test_metrics_auth.py."""
+header, the review bodies and answers, the verdict cache; and how reviews are rationed
+(in flight, a token bucket, a lane for tokens allowed before), with the API round
+trips replaced. Through a real API server: e2e/test_metrics_auth.py."""
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any, cast
+
 import pytest
 
+from bootc_operator.kube.rest import Api
 from bootc_operator.runtime.metricsauth import (
+    BUSY,
     UNAUTHENTICATED,
+    MetricsAuthorizer,
+    ReviewLimits,
+    TokenBucket,
     Verdict,
     VerdictCache,
     access_review,
@@ -122,3 +131,90 @@ def test_the_cache_key_is_not_the_token() -> None:
     key = token_key("secret-token")
     assert b"secret-token" not in key and len(key) == 32
     assert key == token_key("secret-token") != token_key("secret-token2")
+
+
+# ------------------------------------------------------------------ rationed reviews
+
+
+class Reviews(MetricsAuthorizer):
+    """The authorizer with its API round trips replaced: ``good`` tokens are allowed,
+    any other is unknown; each review waits for ``gate`` (so tests hold them in flight)."""
+
+    def __init__(self, clock: Clock, **limits: Any) -> None:
+        super().__init__(cast(Api, None), limits=ReviewLimits(**limits), clock=clock)
+        self.good: set[str] = set()
+        self.gate = asyncio.Event()
+        self.gate.set()
+        self.reviews: list[str] = []
+
+    async def _review(self, token: str) -> Verdict:
+        self.reviews.append(token)
+        await self.gate.wait()
+        return Verdict(200, "") if token in self.good else UNAUTHENTICATED
+
+
+def bearer(token: str) -> str:
+    return f"Bearer {token}"
+
+
+def test_the_token_bucket_refills_at_its_rate_up_to_its_burst() -> None:
+    clock = Clock()
+    bucket = TokenBucket(2.0, 3, clock)
+    assert [bucket.take() for _ in range(4)] == [True, True, True, False]
+    clock.now += 0.5  # one token back
+    assert [bucket.take(), bucket.take()] == [True, False]
+    clock.now += 100  # never more than the burst
+    assert sum(bucket.take() for _ in range(10)) == 3
+    with pytest.raises(ValueError, match="rate > 0"):
+        TokenBucket(0, 1, clock)
+
+
+async def test_reviews_in_flight_are_bounded_beyond_them_503_at_once() -> None:
+    """Issue 37 item 2: every made-up token cost a review, without limit."""
+    auth = Reviews(Clock(), max_inflight=2, burst=100)
+    auth.gate.clear()
+    held = [asyncio.ensure_future(auth.check(bearer(f"t{i}"))) for i in range(2)]
+    for _ in range(100):  # let both requests start their reviews
+        if len(auth.reviews) == 2:
+            break
+        await asyncio.sleep(0)
+    assert await auth.check(bearer("t2")) == BUSY  # at once, no review
+    assert auth.reviews == ["t0", "t1"] and auth.refused == 1
+    auth.gate.set()
+    assert [await h for h in held] == [UNAUTHENTICATED] * 2
+    assert await auth.check(bearer("t2")) == UNAUTHENTICATED  # room again
+
+
+async def test_new_tokens_are_reviewed_at_the_buckets_rate() -> None:
+    clock = Clock()
+    auth = Reviews(clock, rate=1.0, burst=3)
+    answers = [await auth.check(bearer(f"made-up-{i}")) for i in range(5)]
+    assert answers == [UNAUTHENTICATED] * 3 + [BUSY] * 2
+    assert len(auth.reviews) == 3
+    clock.now += 1.0
+    assert await auth.check(bearer("made-up-9")) == UNAUTHENTICATED
+    # a verdict cached: no review, no token taken
+    assert await auth.check(bearer("made-up-0")) == UNAUTHENTICATED and len(auth.reviews) == 4
+
+
+async def test_a_scraper_keeps_its_access_through_a_flood_of_made_up_tokens() -> None:
+    clock = Clock()
+    auth = Reviews(clock, rate=1.0, burst=2, max_known_inflight=1)
+    auth.cache = VerdictCache(ttl=30, size=4, clock=clock)  # a flood evicts every entry
+    auth.good.add("prometheus")
+    assert (await auth.check(bearer("prometheus"))).allowed
+    flood = [await auth.check(bearer(f"made-up-{i}")) for i in range(50)]
+    assert flood.count(BUSY) == 49  # the bucket had one token left
+    # its verdict was not evicted by the flood
+    assert (await auth.check(bearer("prometheus"))).allowed
+    reviews = len(auth.reviews)
+    # past the ttl it is reviewed again, outside the empty bucket (its own lane)
+    clock.now += 31
+    refilled = [await auth.check(bearer(f"made-up-{c}")) for c in "xyz"]
+    assert refilled == [UNAUTHENTICATED, UNAUTHENTICATED, BUSY]  # the burst, then none
+    assert (await auth.check(bearer("prometheus"))).allowed
+    assert auth.reviews[reviews:] == ["made-up-x", "made-up-y", "prometheus"]
+    # revoked: the next review says so (no verdict outlives the ttl)
+    auth.good.clear()
+    clock.now += 31
+    assert await auth.check(bearer("prometheus")) == UNAUTHENTICATED
