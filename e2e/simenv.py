@@ -9,7 +9,8 @@ deletes the pool, waits until the operator has let go of every node (BootcNode
 gone, managed label removed) and removes the scenario label, so the next scenario
 can use the same nodes. On failure the monitor's timeline (tail) is printed.
 
-``push`` pushes a new image to the simulation's registry. ``sim_log_tails`` gives
+``run_sim_cli`` / ``sim_cli`` run the ``hack/sim`` command (its Python entry point)
+as a user does. ``push`` pushes a new image to the simulation's registry. ``sim_log_tails`` gives
 the last lines of the node simulator's and controllers' logs (the e2e conftest
 attaches them to failed reports of tests using a ``sim`` fixture).
 """
@@ -18,8 +19,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -31,6 +36,7 @@ from bootc_operator.kube.rest import create_object, delete_object, get_object, p
 from e2e.helpers import condition
 from hack.simlib import Sim
 from hack.simlib.images import digest_ref
+from hack.testenv.controlplane import REPO_ROOT
 from hack.testenv.monitor import SafetyMonitor, Summary
 from hack.testenv.pools import pool_body
 from hack.testenv.procs import log_tail
@@ -38,6 +44,29 @@ from hack.testenv.waiting import wait_for
 
 SCENARIO_LABEL = "e2e.bootc.dev/scenario"
 NAMESPACE = "bootc-operator"
+
+
+def run_sim_cli(
+    state_dir: Path, *args: str, timeout: float = 300.0
+) -> subprocess.CompletedProcess[str]:
+    """Run ``hack/sim --dir STATE_DIR ARGS`` (its Python entry point)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    return subprocess.run(
+        [sys.executable, "-m", "hack.simlib.cli", "--dir", str(state_dir), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=REPO_ROOT,
+        check=False,
+    )
+
+
+def sim_cli(state_dir: Path, *args: str, timeout: float = 300.0) -> str:
+    """``run_sim_cli`` that must succeed; returns stdout."""
+    res = run_sim_cli(state_dir, *args, timeout=timeout)
+    assert res.returncode == 0, f"hack/sim {' '.join(args)} failed:\n{res.stderr[-4000:]}"
+    return res.stdout
 
 
 def digest_of(ref: str) -> str:

@@ -43,8 +43,6 @@ import json
 import math
 import os
 import re
-import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import AsyncIterator, Iterator
@@ -64,7 +62,7 @@ from bootc_operator.runtime.metricsauth import UNAUTHENTICATED, Verdict, bearer_
 from bootc_operator.runtime.servingcert import self_signed
 from e2e.controllerenv import create_blocking_pdb, create_pod
 from e2e.helpers import unique_name, wait_for
-from e2e.simenv import PoolRun, booted_image, digest_of, push
+from e2e.simenv import PoolRun, booted_image, digest_of, push, run_sim_cli
 from hack.simlib import Sim, SimConfig, SimInfo
 from hack.simlib.monitoring import scrape_targets
 from hack.simlib.reaper import leftovers, teardown
@@ -545,19 +543,6 @@ async def test_a_halted_rollout_fires_its_alert(api: ApiClient, sim: Sim, prom: 
     finally:
         for node in nodes:
             sim.hold(node, False)
-
-
-def run_sim_cli(state_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """``hack/sim --dir STATE_DIR ARGS`` (its Python entry point)."""
-    return subprocess.run(
-        [sys.executable, "-m", "hack.simlib.cli", "--dir", str(state_dir), *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
-        cwd=REPO_ROOT,
-        check=False,
-    )
 
 
 def http_status(url: str) -> int:

@@ -34,6 +34,7 @@ from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, NODES, PODS
 from bootc_operator.kube.rest import create_object, get_object, list_objects, patch_object
 from bootc_operator.kubectl.table import node_row
 from e2e.helpers import condition, unique_name, wait_for
+from e2e.simenv import run_sim_cli, sim_cli
 from hack.simlib import AttachedSim, Sim, SimConfig, SimInfo, faults
 from hack.simlib.demo import canary_node
 from hack.simlib.images import digest_ref
@@ -45,29 +46,6 @@ from hack.testenv.pools import pool_body
 pytestmark = pytest.mark.slow
 
 MAX_UNAVAILABLE = 2
-
-
-def run_sim_cli(
-    state_dir: Path, *args: str, timeout: float = 300.0
-) -> subprocess.CompletedProcess[str]:
-    """Run ``hack/sim --dir STATE_DIR ARGS`` (its Python entry point)."""
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", "hack.simlib.cli", "--dir", str(state_dir), *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-        cwd=REPO_ROOT,
-        check=False,
-    )
-
-
-def sim_cli(state_dir: Path, *args: str, timeout: float = 300.0) -> str:
-    """``run_sim_cli`` that must succeed; returns stdout."""
-    res = run_sim_cli(state_dir, *args, timeout=timeout)
-    assert res.returncode == 0, f"hack/sim {' '.join(args)} failed:\n{res.stderr[-4000:]}"
-    return res.stdout
 
 
 @pytest.fixture

@@ -88,7 +88,7 @@ ARGOCD_CM_HEADER = """\
 # Merge them into the argocd-cm of your Argo CD (its other keys are kept):
 #   kubectl -n argocd patch configmap argocd-cm --patch-file argocd-cm.yaml
 # or put the data keys under configs.cm of the argo-cd Helm chart. What each
-# verdict means: docs/observing.md.
+# verdict means: docs/observing.md; fleets gated on them: docs/fleets.md.
 """
 
 

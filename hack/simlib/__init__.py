@@ -12,6 +12,9 @@ the hosts (``hack.fakebootc``) and the kubelets (``nodesim`` and kwok) are simul
 - :mod:`hack.simlib.faults`: the faults of ``hack/sim fault`` (one for each gate);
 - :mod:`hack.simlib.demo` / :mod:`hack.simlib.view`: ``make demo`` and its live view;
 - :mod:`hack.simlib.images`, :mod:`hack.simlib.workload`: images to push, the sample workload;
+- :mod:`hack.simlib.clusters`: a fleet, several simulations sharing one registry
+  (``hack/sim up --clusters N``); :mod:`hack.simlib.waves`: a pool rolled out over it
+  cluster by cluster, gated on kstatus and Argo CD's health (``hack/bench-fleet``);
 - :mod:`hack.simlib.reaper`: finding and killing every process of a simulation;
 - :mod:`hack.simlib.common`: configuration, persisted info, state-directory layout.
 """

@@ -14,6 +14,8 @@
     hack/sim fault list                  # the active faults
     hack/sim fault clear                 # all of them (or: clear KIND [TARGET], clear NODE)
     hack/sim down
+    eval "$(hack/sim up --clusters 3 --nodes 6)"   # a fleet: KUBECONFIG_1..3, one registry
+    hack/sim --cluster 2 kubectl get bnp           # any command, on the fleet's 2nd cluster
 
 ``up`` starts a supervisor process (``hack.simlib.supervisor``) that owns every
 component, waits until it reports ready (every Node Ready, every daemon healthy,
@@ -31,6 +33,11 @@ graphs (``/graph``) and alerts (``/alerts``); ``status`` shows it, ``down`` stop
 ``hack.simlib.policy``) also applies a pool over the worker nodes on the first
 image; ``pool`` applies one (the same options, plus ``--image``) to a running
 simulation, keeping its image unless told another.
+
+``up --clusters N`` starts a fleet (``hack.simlib.clusters``): N simulations in
+``DIR/cluster-1`` ... each with its own control plane, controllers and nodes, all
+pulling from cluster-1's registry and booting one first image; ``--cluster K``
+points any other command at one of them, ``status`` and ``down`` take in them all.
 """
 
 from __future__ import annotations
@@ -48,7 +55,7 @@ from types import FrameType
 from typing import Any
 
 from bootc_operator.wording import counted
-from hack.simlib import faults, signing
+from hack.simlib import clusters, faults, signing
 from hack.simlib.common import DEFAULT_DIR, MARKER_ENV, SIM_FILE, SimConfig, SimInfo
 from hack.simlib.images import ImageError, digest_ref, parse_label
 from hack.simlib.policy import (
@@ -72,7 +79,7 @@ def _err(msg: str) -> None:
 
 
 def _check_dir(state_dir: Path) -> None:
-    if not state_dir.exists() or (state_dir / SIM_FILE).exists():
+    if not state_dir.exists() or (state_dir / SIM_FILE).exists() or clusters.is_fleet(state_dir):
         return
     if {p.name for p in state_dir.iterdir()} - {"logs"}:
         raise SimError(
@@ -85,7 +92,12 @@ def clean(state_dir: Path, *, quiet: bool = False) -> bool:
     _check_dir(state_dir)
     if not state_dir.exists():
         return False
-    killed = teardown(state_dir)
+    killed = []
+    # a fleet: every cluster, the one that owns the registry last
+    for cluster in reversed(clusters.load(state_dir) or []):
+        if cluster.parent == state_dir:
+            killed += teardown(cluster)
+    killed += teardown(state_dir)
     if killed and not quiet:
         _err("killed leftovers: " + ", ".join(killed))
     return True
@@ -102,8 +114,40 @@ def start_detached(
     """Start a supervisor for ``state_dir`` (cleaned first) and wait until it is ready."""
     if clean(state_dir, quiet=not progress) and progress:
         _err(f"cleaned up a previous simulation in {state_dir}")
+    limit = timeout if timeout is not None else 180.0 + 4.0 * config.nodes
+    started = [(state_dir, _launch(state_dir, config, use_registry))]
+    (info,) = _await_ready(started, limit, progress)
+    return info
+
+
+def start_clusters(
+    root: Path, config: SimConfig, count: int, *, progress: bool = True
+) -> list[SimInfo]:
+    """``count`` simulations in ``root/cluster-1`` ... (``root`` cleaned first): the
+    first with its registry and first image, then the others at once, pulling from
+    that registry and booting that image (``hack.simlib.clusters``)."""
+    if clean(root, quiet=not progress) and progress:
+        _err(f"cleaned up a previous simulation in {root}")
+    dirs = clusters.cluster_dirs(root, count)
+    clusters.save(root, dirs)
+    limit = 180.0 + 4.0 * config.nodes
+    try:
+        first = _await_ready([(dirs[0], _launch(dirs[0], config, True))], limit, progress, True)
+        shared = dataclasses.replace(
+            config, registry=first[0].registry, first_image=first[0].first_image
+        )
+        launched = [(d, _launch(d, shared, True)) for d in dirs[1:]]
+        # they start side by side on a shared machine: give them the time of all
+        rest = _await_ready(launched, limit * len(launched), progress, True)
+    except BaseException:
+        clean(root, quiet=True)
+        raise
+    return [*first, *rest]
+
+
+def _launch(state_dir: Path, config: SimConfig, use_registry: bool) -> subprocess.Popen[bytes]:
+    """A supervisor for ``state_dir`` (``hack.simlib.supervisor``), detached."""
     (state_dir / "logs").mkdir(parents=True, exist_ok=True)
-    log_path = state_dir / "logs" / "supervisor.log"
     env = {
         **os.environ,
         MARKER_ENV: str(state_dir),
@@ -122,8 +166,8 @@ def start_detached(
     ]
     if not use_registry:
         argv.append("--no-registry")
-    with log_path.open("ab") as log:
-        proc = subprocess.Popen(
+    with (state_dir / "logs" / "supervisor.log").open("ab") as log:
+        return subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,
             stdout=log,
@@ -132,46 +176,66 @@ def start_detached(
             env=env,
             cwd=REPO_ROOT,
         )
-    limit = timeout if timeout is not None else 180.0 + 4.0 * config.nodes
+
+
+def _await_ready(
+    started: list[tuple[Path, subprocess.Popen[bytes]]],
+    limit: float,
+    progress: bool,
+    named: bool = False,
+) -> list[SimInfo]:
+    """Wait until every supervisor of ``started`` reports its simulation ready (their
+    progress shown, prefixed by the directory's name when ``named``); on failure stop
+    them all and raise."""
     deadline = time.monotonic() + limit
-    shown = 0
+    shown = dict.fromkeys((d for d, _ in started), 0)
+    ready: dict[Path, SimInfo] = {}
     try:
-        while True:
-            if progress:
-                shown = _show_progress(log_path, shown)
-            info = SimInfo.load(state_dir)
-            if info is not None and info.ready:
-                return info
-            if proc.poll() is not None:
-                why = info.error if info is not None and info.error else ""
-                raise SimError(
-                    f"the supervisor exited with code {proc.returncode} before the simulation "
-                    f"was ready{': ' + why if why else ''}\n" + _tails(state_dir, log_path)
-                )
-            if time.monotonic() > deadline:
-                raise SimError(
-                    f"the simulation was not ready after {limit:.0f}s\n"
-                    + _tails(state_dir, log_path)
-                )
+        while len(ready) < len(started):
+            for state_dir, proc in started:
+                if state_dir in ready:
+                    continue
+                log_path = state_dir / "logs" / "supervisor.log"
+                if progress:
+                    prefix = f"{state_dir.name}: " if named else ""
+                    shown[state_dir] = _show_progress(log_path, shown[state_dir], prefix)
+                info = SimInfo.load(state_dir)
+                if info is not None and info.ready:
+                    ready[state_dir] = info
+                    continue
+                if proc.poll() is not None:
+                    why = info.error if info is not None and info.error else ""
+                    raise SimError(
+                        f"the supervisor exited with code {proc.returncode} before the "
+                        f"simulation in {state_dir} was ready{': ' + why if why else ''}\n"
+                        + _tails(state_dir, log_path)
+                    )
+                if time.monotonic() > deadline:
+                    raise SimError(
+                        f"the simulation in {state_dir} was not ready after {limit:.0f}s\n"
+                        + _tails(state_dir, log_path)
+                    )
             time.sleep(0.2)
     except BaseException:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(90)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        teardown(state_dir)
+        for state_dir, proc in started:
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(90)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+            teardown(state_dir)
         raise
+    return [ready[d] for d, _ in started]
 
 
-def _show_progress(log_path: Path, shown: int) -> int:
+def _show_progress(log_path: Path, shown: int, prefix: str = "") -> int:
     try:
         lines = log_path.read_text(errors="replace").splitlines()
     except FileNotFoundError:
         return shown
     for line in lines[shown:]:
-        _err(line)
+        _err(prefix + line)
     return len(lines)
 
 
@@ -206,6 +270,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         prometheus=args.prometheus,
         enforce_container_sigpolicy=args.enforce_container_sigpolicy,
     )
+    if args.clusters > 1:
+        return up_clusters(args, config)
     if wants_pool(args):
         pool_manifest(args, image="")  # a bad file or flag fails before anything starts
         check_alert_gate(args, args.prometheus)
@@ -234,6 +300,36 @@ def cmd_up(args: argparse.Namespace) -> int:
     _err("stop with: hack/sim down")
     sys.stdout.write(exports(info))
     return rc
+
+
+def up_clusters(args: argparse.Namespace, config: SimConfig) -> int:
+    """``up --clusters N``: a fleet (``hack.simlib.clusters``); prints one KUBECONFIG_K
+    per cluster (KUBECONFIG: the first's)."""
+    if wants_pool(args) or args.no_registry:
+        raise SimError(
+            "--clusters takes no pool options and needs the registry: apply pools cluster "
+            "by cluster (hack/sim --cluster K pool ...)"
+        )
+    started = time.monotonic()
+    infos = start_clusters(args.dir, config, args.clusters)
+    _err(
+        f"up in {time.monotonic() - started:.1f}s: {counted(len(infos), 'cluster')} of "
+        f"{counted(config.nodes, 'node')}, each with its own control plane and "
+        f"{counted(config.controllers, 'controller')}"
+    )
+    for k, info in enumerate(infos, start=1):
+        _err(f"cluster-{k}: API {info.server}   (hack/sim --cluster {k} kubectl get bnp,bn)")
+    _err(f"registry {infos[0].registry} (shared); first image {infos[0].first_image}")
+    _err("stop with: hack/sim down")
+    lines = [f"export KUBECONFIG_{k}={i.kubeconfig}" for k, i in enumerate(infos, start=1)]
+    lines += [
+        f"export KUBECONFIG={infos[0].kubeconfig}",
+        f"export SIM_CLUSTERS={len(infos)}",
+        f"export SIM_REGISTRY={infos[0].registry}",
+        f"export SIM_IMAGE={infos[0].first_image}",
+    ]
+    sys.stdout.write("".join(line + "\n" for line in lines))
+    return 0
 
 
 def apply_pool(sim: SimOps, args: argparse.Namespace, image: str) -> dict[str, Any]:
@@ -268,6 +364,13 @@ def cmd_down(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    fleet = clusters.load(args.dir) if clusters.is_fleet(args.dir) else None
+    if fleet is not None:
+        rc = 0
+        for k, cluster in enumerate(fleet, start=1):
+            print(f"=== cluster-{k}")
+            rc = max(rc, cmd_status(argparse.Namespace(**{**vars(args), "dir": cluster})))
+        return rc
     sim = AttachedSim.open(args.dir)
     info = sim.info
     alive = recorded_pids(args.dir)
@@ -457,9 +560,23 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--dir", type=Path, default=DEFAULT_DIR, help=f"state directory (default: {DEFAULT_DIR})"
     )
+    parser.add_argument(
+        "--cluster",
+        type=int,
+        metavar="K",
+        help="in a fleet (up --clusters N), act on its K-th cluster (DIR/cluster-K)",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     up = sub.add_parser("up", help="start in the background; prints `export KUBECONFIG=...`")
     up.add_argument("--nodes", type=int, default=3, help="simulated nodes (default: %(default)s)")
+    up.add_argument(
+        "--clusters",
+        type=int,
+        default=1,
+        help="a fleet: this many clusters (DIR/cluster-K), each its own control plane, "
+        "controllers and --nodes nodes, one registry between them; choose one with "
+        "hack/sim --cluster K (default: %(default)s)",
+    )
     up.add_argument(
         "--reboot-seconds",
         type=float,
@@ -583,6 +700,12 @@ def interrupt_on_sigterm() -> None:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.dir = args.dir.resolve()
+    if args.cluster is not None:
+        args.dir = clusters.cluster_dir(args.dir, args.cluster)
+    elif args.command not in ("up", "down", "status") and clusters.is_fleet(args.dir):
+        count = len(clusters.load(args.dir) or [])
+        _err(f"{args.dir} holds a fleet of {count} clusters: choose one with --cluster K")
+        return 2
     interrupt_on_sigterm()
     return run_command(args, (SimError, ImageError, PolicyError, faults.FaultError), _err)
 

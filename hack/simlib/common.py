@@ -101,6 +101,12 @@ class SimConfig:
     #: the daemons run with --enforce-container-sigpolicy (the hosts' containers policy:
     #: ``hack/fake-host policy DIR/hosts/<node> FILE``)
     enforce_container_sigpolicy: bool = False
+    #: ``host:port`` of a registry another simulation runs: this one starts none and its
+    #: nodes pull from that one (``hack/sim up --clusters N``: one registry per fleet)
+    registry: str = ""
+    #: the image the nodes boot first (``REPO:TAG@sha256:...`` in ``registry``); none:
+    #: ``os:v1`` is pushed
+    first_image: str = ""
     #: the controllers' leader election (--lease-duration, --renew-deadline, --retry-period)
     lease_duration: str = "4s"
     renew_deadline: str = "3s"

@@ -419,6 +419,11 @@ def apply(sim: SimOps, fault: Fault) -> Fault:
     fault = Fault(fault.kind, fault.target, fault.details, now_text())
     if fault.kind == REGISTRY_DOWN and not sim.info.registry:
         raise FaultError("this simulation has no registry (it was started with --no-registry)")
+    if fault.kind == REGISTRY_DOWN and sim.info.config.registry:
+        raise FaultError(
+            f"this cluster pulls from another simulation's registry ({sim.info.registry}); "
+            "stop it there (hack/sim --cluster 1 fault registry-down)"
+        )
     if fault.kind == ALERT:
         _prometheus(sim)
     if fault.kind == BOOT_FAIL:

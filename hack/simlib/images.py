@@ -126,6 +126,14 @@ def push_image(info: SimInfo, name: str, labels: Mapping[str, str] | None = None
     return f"{repo}:{tag}@{digest}"
 
 
+def tag_of(ref: str) -> str | None:
+    """The tag of ``repo:tag[@digest]`` (None without one)."""
+    try:
+        return parse_image_ref(ref).tag
+    except InvalidImageRef:
+        return None
+
+
 def digest_ref(ref: str) -> str:
     """``repo@digest`` for ``repo[:tag]@digest`` (the form BootcNode.spec.desiredImage has)."""
     parsed = parse_image_ref(ref)

@@ -9,7 +9,9 @@ directory (``common`` lists its layout):
    kwok (the Pods of the simulated Nodes); the CRDs, the ``bootc-operator``
    namespace and, when ``manifests/rbac`` exists, the RBAC;
 2. a real OCI registry (``hack.testenv.registry.Registry``, Debian's
-   docker-registry) with a first OS image pushed (``os:v1``);
+   docker-registry) with a first OS image pushed (``os:v1``), or, with
+   ``SimConfig(registry=..., first_image=...)``, another simulation's registry and
+   image (a fleet of clusters, ``hack.simlib.clusters``);
 3. one simulated bootc host per node (``hack.fakebootc``) booted into that image;
    with a registry the hosts pull only what it (or a registry with a CA they trust)
    serves, like real bootc: a digest it does not have, or a registry that is down,
@@ -304,7 +306,10 @@ class Sim(SimOps, Component):
             if res.returncode != 0:
                 self.say(f"warning: applying {RBAC_DIR} failed (ignored):\n{res.stderr.strip()}")
 
-        if self.use_registry:
+        if cfg.registry:
+            self.say(f"using the OCI registry {cfg.registry} (another simulation's)")
+            self.info.registry = cfg.registry
+        elif self.use_registry:
             from hack.testenv.registry import Registry  # noqa: PLC0415
 
             self.say("starting the OCI registry (docker-registry)")
@@ -313,12 +318,15 @@ class Sim(SimOps, Component):
         else:
             self.info.catalog = str(self.state_dir / "catalog.json")
         self._record_pids()
-        self.info.first_image = self.push_image(FIRST_IMAGE)
-        self.say(f"pushed {self.info.first_image}")
+        if cfg.first_image:
+            self.info.first_image = cfg.first_image
+        else:
+            self.info.first_image = self.push_image(FIRST_IMAGE)
+            self.say(f"pushed {self.info.first_image}")
 
         names = node_names(cfg.nodes, cfg.node_prefix)
         booted = images.digest_ref(self.info.first_image)
-        version = FIRST_IMAGE.rsplit(":", 1)[-1]
+        version = images.tag_of(self.info.first_image) or FIRST_IMAGE.rsplit(":", 1)[-1]
         for i, name in enumerate(names):
             make_host(
                 self.info.host_root(name),
