@@ -61,7 +61,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 from bootc_operator.api import constants as c
 from bootc_operator.api.timefmt import micro_time, now_rfc3339, parse_time
@@ -87,6 +87,7 @@ from bootc_operator.policy.slots import (
     BOOTED,
     STAGED,
     Adoption,
+    RolloutPlan,
     adoption,
     adoption_patch,
     hold_repair_patch,
@@ -130,6 +131,32 @@ def refused_because(err: Exception) -> str | None:
 def slot_taken_at(bn: Obj) -> dt.datetime | None:
     value = (bn["metadata"].get("annotations") or {}).get(c.IN_REBOOT_SLOT_ANNOTATION)
     return parse_time(value)
+
+
+class _Steps:
+    """One pass's per-node steps: each runs on its nodes concurrently (``settle``);
+    which (step, node) were tried, which node failed in which step, and a node's
+    refusal cleared once its step went through."""
+
+    def __init__(self, rollout: RolloutReconciler, pool_name: str) -> None:
+        self.rollout = rollout
+        self.pool_name = pool_name
+        self.failed: dict[str, tuple[str, Exception]] = {}  # node -> (step, error)
+        self.tried: set[tuple[str, str]] = set()  # (step, node)
+
+    async def __call__(
+        self, what: str, names: Sequence[str], run: Callable[[str], Awaitable[float | None]]
+    ) -> dict[str, float | None]:
+        self.tried.update((what, n) for n in names)
+        done, errors = await settle(names, run)
+        for name, err in errors.items():
+            self.failed.setdefault(name, (what, err))
+        refusals = self.rollout.refusals
+        for name in done:
+            if (r := refusals.get(self.pool_name, name)) is not None and r.step == what:
+                refusals.clear(self.pool_name, name)
+                self.rollout._on_problem(self.pool_name)
+        return done
 
 
 class RolloutReconciler:
@@ -197,25 +224,8 @@ class RolloutReconciler:
         self, pool: Obj, policy: PoolPolicy, bns: dict[str, Obj], views: dict[str, NodeView]
     ) -> float | None:
         """One pass of the plan's steps; each node's steps independent of the others'."""
-        ctx = self.ctx
         pool_name = pool["metadata"]["name"]
-        now = ctx.now()
-        failed: dict[str, tuple[str, Exception]] = {}  # node -> (step, error)
-        tried: set[tuple[str, str]] = set()  # (step, node)
-
-        async def step(
-            what: str, names: Sequence[str], run: Callable[[str], Awaitable[float | None]]
-        ) -> dict[str, float | None]:
-            tried.update((what, n) for n in names)
-            done, errors = await settle(names, run)
-            for name, err in errors.items():
-                failed.setdefault(name, (what, err))
-            for name in done:
-                if (r := self.refusals.get(pool_name, name)) is not None and r.step == what:
-                    self.refusals.clear(pool_name, name)
-                    self._on_problem(pool_name)
-            return done
-
+        now = self.ctx.now()
         gates = health_gates(
             self.health_pods,
             pool_name,
@@ -230,9 +240,45 @@ class RolloutReconciler:
             list(views.values()),
             now,
             gates,
-            alerts_blocked=ctx.knowledge.alerts_blocked(pool),
+            alerts_blocked=self.ctx.knowledge.alerts_blocked(pool),
             refused=self.refusals.excluded(pool_name, now, self._basis),
         )
+        step = _Steps(self, pool_name)
+        waits = await self._run_steps(pool, policy, bns, views, plan, gates, step, now)
+        # a refusal whose step is not due any more (its node is no candidate for a
+        # slot now, or its step was not tried) is not news on the pool any more
+        if self.refusals.prune(
+            pool_name,
+            lambda n, r: (
+                n in views and is_candidate(views[n])
+                if r.step == TAKE
+                else (r.step, n) in step.tried
+            ),
+        ):
+            self._on_problem(pool_name)
+        requeue: float | None = None
+        if step.failed and self._failed(pool, step.failed, now):
+            requeue = 0.1  # a take refused: the slot goes to the next candidate now
+        waits = [*waits, self.refusals.next_retry(pool_name, now)]
+        waits += [g.wait for g in gates.values()]  # minReadySeconds or the gate's timeout
+        waits.append(next_reboot_deadline(views.values(), now, policy.reboot_timeout))
+        if plan.window_closed and window.next_opening is not None:
+            # slots wait for the window: look again when it opens (no polling)
+            waits.append((window.next_opening - now).total_seconds() + 0.5)
+        return min((w for w in [requeue, *waits] if w is not None), default=None)
+
+    async def _run_steps(
+        self,
+        pool: Obj,
+        policy: PoolPolicy,
+        bns: dict[str, Obj],
+        views: dict[str, NodeView],
+        plan: RolloutPlan,
+        gates: Mapping[str, GateResult],
+        step: _Steps,
+        now: dt.datetime,
+    ) -> list[float | None]:
+        """The plan's writes, step by step (module doc); the drains' next looks."""
         # Per-node steps run concurrently (bounded); every release completes before
         # any take starts, so holders never exceed maxUnavailable: a release that
         # failed (its node may still hold its slot) stops this pass' takes.
@@ -245,7 +291,7 @@ class RolloutReconciler:
         )
         await step(
             "health note",
-            [n for n, g in gates.items() if n not in plan.release and n not in plan.rollback],
+            [n for n in gates if n not in plan.release and n not in plan.rollback],
             lambda n: self._note_gate(pool, bns[n], views[n], gates[n]),
         )
         await step(
@@ -259,6 +305,7 @@ class RolloutReconciler:
         # annotations too (the draining ones in _drive_drain, with their cordon)
         busy = {*plan.release, *plan.rollback, *plan.take, *plan.drain}
         holders = [n for n, v in views.items() if v.in_slot and n not in busy]
+        pool_name = pool["metadata"]["name"]
         await step("hold", holders, lambda n: self._keep_held(pool_name, bns[n], cordon=False))
         # Drains: the holders, and the nodes whose take went through in this pass (a
         # take that failed took no slot: its node is neither cordoned nor drained).
@@ -270,34 +317,7 @@ class RolloutReconciler:
         if desired is not None:
             # stageAhead: the next few members start staging as others move on
             await step("retarget", plan.stage, lambda n: self._retarget(bns[n], desired))
-        # a refusal whose step is not due any more (its node is no candidate for a
-        # slot now, or its step was not tried) is not news on the pool any more
-        if self.refusals.prune(
-            pool_name,
-            lambda n, r: (
-                n in views and is_candidate(views[n]) if r.step == TAKE else (r.step, n) in tried
-            ),
-        ):
-            self._on_problem(pool_name)
-        requeue: float | None = None
-        if failed and self._failed(pool, failed, now):
-            requeue = 0.1  # a take refused: the slot goes to the next candidate now
-        if (retry := self.refusals.next_retry(pool_name, now)) is not None:
-            requeue = retry if requeue is None else min(requeue, retry)
-        for wait in waits.values():
-            if wait is not None:
-                requeue = wait if requeue is None else min(requeue, wait)
-        deadline = next_reboot_deadline(views.values(), now, policy.reboot_timeout)
-        if plan.window_closed and window.next_opening is not None:
-            # slots wait for the window: look again when it opens (no polling)
-            opens = (window.next_opening - now).total_seconds() + 0.5
-            deadline = opens if deadline is None else min(deadline, opens)
-        if deadline is not None:
-            requeue = deadline if requeue is None else min(requeue, deadline)
-        for gate in gates.values():
-            if gate.wait is not None:  # minReadySeconds or the gate's timeout
-                requeue = gate.wait if requeue is None else min(requeue, gate.wait)
-        return requeue
+        return list(waits.values())
 
     def problems(self, pool: Obj) -> dict[str, str]:
         """The pool's refused writes, named by node (NodeDegraded)."""
