@@ -24,6 +24,7 @@ from typing import NoReturn, TypeAlias
 
 from bootc_operator import __version__
 from bootc_operator.logs import FORMATS, setup_logging
+from bootc_operator.policy.nodescope import DEFAULT_POLICY
 
 DEFAULT_HOST_EXEC = "nsenter --target 1 --mount --pid --cgroup --setuid 0 --setgid 0 --env --"
 DEFAULT_NAMESPACE = "bootc-operator"
@@ -224,6 +225,20 @@ def _controller_parser(modes: _Modes) -> None:
         help="Events on each Node per rollout: summary = one (NodeUpdated with the drain "
         "summary, or a Warning when something went wrong); verbose = also Cordoned and "
         "RebootRequested (pool Events are batched either way)",
+    )
+    ctl.add_argument(
+        "--node-scope-policy",
+        default=DEFAULT_POLICY,
+        help="the ValidatingAdmissionPolicy (and its binding) that confines each daemon to "
+        "its own BootcNode; without it no pull secret is sealed (the pool says "
+        "SealingUnavailable)",
+    )
+    ctl.add_argument(
+        "--seal-without-node-scope",
+        action=BoolFlag,
+        default=False,
+        help="seal pull secrets even without that policy (Kubernetes < 1.30): any node's "
+        "daemon could then open any other node's pull secret",
     )
     _add_alert_gate(ctl)
     _add_namespace(ctl)

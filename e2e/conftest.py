@@ -42,6 +42,7 @@ from e2e.hostsenv import HostedNodes
 from hack.realbootc.build import built, start_build
 from hack.simlib import Sim
 from hack.testenv import ControlPlane, api_client
+from hack.testenv.controlplane import ADMISSION_DIR
 from hack.testenv.fleet import Fleet
 from hack.testenv.registry import Registry
 
@@ -128,7 +129,8 @@ async def kit(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[K
 @pytest.fixture(scope="session")
 def control_plane() -> Iterator[ControlPlane]:
     _interrupt_on_sigterm()
-    with ControlPlane() as cp:
+    # with the daemons' node-scope policy, as installed: without it nothing is sealed
+    with ControlPlane(admission_dir=ADMISSION_DIR) as cp:
         yield cp
 
 

@@ -2,23 +2,35 @@
 
 The simulated fleet has no daemons: the test publishes each node's sealing key in
 its BootcNode status (as a daemon does) and opens the sealed blobs with the private
-keys it holds, as each daemon would.
+keys it holds, as each daemon would. Without the daemons' node-scope admission
+policy (its binding deleted for one test) nothing is sealed and the pool says why.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import json
 from typing import Any
 
 from kubernetes_asyncio.client import ApiClient
 
 from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, SECRETS, ApiError
-from bootc_operator.kube.rest import create_object, delete_object, get_object, patch_object
+from bootc_operator.kube.rest import (
+    create_object,
+    delete_object,
+    get_object,
+    patch_object,
+    request_json,
+)
+from bootc_operator.policy.nodescope import DEFAULT_POLICY
 from bootc_operator.sealing import NodeKey, Sealed, SealedForAnotherKey, UnsealFailed
 from e2e.controllerenv import create_pool, delete_quietly, get_pool
 from e2e.helpers import condition, ensure_namespace, image, unique_name, wait_for
+from hack.testenv import ControlPlane
 from hack.testenv.controller import running_controller
+from hack.testenv.controlplane import ADMISSION_DIR
 from hack.testenv.fleet import Fleet
 from hack.testenv.pools import pool_body
 
@@ -164,3 +176,84 @@ async def test_pull_secret_reaches_every_node_and_survives_breakage(
 async def _changed(value: Any, old: str | None) -> str | None:
     got = await value
     return got if got and got != old else None
+
+
+VAPB_PATH = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings"
+
+
+async def test_nothing_is_sealed_while_the_node_scope_policy_is_not_enforced(
+    api: ApiClient, fleet: Fleet, control_plane: ControlPlane
+) -> None:
+    """Issue 37 §15: without the daemons' node-scope admission policy any daemon could
+    publish its key as another node's sealingKey, so the controller seals nothing: the
+    pool says Degraded/SealingUnavailable naming what is missing (as kubectl shows it);
+    once the policy is enforced again the node's secret is sealed to it."""
+    await ensure_namespace(api, NS)
+    group = unique_name("unscoped")
+    secret = f"{group}-pull"
+    node = f"{group}-n0"
+    await fleet.add_node(node, image(1), {"group": group})
+    body = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": secret, "namespace": NS},
+        "type": "kubernetes.io/dockerconfigjson",
+        "data": {".dockerconfigjson": dockerconfig("one")},
+    }
+    await create_object(api, SECRETS, body, NS)
+    pool = pool_body(group, {"group": group}, image(1))
+    pool["spec"]["pullSecretRef"] = {"name": secret, "namespace": NS}
+    key = NodeKey.generate()
+    await request_json(api, "DELETE", f"{VAPB_PATH}/{DEFAULT_POLICY}")
+    try:
+        async with running_controller(api):
+            await create_pool(api, pool)
+
+            async def member() -> bool:
+                try:
+                    await get_object(api, BOOTC_NODES, node)
+                except ApiError:
+                    return False
+                return True
+
+            await wait_for(member, 30, f"the BootcNode of {node}")
+            await patch_object(
+                api, BOOTC_NODES, node, {"status": {"sealingKey": key.public}}, subresource="status"
+            )
+            waited = await asyncio.to_thread(
+                lambda: control_plane.kubectl(
+                    "wait",
+                    "--for=jsonpath={.status.conditions[?(@.type=='Degraded')].reason}"
+                    "=SealingUnavailable",
+                    f"bnp/{group}",
+                    "--timeout=60s",
+                    check=False,
+                )
+            )
+            assert waited.returncode == 0, waited.stderr
+            message = condition(await get_pool(api, group), "Degraded")["message"]
+            assert message.startswith(
+                f"pull secret {NS}/{secret} is not sealed to the nodes: the "
+                f"ValidatingAdmissionPolicyBinding {DEFAULT_POLICY} is not installed"
+            ), message
+            assert "--seal-without-node-scope" in message, message
+            spec = (await get_object(api, BOOTC_NODES, node))["spec"]
+            assert spec.get("pullSecretHash") and "sealedPullSecret" not in spec, spec
+            # enforced again: sealed to the node's key, and the pool no longer says so
+            await asyncio.to_thread(control_plane.install_admission, ADMISSION_DIR / "policy.yaml")
+
+            async def sealed() -> bool:
+                spec = (await get_object(api, BOOTC_NODES, node))["spec"]
+                deg = condition(await get_pool(api, group), "Degraded")
+                return "sealedPullSecret" in spec and deg.get("reason") != "SealingUnavailable"
+
+            await wait_for(sealed, 60, "sealed once the policy is enforced")
+            spec = (await get_object(api, BOOTC_NODES, node))["spec"]
+            blob = Sealed.from_wire(spec["sealedPullSecret"])
+            opened = key.unseal(blob, node=node, secret_hash=spec["pullSecretHash"])
+            assert opened == base64.b64decode(dockerconfig("one"))
+    finally:
+        await asyncio.to_thread(control_plane.install_admission, ADMISSION_DIR / "policy.yaml")
+        await delete_quietly(api, BOOTC_NODE_POOLS, group)
+        with contextlib.suppress(ApiError):
+            await delete_object(api, SECRETS, secret, NS)

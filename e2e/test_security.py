@@ -404,7 +404,7 @@ def _expected(rules: str) -> set[tuple[str, str, str]]:
     return out
 
 
-CONTROLLER_CLUSTER = """
+CONTROLLER_CLUSTER = f"""
 node.bootc.dev bootcnodepools get,list,watch,patch
 node.bootc.dev bootcnodepools/status patch
 node.bootc.dev bootcnodepools/finalizers update
@@ -412,6 +412,8 @@ node.bootc.dev bootcnodes get,list,watch,create,patch,delete
 core nodes get,list,watch,patch
 core pods list,watch,delete
 core pods/eviction create
+admissionregistration.k8s.io validatingadmissionpolicies[{POLICY}] get,list,watch
+admissionregistration.k8s.io validatingadmissionpolicybindings[{POLICY}] get,list,watch
 authentication.k8s.io tokenreviews create
 authorization.k8s.io subjectaccessreviews create
 """

@@ -151,6 +151,9 @@ REASON_ROLLOUT_HALTED: Final = "RolloutHalted"
 # A node failed its post-reboot health check (spec.health): halted, maybe rolled back.
 REASON_HEALTH_CHECK_FAILED: Final = "HealthCheckFailed"
 REASON_PULL_SECRET_ERROR: Final = "PullSecretError"
+# The pool's pull secret is not sealed to its nodes: the daemons' node-scope admission
+# policy is not enforced, so sealing would isolate nothing (policy/nodescope.py).
+REASON_SEALING_UNAVAILABLE: Final = "SealingUnavailable"
 REASON_INVALID_SPEC: Final = "InvalidSpec"
 REASON_TAG_RESOLUTION_ERROR: Final = "TagResolutionError"
 # spec.image.verification: the registry could not be asked for the target's signature
@@ -165,6 +168,7 @@ DEGRADED_PRECEDENCE: Final = (
     REASON_ROLLOUT_HALTED,
     REASON_HEALTH_CHECK_FAILED,
     REASON_PULL_SECRET_ERROR,
+    REASON_SEALING_UNAVAILABLE,
     REASON_INVALID_SPEC,
     REASON_TAG_RESOLUTION_ERROR,
     REASON_SIGNATURE_REGISTRY_ERROR,

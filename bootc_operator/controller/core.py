@@ -36,6 +36,7 @@ from bootc_operator.informers import (
     strip_bulk,
 )
 from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, NODES
+from bootc_operator.policy.nodescope import DEFAULT_POLICY
 from bootc_operator.policy.ownership import POOL_INDEX, index_by_pool
 from bootc_operator.reconcilers.context import Context, Obj
 from bootc_operator.reconcilers.knowledge import PoolKnowledge
@@ -51,6 +52,7 @@ from bootc_operator.reconcilers.loops.status import StatusReconciler
 from bootc_operator.reconcilers.loops.tags import TagReconciler
 from bootc_operator.reconcilers.watchers.drain import DrainManager
 from bootc_operator.reconcilers.watchers.healthpods import HealthPods
+from bootc_operator.reconcilers.watchers.nodescope import NodeScopeWatcher
 from bootc_operator.reconcilers.watchers.pullsecrets import Ref, SecretState, SecretWatcher, ref_of
 from bootc_operator.registry import RegistryClient, RegistryOptions
 from bootc_operator.runtime.events import EventRecorder
@@ -85,12 +87,16 @@ class Controller:
         prometheus: PrometheusOptions | None = None,
         alert_check_interval: float = 30.0,
         node_events: str = "summary",
+        node_scope_policy: str = DEFAULT_POLICY,
+        seal_without_node_scope: bool = False,
     ) -> None:
         """``api`` makes requests; ``watch_api`` (default ``api``) carries every watch;
         ``clock`` drives the workqueues' delays (tests pass a fake one). Built in this
         order: the informers, the clients, the queues and their router, the pools'
         knowledge and the context every loop shares, the watchers, the loops, and
-        their table (``_loop_table``)."""
+        their table (``_loop_table``). ``node_scope_policy`` names the daemons'
+        admission policy, without which no pull secret is sealed unless
+        ``seal_without_node_scope`` (``watchers.nodescope``)."""
         self.api = api
         self.watch_api = watch_api if watch_api is not None else api
         self.identity = identity
@@ -101,6 +107,12 @@ class Controller:
         self.registry = RegistryClient(registry)
         self._make_queues(clock)
         self.secrets = SecretWatcher(self.watch_api, on_change=self.router.secret_changed)
+        self.node_scope = NodeScopeWatcher(
+            self.watch_api,
+            on_change=self._node_scope_changed,
+            name=node_scope_policy,
+            allow_unscoped=seal_without_node_scope,
+        )
         # What the loops learn of each pool beyond its objects (tag resolutions,
         # verified digests, the Prometheus gates): built before them, read by all.
         url = prometheus.url if prometheus is not None else ""
@@ -186,6 +198,7 @@ class Controller:
             ctx,
             cancel_drain=self.drains.cancel,
             secret_state=self.secret_state,
+            may_seal=lambda: self.node_scope.state().may_seal,
             on_processed=self.queues["status"].add,
         )
         self.rollout = RolloutReconciler(
@@ -226,6 +239,7 @@ class Controller:
                 **self.tags.problems(pool),
                 **self.signatures.problems(pool),
                 **self.rollout.problems(pool),
+                **self.node_scope.problems(pool),
             },
             secret_state=self.secret_state,
             membership=self.membership.progress,
@@ -246,6 +260,13 @@ class Controller:
             Loop("placement", self.placement_queue, self.placement.reconcile, 1),
             Loop("pullsecrets", self.secret_watch_queue, self.reconcile_secret_watches, 1),
         )
+
+    def _node_scope_changed(self) -> None:
+        """The admission policy appeared, changed or went: pools with a pull secret
+        (re)seal, or say why they do not."""
+        for pool in self.pools.list():
+            if ref_of(pool) is not None:
+                self.member_changed(pool["metadata"]["name"], membership=True)
 
     def secret_state(self, pool: Obj) -> SecretState | None:
         ref = ref_of(pool)
@@ -269,6 +290,7 @@ class Controller:
     async def run_workers(self) -> None:
         """Leader-only work: the recorder, the reconcilers' workers, the Secret watches."""
         self.recorder.start()
+        self.node_scope.start()
         self.secret_watch_queue.add(SECRET_WATCHES)
         for pool in self.pools.list():
             self.enqueue(pool["metadata"]["name"])
@@ -310,6 +332,7 @@ class Controller:
         await self.health_pods.stop()
         await self.health_queries.stop()
         await self.secrets.stop()
+        await self.node_scope.stop()
         await self.recorder.stop()
         await self.registry.close()
         if self.prometheus is not None:

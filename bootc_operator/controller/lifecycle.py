@@ -73,6 +73,8 @@ async def run(args: argparse.Namespace) -> int:
         else None,
         alert_check_interval=args.alert_check_interval,
         node_events=args.node_events,
+        node_scope_policy=args.node_scope_policy,
+        seal_without_node_scope=args.seal_without_node_scope,
     )
 
     async def work(stop: asyncio.Event) -> int:

@@ -69,3 +69,17 @@ BOOTC_NODE_POOLS: Final = Resource(
     c.GROUP, c.VERSION, c.POOL_PLURAL, namespaced=False, kind=c.POOL_KIND
 )
 BOOTC_NODES: Final = Resource(c.GROUP, c.VERSION, c.NODE_PLURAL, namespaced=False, kind=c.NODE_KIND)
+VALIDATING_ADMISSION_POLICIES: Final = Resource(
+    "admissionregistration.k8s.io",
+    "v1",
+    "validatingadmissionpolicies",
+    namespaced=False,
+    kind="ValidatingAdmissionPolicy",
+)
+VALIDATING_ADMISSION_POLICY_BINDINGS: Final = Resource(
+    "admissionregistration.k8s.io",
+    "v1",
+    "validatingadmissionpolicybindings",
+    namespaced=False,
+    kind="ValidatingAdmissionPolicyBinding",
+)

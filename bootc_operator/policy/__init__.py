@@ -15,5 +15,7 @@ these, and write what they decide; ``kubectl bootc`` explains with the same code
 - ``autoscaler``: living alongside cluster autoscalers (annotations a slot holder
   carries and their restoration; nodes an autoscaler is removing);
 - ``drainplan``: which pods a drain evicts, how its outcome reads;
-- ``poolstatus``: pool status aggregation (counts, conditions, phase).
+- ``poolstatus``: pool status aggregation (counts, conditions, phase);
+- ``nodescope``: whether the daemons' node-scope admission policy is enforced, without
+  which a sealed pull secret isolates nothing.
 """

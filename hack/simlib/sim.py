@@ -74,6 +74,7 @@ from hack.simlib.common import (
 )
 from hack.simlib.reaper import marked_pids, terminate
 from hack.testenv.controlplane import (
+    ADMISSION_DIR,
     DEFAULT_CONTROLLERS,
     KWOK_CONTROLLERS,
     REPO_ROOT,
@@ -285,6 +286,7 @@ class Sim(SimOps, Component):
         cp = ControlPlane(
             bin_dir=bin_dir,
             state_dir=self.state_dir / "controlplane",
+            admission_dir=ADMISSION_DIR,  # as installed: pull secrets are sealed
             controllers=KCM_CONTROLLERS,
             scheduler=True,
             controller_manager_args=KCM_ARGS,

@@ -58,6 +58,8 @@ from hack.testenv.procs import (
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_CRD_DIR = REPO_ROOT / "manifests" / "crd"
+#: the daemons' node-scope admission policy (without it the controller seals no pull secret)
+ADMISSION_DIR = REPO_ROOT / "manifests" / "admission"
 BIN_DIR_ENV = "BOOTC_OPERATOR_BIN_DIR"
 KEEP_STATE_ENV = "BOOTC_OPERATOR_KEEP_STATE"
 
@@ -230,6 +232,7 @@ class ControlPlane(Component):
         bin_dir: Path | None = None,
         state_dir: Path | None = None,
         crd_dir: Path | None = DEFAULT_CRD_DIR,
+        admission_dir: Path | None = None,
         controller_manager: bool = True,
         controllers: Sequence[str] = DEFAULT_CONTROLLERS,
         scheduler: bool = False,
@@ -250,6 +253,7 @@ class ControlPlane(Component):
             state_dir.mkdir(parents=True, exist_ok=True)
             self.state_dir = state_dir.resolve()
         self.crd_dir = crd_dir
+        self.admission_dir = admission_dir
         self.want_controller_manager = controller_manager
         self.controllers = tuple(controllers)
         self.want_scheduler = scheduler
@@ -307,6 +311,8 @@ class ControlPlane(Component):
             self.start_apiserver()
             if self.crd_dir is not None:
                 self.install_crds(sorted(self.crd_dir.glob("*.yaml")))
+            if self.admission_dir is not None:
+                self.install_admission(self.admission_dir / "policy.yaml")
             if self.want_controller_manager:
                 self.start_controller_manager()
             if self.want_scheduler:
@@ -444,6 +450,32 @@ class ControlPlane(Component):
 
         self._poll(ready, timeout, "CRDs to be Established and served", None)
         return sorted({n for n, _, _ in names})
+
+    def install_admission(self, path: Path) -> list[str]:
+        """Server-side apply the ValidatingAdmissionPolicies and bindings of ``path``
+        (``ADMISSION_DIR``'s policy.yaml: what install.yaml ships); their names."""
+        names = []
+        for doc in yaml.safe_load_all(path.read_text()):
+            if not doc:
+                continue
+            plural = {
+                "ValidatingAdmissionPolicy": "validatingadmissionpolicies",
+                "ValidatingAdmissionPolicyBinding": "validatingadmissionpolicybindings",
+            }[doc["kind"]]
+            name = doc["metadata"]["name"]
+            status, body = self._request(
+                "PATCH",
+                f"/apis/admissionregistration.k8s.io/v1/{plural}/{name}"
+                f"?fieldManager={FIELD_MANAGER}&force=true",
+                json.dumps(doc).encode(),
+                "application/apply-patch+yaml",
+            )
+            if status not in (200, 201):
+                raise ControlPlaneError(
+                    f"applying {doc['kind']} {name} from {path}: {status}: {body}"
+                )
+            names.append(f"{doc['kind']}/{name}")
+        return names
 
     def start_controller_manager(self) -> None:
         """Start kube-controller-manager with ``controllers``; wait for /healthz (and the

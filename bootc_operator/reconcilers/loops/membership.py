@@ -107,6 +107,7 @@ class MembershipReconciler:
         ctx: Context,
         cancel_drain: Callable[[str], None],
         secret_state: Callable[[Obj], SecretState | None] = lambda pool: None,
+        may_seal: Callable[[], bool] = lambda: True,
         on_processed: Callable[[str], None] = lambda pool: None,
     ) -> None:
         """``on_processed(pool)``: membership caught up with a new generation, or its
@@ -114,6 +115,9 @@ class MembershipReconciler:
         self.ctx = ctx
         self._cancel_drain = cancel_drain
         self._secret_state = secret_state
+        # whether a sealed pull secret isolates the nodes (the daemons' node-scope
+        # admission policy is enforced, ``watchers.nodescope``): else nothing is sealed
+        self._may_seal = may_seal
         self._on_processed = on_processed
         self._rejections: dict[str, int] = {}  # pool -> invalid writes in a row
         self._generations: dict[str, int] = {}  # pool -> generation last fully processed
@@ -161,6 +165,8 @@ class MembershipReconciler:
             or wanted.content is None
         ):
             return {}
+        if not self._may_seal():
+            return {}  # the pool says why (SealingUnavailable); the node keeps its blob
         try:
             sealed = seal(wanted.content, published, node=node, secret_hash=wanted.hash)
         except SealingError as err:
