@@ -385,11 +385,13 @@ def waits_for(r: PoolReport) -> Wait:
         return Wait(BUDGET, budget_message(r, plan.waiting))
     if plan.canary_pending:
         return Wait(CANARIES, news.canaries)
-    moving = [holder_phrase(r, n) for n in plan.holders]
-    if plan.take:
-        moving = [f"{n} (taking a reboot slot)" for n in plan.take] + [
-            holder_phrase(r, n) for n in plan.holders if n not in plan.take
-        ]
+    return _progress(r, plan, up)
+
+
+def _progress(r: PoolReport, plan: RolloutPlan, up: Obj) -> Wait:
+    """Nothing holds the rollout: the nodes in slots, else those staging."""
+    taking = [f"{n} (taking a reboot slot)" for n in plan.take]
+    moving = taking + [holder_phrase(r, n) for n in plan.holders if n not in plan.take]
     if moving:
         return Wait(PROGRESS, "the nodes in reboot slots: " + ", ".join(moving))
     staging = sorted(n for n in r.views if r.member(n) is MemberState.STAGING)

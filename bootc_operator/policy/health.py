@@ -174,6 +174,23 @@ def _boot_check(policy: HealthPolicy, v: NodeView) -> tuple[Verdict, str] | None
     return Verdict.PENDING, "the daemon has not reported a boot assessment"
 
 
+def _min_ready_check(
+    policy: HealthPolicy, v: NodeView, now: dt.datetime
+) -> tuple[Verdict, str, float | None] | None:
+    """``minReadySeconds``: (verdict, why, seconds left) (None: not asked)."""
+    if policy.min_ready_seconds <= 0:
+        return None
+    if not v.ready:
+        return Verdict.PENDING, "the Node is not Ready", None
+    since = v.ready_since
+    held = (now - since).total_seconds() if since is not None else 0.0
+    if since is not None and held >= policy.min_ready_seconds:
+        return Verdict.PASSED, "", None
+    left = policy.min_ready_seconds - max(0.0, held)
+    why = f"Ready for {int(max(0.0, held))}s of {policy.min_ready_seconds}s"
+    return Verdict.PENDING, why, left
+
+
 def evaluate(
     policy: HealthPolicy,
     v: NodeView,
@@ -190,23 +207,12 @@ def evaluate(
     boot = _boot_check(policy, v)
     if boot is not None:
         results.append((CHECK_BOOT_COMPLETE, *boot))
-    if policy.min_ready_seconds > 0 and v.ready:
-        since = v.ready_since
-        held = (now - since).total_seconds() if since is not None else 0.0
-        if since is not None and held >= policy.min_ready_seconds:
-            results.append((CHECK_MIN_READY, Verdict.PASSED, ""))
-        else:
-            left = policy.min_ready_seconds - max(0.0, held)
+    min_ready = _min_ready_check(policy, v, now)
+    if min_ready is not None:
+        verdict, why, left = min_ready
+        results.append((CHECK_MIN_READY, verdict, why))
+        if left is not None:
             waits.append(left)
-            results.append(
-                (
-                    CHECK_MIN_READY,
-                    Verdict.PENDING,
-                    f"Ready for {int(max(0.0, held))}s of {policy.min_ready_seconds}s",
-                )
-            )
-    elif policy.min_ready_seconds > 0:
-        results.append((CHECK_MIN_READY, Verdict.PENDING, "the Node is not Ready"))
     pods_result = _pods_check(policy, pods, v.reboot_requested_at)
     if pods_result is not None:
         results.append((CHECK_PODS, *pods_result))

@@ -209,8 +209,14 @@ class RolloutFacts:
     order: str = ""  # with spec.rollout.order: "next (by label rack, by name): n1, n2"
 
 
-def rollout_condition(facts: RolloutFacts) -> tuple[bool, str, str]:
-    """(status, reason, message) of the pool's UpToDate condition."""
+Condition = tuple[bool, str, str]  # (status, reason, message)
+
+
+def rollout_condition(facts: RolloutFacts) -> Condition:
+    """(status, reason, message) of the pool's UpToDate condition: the first that
+    applies of what keeps the pool from rolling out at all (``_not_rolling``), all
+    updated, what stops new reboots (``_stopped``), what the rollout waits for
+    (``_waiting``)."""
     f = facts
     progress = progress_message(f.counts)
     if f.selects_all:
@@ -219,6 +225,19 @@ def rollout_condition(facts: RolloutFacts) -> tuple[bool, str, str]:
         progress += f"; {f.domain}"
     if f.order:
         progress += f"; {f.order}"
+    if (cond := _not_rolling(f, progress)) is not None:
+        return cond
+    if f.counts.updated == f.counts.total:
+        reason = c.REASON_ALL_UPDATED if f.counts.total else c.REASON_NO_MATCHING_NODES
+        return True, reason, progress
+    if (cond := _stopped(f, progress)) is not None:
+        return cond
+    return _waiting(f, progress)
+
+
+def _not_rolling(f: RolloutFacts, progress: str) -> Condition | None:
+    """An invalid spec, a refused signature, a target not known yet, or membership not
+    done with this generation."""
     if f.invalid:
         return False, c.REASON_INVALID_SPEC, f"{f.invalid}; {progress}"
     if f.signature_error is not None:
@@ -237,9 +256,11 @@ def rollout_condition(facts: RolloutFacts) -> tuple[bool, str, str]:
             c.REASON_PENDING,
             f"nodes not yet matched against {what} of the spec; {progress}",
         )
-    if f.counts.updated == f.counts.total:
-        reason = c.REASON_ALL_UPDATED if f.counts.total else c.REASON_NO_MATCHING_NODES
-        return True, reason, progress
+    return None
+
+
+def _stopped(f: RolloutFacts, progress: str) -> Condition | None:
+    """A failed health check, a halt, pause, a closed window, the alert gate, approval."""
     if f.health_failed:
         return False, c.REASON_HEALTH_CHECK_FAILED, f"{f.health_failed}; {progress}"
     if f.halted:
@@ -257,6 +278,11 @@ def rollout_condition(facts: RolloutFacts) -> tuple[bool, str, str]:
         return False, reason, f"{f.blocked_by_alerts}; {progress}"
     if f.awaiting_approval:
         return False, c.REASON_AWAITING_APPROVAL, f"{f.awaiting_approval}; {progress}"
+    return None
+
+
+def _waiting(f: RolloutFacts, progress: str) -> Condition:
+    """Under way: canaries first, health checks, a budget of 0 or used up by others."""
     if f.canaries:
         progress += f"; {f.canaries}"
     if f.health_pending:

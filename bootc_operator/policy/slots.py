@@ -381,6 +381,11 @@ class Gates:
     drain_halted: tuple[str, ...] = ()
     refused: frozenset[str] = frozenset()
 
+    @property
+    def stop_new_slots(self) -> bool:
+        """A closed window, a blocking alert or a halting drain: no new slots."""
+        return not self.window_open or self.alerts_blocked or bool(self.drain_halted)
+
 
 def plan_rollout(
     policy: PoolPolicy,
@@ -406,12 +411,11 @@ def plan_rollout(
     zone = topology_step(policy.topology, nodes, holders.kept, queue)
     held_back = tuple(v.name for v in nodes if v.held_back)
     stopped = health.stops or bool(held_back) or queue.awaiting_approval
-    stopped = stopped or gates.alerts_blocked or bool(gates.drain_halted)
     free = budgets.max_unavailable - len(holders.kept)
-    capacity = 0 if policy.paused or stopped or not gates.window_open else max(0, free)
-    if zone.room is not None:
-        capacity = min(capacity, zone.room)
-    # unavailable members (holders and outside) may not exceed max_unavailable
+    capacity = 0 if policy.paused or stopped or gates.stop_new_slots else max(0, free)
+    # the current domain's own budget; and unavailable members (holders and
+    # outside) may not exceed max_unavailable
+    capacity = capacity if zone.room is None else min(capacity, zone.room)
     slots = budget_step(zone.candidates, capacity, free - len(holders.outside))
     return RolloutPlan(
         restore=tuple(v.name for v in nodes if must_restore_staged(v)),

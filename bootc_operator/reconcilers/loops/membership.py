@@ -263,9 +263,8 @@ class MembershipReconciler:
     async def _ensure_member_writes(self, pool: Obj, node_name: str, policy: PoolPolicy) -> None:
         ctx = self.ctx
         desired = policy.desired_image
-        pool_name = pool["metadata"]["name"]
         bn = ctx.bootc_node(node_name)
-        if bn is not None and pool_of(bn) != pool_name:
+        if bn is not None and pool_of(bn) != pool["metadata"]["name"]:
             return  # still owned by the pool that lost it; that pool releases it first
         # (ref, hash) to publish, or None to leave the node's credentials as they are
         # (the Secret is missing or malformed: nodes keep their last good ones).
@@ -273,69 +272,95 @@ class MembershipReconciler:
         if bn is None:
             if desired is None:
                 return
-            spec: dict[str, Any] = {"desiredImage": desired, "desiredImageState": STAGED}
-            if wanted is not None and wanted.ref:
-                # no seal yet: the node's daemon publishes its key once it runs
-                spec["pullSecretRef"], spec["pullSecretHash"] = wanted.ref, wanted.hash
-            if policy.reboot_policy:
-                spec["rebootPolicy"] = policy.reboot_policy
-            await ctx.create_bootc_node(member_body(pool, node_name, spec))
-            log.info("node joined pool", extra={"pool": pool_name, "node": node_name})
-            ctx.recorder.emit_batched(
-                pool_ref(pool),
-                "Normal",
-                "NodeJoined",
-                "Membership",
-                subject=node_name,
-                note=f"{node_name} joined the pool",
-                summary="{n} nodes joined the pool",
-            )
+            await self._create_member(pool, node_name, policy, desired, wanted)
         else:
-            patch: dict[str, Any] = {}
-            current = bn.get("spec") or {}
-            held = bn["metadata"].get("annotations") or {}
-            # Under stageAhead the rollout retargets waiting nodes a few at a time; a
-            # slot holder is retargeted at once (its drain is void).
-            may_retarget = (
-                policy.stage_ahead is None or c.IN_REBOOT_SLOT_ANNOTATION in held
-            ) and not held_back_from(held, desired)
-            if desired is not None and current.get("desiredImage") != desired and may_retarget:
-                patch = retarget_patch(desired)
-                annotations: dict[str, Any] = patch["metadata"]["annotations"]
-                self._cancel_drain(node_name)
-                if gives_slot_back_on_retarget(held, current.get("desiredImageState", "")):
-                    # Cordon restored first, so a failure never leaves a node cordoned
-                    # without a slot.
-                    await ctx.give_node_back(node_name, held)
-                    annotations.update(release_annotations())
-            label = desired_digest_label(current.get("desiredImage"))
-            have = bn["metadata"].get("labels") or {}
-            if "metadata" not in patch and not label.items() <= have.items():
-                patch["metadata"] = {"labels": label}  # a BootcNode from before the label
-            if have.get(c.POOL_LABEL) != pool_name:
-                # owned through its ownerReference only (the Go operator writes no labels)
-                patch.setdefault("metadata", {}).setdefault("labels", {})[c.POOL_LABEL] = pool_name
-            if wanted is not None:
-                # ref, hash and the blob bound to them: always in one request
-                secret_patch = self._sealed_fields(bn, wanted)
-                if (current.get("pullSecretRef"), current.get("pullSecretHash")) != (
-                    wanted.ref,
-                    wanted.hash,
-                ):
-                    secret_patch["pullSecretRef"] = wanted.ref
-                    secret_patch["pullSecretHash"] = wanted.hash
-                if secret_patch:
-                    patch.setdefault("spec", {}).update(secret_patch)
-            if current.get("rebootPolicy") != policy.reboot_policy:
-                patch.setdefault("spec", {})["rebootPolicy"] = policy.reboot_policy
-            if patch:
-                await ctx.patch_bootc_node(bn, patch)
-                if "desiredImage" in patch.get("spec", {}):
-                    log.info(
-                        "node target changed",
-                        extra={"pool": pool_name, "node": node_name, "image": desired},
-                    )
+            await self._update_member(pool, bn, policy, wanted)
         await ctx.set_managed_label(node_name, True)
+
+    async def _create_member(
+        self,
+        pool: Obj,
+        node_name: str,
+        policy: PoolPolicy,
+        desired: str,
+        wanted: WantedSecret | None,
+    ) -> None:
+        spec: dict[str, Any] = {"desiredImage": desired, "desiredImageState": STAGED}
+        if wanted is not None and wanted.ref:
+            # no seal yet: the node's daemon publishes its key once it runs
+            spec["pullSecretRef"], spec["pullSecretHash"] = wanted.ref, wanted.hash
+        if policy.reboot_policy:
+            spec["rebootPolicy"] = policy.reboot_policy
+        await self.ctx.create_bootc_node(member_body(pool, node_name, spec))
+        log.info("node joined pool", extra={"pool": pool["metadata"]["name"], "node": node_name})
+        self.ctx.recorder.emit_batched(
+            pool_ref(pool),
+            "Normal",
+            "NodeJoined",
+            "Membership",
+            subject=node_name,
+            note=f"{node_name} joined the pool",
+            summary="{n} nodes joined the pool",
+        )
+
+    async def _update_member(
+        self, pool: Obj, bn: Obj, policy: PoolPolicy, wanted: WantedSecret | None
+    ) -> None:
+        """One patch of what differs: the target (``_retarget``), the labels, the
+        pull secret (ref, hash and seal together), the reboot policy."""
+        pool_name, node_name = pool["metadata"]["name"], bn["metadata"]["name"]
+        current = bn.get("spec") or {}
+        patch = await self._retarget(bn, policy)
+        label = desired_digest_label(current.get("desiredImage"))
+        have = bn["metadata"].get("labels") or {}
+        if "metadata" not in patch and not label.items() <= have.items():
+            patch["metadata"] = {"labels": label}  # a BootcNode from before the label
+        if have.get(c.POOL_LABEL) != pool_name:
+            # owned through its ownerReference only (the Go operator writes no labels)
+            patch.setdefault("metadata", {}).setdefault("labels", {})[c.POOL_LABEL] = pool_name
+        if wanted is not None:
+            # ref, hash and the blob bound to them: always in one request
+            secret_patch = self._sealed_fields(bn, wanted)
+            if (current.get("pullSecretRef"), current.get("pullSecretHash")) != (
+                wanted.ref,
+                wanted.hash,
+            ):
+                secret_patch["pullSecretRef"] = wanted.ref
+                secret_patch["pullSecretHash"] = wanted.hash
+            if secret_patch:
+                patch.setdefault("spec", {}).update(secret_patch)
+        if current.get("rebootPolicy") != policy.reboot_policy:
+            patch.setdefault("spec", {})["rebootPolicy"] = policy.reboot_policy
+        if patch:
+            await self.ctx.patch_bootc_node(bn, patch)
+            if "desiredImage" in patch.get("spec", {}):
+                log.info(
+                    "node target changed",
+                    extra={"pool": pool_name, "node": node_name, "image": policy.desired_image},
+                )
+
+    async def _retarget(self, bn: Obj, policy: PoolPolicy) -> dict[str, Any]:
+        """The patch that points a member at the pool's target (empty: none due); a
+        slot holder not yet told to reboot gives its slot back in the same write."""
+        desired, node_name = policy.desired_image, bn["metadata"]["name"]
+        current = bn.get("spec") or {}
+        held = bn["metadata"].get("annotations") or {}
+        # Under stageAhead the rollout retargets waiting nodes a few at a time; a
+        # slot holder is retargeted at once (its drain is void).
+        may_retarget = (
+            policy.stage_ahead is None or c.IN_REBOOT_SLOT_ANNOTATION in held
+        ) and not held_back_from(held, desired)
+        if desired is None or current.get("desiredImage") == desired or not may_retarget:
+            return {}
+        patch = retarget_patch(desired)
+        annotations: dict[str, Any] = patch["metadata"]["annotations"]
+        self._cancel_drain(node_name)
+        if gives_slot_back_on_retarget(held, current.get("desiredImageState", "")):
+            # Cordon restored first, so a failure never leaves a node cordoned
+            # without a slot.
+            await self.ctx.give_node_back(node_name, held)
+            annotations.update(release_annotations())
+        return patch
 
     async def release(self, bn: Obj, *, still_managed: bool = False) -> None:
         """Give a node back: cancel its drain, restore its cordon, unlabel, delete BootcNode."""
