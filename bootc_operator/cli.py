@@ -257,45 +257,8 @@ def _daemon_parser(modes: _Modes) -> None:
         default=os.environ.get("NODE_NAME", ""),
         help="this node's name (default: $NODE_NAME)",
     )
-    dmn.add_argument(
-        "--host-exec",
-        default=DEFAULT_HOST_EXEC,
-        help="command prefix that runs a command on the host",
-    )
-    dmn.add_argument(
-        "--host-root", default="/proc/1/root", help="the host's / as seen from the daemon"
-    )
-    dmn.add_argument(
-        "--poll-interval",
-        type=parse_duration,
-        default=300.0,
-        help="re-read bootc status at least this often",
-    )
-    dmn.add_argument(
-        "--bootc-timeout",
-        type=parse_duration,
-        default=120.0,
-        help="timeout for bootc status and systemctl commands on the host",
-    )
-    dmn.add_argument(
-        "--stage-timeout",
-        type=parse_duration,
-        default=3600.0,
-        help="timeout for staging an image (bootc switch)",
-    )
-    dmn.add_argument(
-        "--backoff-initial",
-        type=parse_duration,
-        default=10.0,
-        help="delay before retrying a failed switch, reboot or status read; doubles per "
-        "consecutive failure",
-    )
-    dmn.add_argument(
-        "--backoff-max",
-        type=parse_duration,
-        default=300.0,
-        help="the longest delay between such retries",
-    )
+    _add_host(dmn)
+    _add_daemon_timing(dmn)
     dmn.add_argument(
         "--enforce-container-sigpolicy",
         action=BoolFlag,
@@ -306,6 +269,54 @@ def _daemon_parser(modes: _Modes) -> None:
     )
     _add_serving(dmn, metrics=":8090", probes=":8091", probe_paths="/healthz and /readyz")
     _add_namespace(dmn)
+
+
+def _add_host(p: argparse.ArgumentParser) -> None:
+    """How the daemon reaches its host (tests point them at a simulated one)."""
+    p.add_argument(
+        "--host-exec",
+        default=DEFAULT_HOST_EXEC,
+        help="command prefix that runs a command on the host",
+    )
+    p.add_argument(
+        "--host-root", default="/proc/1/root", help="the host's / as seen from the daemon"
+    )
+
+
+def _add_daemon_timing(p: argparse.ArgumentParser) -> None:
+    """The daemon's rhythm: how often it looks, how long host commands may take, and
+    its retry backoff."""
+    p.add_argument(
+        "--poll-interval",
+        type=parse_duration,
+        default=300.0,
+        help="re-read bootc status at least this often",
+    )
+    p.add_argument(
+        "--bootc-timeout",
+        type=parse_duration,
+        default=120.0,
+        help="timeout for bootc status and systemctl commands on the host",
+    )
+    p.add_argument(
+        "--stage-timeout",
+        type=parse_duration,
+        default=3600.0,
+        help="timeout for staging an image (bootc switch)",
+    )
+    p.add_argument(
+        "--backoff-initial",
+        type=parse_duration,
+        default=10.0,
+        help="delay before retrying a failed switch, reboot or status read; doubles per "
+        "consecutive failure",
+    )
+    p.add_argument(
+        "--backoff-max",
+        type=parse_duration,
+        default=300.0,
+        help="the longest delay between such retries",
+    )
 
 
 def _add_leader_election(p: argparse.ArgumentParser) -> None:
