@@ -355,6 +355,26 @@ class Authenticator:
     async def _bearer_token(
         self, target: Target, challenge: Challenge, actions: tuple[str, ...], what: str
     ) -> tuple[str, float]:
+        """A token from the challenge's token service (``_token_request``), checked
+        (``_token_of``); with the monotonic time it expires, less a margin."""
+        url, headers, service = self._token_request(target, challenge, actions, what)
+        reply = await self._http(
+            "GET",
+            url,
+            registry=target.registry,
+            what=f"a token from {service} for {what}",
+            headers=headers,
+            max_body=TOKEN_BODY_LIMIT,
+            verify=not self._is_insecure(service),
+        )
+        token, seconds = self._token_of(reply, target, what, service)
+        return f"Bearer {token}", time.monotonic() + max(seconds - TOKEN_EXPIRY_MARGIN, 1.0)
+
+    def _token_request(
+        self, target: Target, challenge: Challenge, actions: tuple[str, ...], what: str
+    ) -> tuple[str, dict[str, str], str]:
+        """(URL, headers, the token service's host) of the token request; the pull
+        secret's credentials go along only where they may (never in cleartext)."""
         realm = challenge.realm or ""
         parts = urllib.parse.urlsplit(realm)
         if parts.scheme not in ("http", "https") or not parts.netloc:
@@ -380,25 +400,19 @@ class Authenticator:
                     registry=target.registry,
                 )
             headers["Authorization"] = target.credentials.basic_authorization()
-        token_what = f"a token from {parts.netloc} for {what}"
-        reply = await self._http(
-            "GET",
-            url,
-            registry=target.registry,
-            what=token_what,
-            headers=headers,
-            max_body=TOKEN_BODY_LIMIT,
-            verify=not self._is_insecure(parts.netloc),
-        )
+        return url, headers, parts.netloc
+
+    def _token_of(self, reply: Reply, target: Target, what: str, service: str) -> tuple[str, float]:
+        """The token service's answer: (token, its lifetime in seconds), or the error."""
         if reply.status in (401, 403):
             code, message = reply.registry_error()
             detail = message or code or reply.reason or "unauthorized"
             raise self.failure(
-                target, f"{what} (token service {parts.netloc})", detail, status=reply.status
+                target, f"{what} (token service {service})", detail, status=reply.status
             )
         if reply.status != 200:
             raise RegistryHTTPError(
-                f"token service {parts.netloc} of registry {target.registry} answered HTTP "
+                f"token service {service} of registry {target.registry} answered HTTP "
                 f"{reply.status} {reply.reason} for {what}",
                 registry=target.registry,
                 status=reply.status,
@@ -407,16 +421,14 @@ class Authenticator:
             doc = parse_manifest(reply.body)
         except ValueError as exc:
             raise MalformedResponse(
-                f"token service {parts.netloc} of registry {target.registry} sent an unusable "
+                f"token service {service} of registry {target.registry} sent an unusable "
                 f"answer for {what}: {one_line(str(exc), 100)}",
                 registry=target.registry,
             ) from None
         token = doc.get("token") or doc.get("access_token")
         if not isinstance(token, str) or not token:
             raise MalformedResponse(
-                f"token service {parts.netloc} of registry {target.registry} sent no token "
-                f"for {what}",
+                f"token service {service} of registry {target.registry} sent no token for {what}",
                 registry=target.registry,
             )
-        seconds = token_lifetime(doc.get("expires_in"))
-        return f"Bearer {token}", time.monotonic() + max(seconds - TOKEN_EXPIRY_MARGIN, 1.0)
+        return token, token_lifetime(doc.get("expires_in"))

@@ -321,12 +321,19 @@ class RegistryClient:
                     body=body,
                     url=str(resp.url),
                 )
-        except aiohttp.ClientConnectorDNSError as exc:
-            raise RegistryUnreachable(
+        except (aiohttp.ClientError, ssl.SSLError, TimeoutError) as exc:
+            raise self._connection_failure(exc, host, registry, what) from None
+
+    def _connection_failure(
+        self, exc: BaseException, host: str, registry: str, what: str
+    ) -> RegistryError:
+        """The ``RegistryError`` a connection-level failure of ``_http`` reads as."""
+        if isinstance(exc, aiohttp.ClientConnectorDNSError):
+            return RegistryUnreachable(
                 f"cannot resolve registry host {_strip_port(host)}: {_os_reason(exc)}",
                 registry=registry,
-            ) from None
-        except aiohttp.ClientSSLError as exc:
+            )
+        if isinstance(exc, aiohttp.ClientSSLError):
             if isinstance(exc, aiohttp.ClientConnectorCertificateError):
                 message = (
                     f"TLS certificate of registry {host} is not trusted ({_ssl_reason(exc)}); "
@@ -334,25 +341,24 @@ class RegistryClient:
                 )
             else:
                 message = f"TLS handshake with registry {host} failed: {_ssl_reason(exc)}"
-            raise RegistryTLSError(message, registry=registry) from None
-        except ssl.SSLError as exc:
-            raise RegistryTLSError(
+            return RegistryTLSError(message, registry=registry)
+        if isinstance(exc, ssl.SSLError):
+            return RegistryTLSError(
                 f"TLS error talking to registry {host}: {_ssl_reason(exc)}", registry=registry
-            ) from None
-        except aiohttp.ClientConnectorError as exc:
-            raise RegistryUnreachable(
+            )
+        if isinstance(exc, aiohttp.ClientConnectorError):
+            return RegistryUnreachable(
                 f"cannot connect to registry {host}: {_os_reason(exc)}", registry=registry
-            ) from None
-        except TimeoutError:
-            raise RegistryTimeout(
+            )
+        if isinstance(exc, TimeoutError):
+            return RegistryTimeout(
                 f"registry {host} did not answer within {self.options.timeout:g}s ({what})",
                 registry=registry,
-            ) from None
-        except aiohttp.ClientError as exc:
-            detail = scrub(one_line(str(exc) or type(exc).__name__), self.auth.secrets(None))
-            raise RegistryUnreachable(
-                f"connection to registry {host} failed ({what}): {detail}", registry=registry
-            ) from None
+            )
+        detail = scrub(one_line(str(exc) or type(exc).__name__), self.auth.secrets(None))
+        return RegistryUnreachable(
+            f"connection to registry {host} failed ({what}): {detail}", registry=registry
+        )
 
     async def _exchange(
         self,
@@ -510,33 +516,8 @@ class RegistryClient:
         reference = image.reference
         shown = f"{image.name}@{reference}" if image.digest else f"{image.name}:{reference}"
         what = f"pulling {shown}"
-        accept = {"Accept": MANIFEST_ACCEPT}
-        path = f"manifests/{reference}"
-
-        digest: str | None = None
-        media_type: str | None = None
-        doc: dict[str, Any] | None = None
-        body_size = 0
-        head = await self.request(target, "HEAD", path, what=what, headers=accept)
-        if head.status == 404:
-            raise self._not_found(target, shown, head)
-        if head.status == 200:
-            header_digest = head.headers.get("Docker-Content-Digest", "")
-            header_type = media_type_of(head.headers.get("Content-Type"))
-            if is_digest(header_digest) and header_type in MANIFEST_MEDIA_TYPES:
-                digest, media_type = header_digest, header_type
-        if digest is None or media_type is None:
-            get = await self.request(target, "GET", path, what=what, headers=accept)
-            if get.status == 404:
-                raise self._not_found(target, shown, get)
-            if get.status != 200:
-                raise self.unexpected(target, get, what)
-            digest, media_type, doc = _check_manifest(
-                target, get, what, algorithm=(image.digest or "sha256").split(":", 1)[0]
-            )
-            body_size = len(get.body)
-            if not fetch_index:
-                doc = None  # only the digest is wanted: keep nothing of the body
+        found = await self._find_manifest(target, image, shown, what, keep_body=fetch_index)
+        digest, media_type, doc, body_size = found
         if image.digest and digest != image.digest:
             raise MalformedResponse(
                 f"registry {target.registry} returned manifest {digest} for {shown}",
@@ -556,6 +537,32 @@ class RegistryClient:
             media_type=media_type,
             manifests=manifests,
         )
+
+    async def _find_manifest(
+        self, target: Target, image: ImageRef, shown: str, what: str, *, keep_body: bool
+    ) -> tuple[str, str, dict[str, Any] | None, int]:
+        """(digest, media type, the manifest when read and ``keep_body``, its size):
+        a HEAD when its headers say it all, else a GET, checked against its digest."""
+        accept = {"Accept": MANIFEST_ACCEPT}
+        path = f"manifests/{image.reference}"
+        head = await self.request(target, "HEAD", path, what=what, headers=accept)
+        if head.status == 404:
+            raise self._not_found(target, shown, head)
+        if head.status == 200:
+            header_digest = head.headers.get("Docker-Content-Digest", "")
+            header_type = media_type_of(head.headers.get("Content-Type"))
+            if is_digest(header_digest) and header_type in MANIFEST_MEDIA_TYPES:
+                return header_digest, header_type, None, 0
+        get = await self.request(target, "GET", path, what=what, headers=accept)
+        if get.status == 404:
+            raise self._not_found(target, shown, get)
+        if get.status != 200:
+            raise self.unexpected(target, get, what)
+        digest, media_type, doc = _check_manifest(
+            target, get, what, algorithm=(image.digest or "sha256").split(":", 1)[0]
+        )
+        # only the digest is wanted: keep nothing of the body
+        return digest, media_type, doc if keep_body else None, len(get.body)
 
     def _remember_index(
         self, target: Target, digest: str, manifests: tuple[PlatformManifest, ...], size: int
