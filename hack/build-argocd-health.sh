@@ -17,7 +17,8 @@ source "$ROOT/hack/lib/cache.sh"
 SRC="$ROOT/hack/argocd-health"
 VERSION="$(sed -n 's/^\s*github\.com\/argoproj\/argo-cd\/v3 \(v[^ ]*\).*/\1/p' "$SRC/go.mod")"
 [[ -n "$VERSION" ]] || { echo "build-argocd-health: error: no github.com/argoproj/argo-cd/v3 in $SRC/go.mod" >&2; exit 1; }
-HASH="$(cat "$SRC/go.mod" "$SRC/go.sum" "$SRC/main.go" | sha256sum | cut -c1-16)"
+# its sources and the shared reader of objects it builds in (hack/goobjects)
+HASH="$(cat "$SRC/go.mod" "$SRC/go.sum" "$SRC/main.go" "$ROOT"/hack/goobjects/* | sha256sum | cut -c1-16)"
 OUT="$(cache_root)/bin/argocd-health-$VERSION-$HASH"
 
 have() { [[ -x "$OUT/argocd-health" ]]; }

@@ -15,7 +15,8 @@ source "$ROOT/hack/lib/cache.sh"
 SRC="$ROOT/hack/kstatus"
 VERSION="$(sed -n 's/^\s*sigs\.k8s\.io\/cli-utils \(v[^ ]*\).*/\1/p' "$SRC/go.mod")"
 [[ -n "$VERSION" ]] || { echo "build-kstatus: error: no sigs.k8s.io/cli-utils in $SRC/go.mod" >&2; exit 1; }
-HASH="$(cat "$SRC/go.mod" "$SRC/go.sum" "$SRC/main.go" | sha256sum | cut -c1-16)"
+# its sources and the shared reader of objects it builds in (hack/goobjects)
+HASH="$(cat "$SRC/go.mod" "$SRC/go.sum" "$SRC/main.go" "$ROOT"/hack/goobjects/* | sha256sum | cut -c1-16)"
 OUT="$(cache_root)/bin/kstatus-$VERSION-$HASH"
 
 have() { [[ -x "$OUT/kstatus" ]]; }

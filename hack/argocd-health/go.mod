@@ -213,3 +213,8 @@ replace (
 	k8s.io/sample-cli-plugin => k8s.io/sample-cli-plugin v0.34.0
 	k8s.io/sample-controller => k8s.io/sample-controller v0.34.0
 )
+
+require bootc-operator.local/goobjects v0.0.0
+
+// the repository's own reader of JSON objects (hack/goobjects), shared by its Go tools
+replace bootc-operator.local/goobjects => ../goobjects

@@ -22,8 +22,6 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -36,9 +34,10 @@ import (
 	log "github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes/fake"
 	"sigs.k8s.io/yaml"
+
+	"bootc-operator.local/goobjects"
 )
 
 const namespace = "argocd"
@@ -83,37 +82,6 @@ func overrides(path string) (lua.ResourceHealthOverrides, error) {
 	return lua.ResourceHealthOverrides(found), nil
 }
 
-// objects decodes every JSON object of r (a List stands for its items).
-func objects(r io.Reader) ([]*unstructured.Unstructured, error) {
-	dec := json.NewDecoder(bufio.NewReader(r))
-	var out []*unstructured.Unstructured
-	for {
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err == io.EOF {
-			return out, nil
-		} else if err != nil {
-			return nil, err
-		}
-		if len(bytes.TrimSpace(raw)) == 0 {
-			continue
-		}
-		obj, _, err := unstructured.UnstructuredJSONScheme.Decode(raw, nil, nil)
-		if err != nil {
-			return nil, err
-		}
-		switch o := obj.(type) {
-		case *unstructured.UnstructuredList:
-			for i := range o.Items {
-				out = append(out, &o.Items[i])
-			}
-		case *unstructured.Unstructured:
-			out = append(out, o)
-		default:
-			return nil, fmt.Errorf("not an object: %T", obj)
-		}
-	}
-}
-
 func main() {
 	log.SetOutput(io.Discard) // the settings manager's informational lines
 	if len(os.Args) != 2 {
@@ -125,7 +93,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "argocd-health:", err)
 		os.Exit(2)
 	}
-	objs, err := objects(os.Stdin)
+	objs, err := goobjects.Read(os.Stdin)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "argocd-health: reading the input:", err)
 		os.Exit(2)

@@ -24,3 +24,8 @@ require (
 	sigs.k8s.io/json v0.0.0-20221116044647-bc3834ca7abd // indirect
 	sigs.k8s.io/structured-merge-diff/v4 v4.4.1 // indirect
 )
+
+require bootc-operator.local/goobjects v0.0.0
+
+// the repository's own reader of JSON objects (hack/goobjects), shared by its Go tools
+replace bootc-operator.local/goobjects => ../goobjects

@@ -16,8 +16,6 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -25,6 +23,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
+
+	"bootc-operator.local/goobjects"
 )
 
 type verdict struct {
@@ -47,38 +47,6 @@ func compute(u *unstructured.Unstructured) verdict {
 	return v
 }
 
-// objects decodes every JSON object of r (a List stands for its items); numbers are
-// int64 where whole, as the API machinery reads them (kstatus reads generations so).
-func objects(r io.Reader) ([]*unstructured.Unstructured, error) {
-	dec := json.NewDecoder(bufio.NewReader(r))
-	var out []*unstructured.Unstructured
-	for {
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err == io.EOF {
-			return out, nil
-		} else if err != nil {
-			return nil, err
-		}
-		if len(bytes.TrimSpace(raw)) == 0 {
-			continue
-		}
-		obj, _, err := unstructured.UnstructuredJSONScheme.Decode(raw, nil, nil)
-		if err != nil {
-			return nil, err
-		}
-		switch o := obj.(type) {
-		case *unstructured.UnstructuredList:
-			for i := range o.Items {
-				out = append(out, &o.Items[i])
-			}
-		case *unstructured.Unstructured:
-			out = append(out, o)
-		default:
-			return nil, fmt.Errorf("not an object: %T", obj)
-		}
-	}
-}
-
 func main() {
 	var inputs []io.Reader
 	for _, path := range os.Args[1:] {
@@ -95,7 +63,7 @@ func main() {
 	}
 	enc := json.NewEncoder(os.Stdout)
 	for _, in := range inputs {
-		objs, err := objects(in)
+		objs, err := goobjects.Read(in)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "kstatus: reading the input:", err)
 			os.Exit(2)
