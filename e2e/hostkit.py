@@ -29,13 +29,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
 import pytest
 
 from bootc_operator.registry.client import RegistryClient
-from e2e.helpers import REPO, digest, image, unique_name
+from e2e.helpers import REPO, digest, image, push, unique_name
 from hack.fakebootc import Host as FakeHost
 from hack.fakebootc import make_host as make_fake_host
 from hack.realbootc.build import Build, BuildUnavailable, resolve_build
@@ -54,10 +55,13 @@ class FakeKit:
     kind = "fake"
     #: what a failing pull says (the fake is told: an authentication failure)
     PULL_FAILURE = "unauthorized: authentication required"
+    #: bootc can soft-reboot into a capable staged deployment
+    SOFT_REBOOTS = True
 
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, registry: Callable[[], Registry]) -> None:
         self.tmp_path = tmp_path
         self.repo = REPO
+        self._registry = registry
 
     def image(self, n: int) -> str:
         return image(n)
@@ -88,6 +92,14 @@ class FakeKit:
         host.add_image(ref, self.digest(n))
         return ref
 
+    async def push_image(self, repository: str, tag: str, labels: dict[str, str]) -> str:
+        """A small image with ``labels`` pushed to the session registry as
+        ``repository:tag`` (the fake pulls from real registries too); its digest ref."""
+        registry = self._registry()
+        ref = registry.ref(repository, tag)
+        digest = await push(registry, ref, tag, labels=labels)
+        return registry.ref(repository, digest=digest)
+
     async def index(self, host: AnyHost, n: int) -> tuple[str, str, str]:
         """A multi-arch index whose amd64 image is image ``n``: (``repo@index``, the
         index digest, the amd64 manifest digest)."""
@@ -105,6 +117,8 @@ class RealKit:
     kind = "real"
     #: what a failing pull says (the registries are blocked in registries.conf.d)
     PULL_FAILURE = "is blocked in /etc/containers/registries.conf"
+    #: libostree prepares a soft reboot only with composefs, which this build lacks
+    SOFT_REBOOTS = False
     #: the registries' image digests pushed this session (pushing again costs HEADs only)
     _pushed: dict[tuple[str, int], str] = {}
 
@@ -160,6 +174,12 @@ class RealKit:
     async def tag(self, host: AnyHost, tag: str, n: int) -> str:
         await self.push(n, tag)
         return self.registry.ref(REAL_REPO, tag)
+
+    async def push_image(self, repository: str, tag: str, labels: dict[str, str]) -> str:
+        """A real bootc image with ``labels`` pushed as ``repository:tag``; its digest ref."""
+        image = bootc_image(f"{repository}-{tag}", labels=labels)
+        digest = await push_bootc_image(self.registry, self.registry.ref(repository, tag), image)
+        return self.registry.ref(repository, digest=digest)
 
     async def index(self, host: AnyHost, n: int) -> tuple[str, str, str]:
         """A multi-arch index (amd64: image ``n``; arm64: another image) pushed to the

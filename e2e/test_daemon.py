@@ -1,5 +1,10 @@
-"""The node agent end to end: ``bootc-operator daemon`` processes on simulated bootc hosts,
-against the real API server (no controller: the tests write BootcNode.spec themselves).
+"""The node agent end to end: ``bootc-operator daemon`` processes on bootc hosts, against
+the real API server (no controller: the tests write BootcNode.spec themselves).
+
+Every test taking ``kit`` runs on both hosts (``e2e.hostkit``, ``--host=fake|real|both``):
+the fake bootc and the real bootc 1.16.9 with libostree on a real ostree sysroot, with
+the same assertions. The few that need what only the fake can simulate make a fake
+host themselves and say why.
 
 Each test creates its own BootcNodes and hosts; daemons are real subprocesses, always
 stopped by the ``daemons`` fixture. Waits are deadlines on observable state; "never"
@@ -17,7 +22,6 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
 from kubernetes_asyncio.client import ApiClient
 
 from bootc_operator.api import constants as c
@@ -40,13 +44,13 @@ from e2e.daemonenv import (
     settled,
     slot_image,
 )
-from e2e.helpers import REPO, UNWRITTEN_STATUS, condition, digest, image, unique_name, wait_for
-from hack.fakebootc import Host, make_host
-from hack.fakebootc.shims import unit_record
+from e2e.helpers import UNWRITTEN_STATUS, condition, image, unique_name, wait_for
+from e2e.hostkit import AnyHost, Kit
+from hack.fakebootc import make_host
 from hack.testenv import ControlPlane
 from hack.testenv.kube import token_kubeconfig
 
-D1, D2, D3 = image(1), image(2), image(3)
+D1, D2, D3 = image(1), image(2), image(3)  # the fake-only tests' images
 WAIT = 60.0
 SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", namespaced=True, kind="ServiceAccount")
 RBAC = "rbac.authorization.k8s.io"
@@ -56,15 +60,26 @@ CLUSTER_ROLE_BINDINGS = Resource(
 )
 
 
-def running_switch(host: Host) -> str | None:
+def running_switch(host: AnyHost) -> str | None:
     """The image of the switch unit running on ``host``, if any."""
-    record = unit_record(host.paths, SWITCH_UNIT)
+    record = host.unit_record(SWITCH_UNIT)
     argv = (record or {}).get("argv") or []
     return str(argv[-1]) if argv[:2] == ["bootc", "switch"] else None
 
 
-def new_host(tmp_path: Path, booted: str = D1, **kwargs: Any) -> Host:
-    return make_host(tmp_path / unique_name("host"), booted=booted, version="1.0", **kwargs)
+def fake_host(tmp_path: Path, **kwargs: Any) -> AnyHost:
+    """A fake host booted into D1, for the tests of what only the fake can simulate."""
+    return make_host(tmp_path / unique_name("host"), booted=D1, version="1.0", **kwargs)
+
+
+def deployment_digest(host: AnyHost, slot: str) -> str | None:
+    entry = host.status()["status"].get(slot) or {}
+    return (entry.get("image") or {}).get("imageDigest")
+
+
+async def reboot(host: AnyHost) -> None:
+    """The host's reboot (the daemon stopped before, as a node's pods are)."""
+    await asyncio.to_thread(host.reboot)
 
 
 async def bn(api: ApiClient, name: str) -> dict[str, Any]:
@@ -93,9 +108,10 @@ def is_idle(obj: dict[str, Any]) -> bool:
 
 
 async def test_status_populated_at_start(
-    api: ApiClient, daemons: Daemons, node: str, tmp_path: Path
+    kit: Kit, api: ApiClient, daemons: Daemons, node: str
 ) -> None:
-    host = new_host(tmp_path)
+    D1 = kit.image(1)
+    host = await kit.new_host()
     created = await create_bootc_node(api, node, D1)
     daemon = daemons.start(node, host)
     obj = await wait_bn(api, node, is_idle, "status populated at start")
@@ -103,7 +119,7 @@ async def test_status_populated_at_start(
     status = obj["status"]
     assert status["observedGeneration"] == created["metadata"]["generation"]
     assert status["booted"]["image"] == D1
-    assert status["booted"]["imageDigest"] == digest(1)
+    assert status["booted"]["imageDigest"] == kit.digest(1)
     assert status["booted"]["version"] == "1.0"
     assert status["booted"]["architecture"] == "amd64"
     assert status.get("staged") is None and status.get("rollback") is None
@@ -130,9 +146,10 @@ async def test_status_populated_at_start(
 
 
 async def test_stage_reboot_and_come_back_on_the_new_image(
-    api: ApiClient, daemons: Daemons, node: str, tmp_path: Path
+    kit: Kit, api: ApiClient, daemons: Daemons, node: str
 ) -> None:
-    host = new_host(tmp_path)
+    D1, D2 = kit.image(1), kit.image(2)
+    host = await kit.new_host()
     await create_bootc_node(api, node, D1)
     daemon = daemons.start(node, host)
     await wait_bn(api, node, is_idle, "Idle on the booted image")
@@ -146,7 +163,7 @@ async def test_stage_reboot_and_come_back_on_the_new_image(
             "Staged after a desiredImage change",
         )
         assert slot_image(obj, "staged") == D2
-        assert obj["status"]["staged"]["imageDigest"] == digest(2)
+        assert obj["status"]["staged"]["imageDigest"] == kit.digest(2)
         assert slot_image(obj, "booted") == D1
         assert not is_degraded(obj)
         await wait_for(
@@ -167,9 +184,9 @@ async def test_stage_reboot_and_come_back_on_the_new_image(
         assert request is not None and request["kind"] == "reboot"
     assert host.switch_calls() == [["switch", "--", D2]]
 
-    # the simulated reboot: the node goes down (daemon and all), boots the staged image
+    # the reboot: the node goes down (daemon and all), boots the staged image
     assert await daemon.stop() == 0
-    host.reboot()
+    await reboot(host)
     daemons.start(node, host)
     obj = await wait_bn(
         api, node, lambda o: is_idle(o) and slot_image(o, "booted") == D2, "Idle on the new image"
@@ -180,9 +197,10 @@ async def test_stage_reboot_and_come_back_on_the_new_image(
 
 
 async def test_desired_change_while_staged_restages(
-    api: ApiClient, daemons: Daemons, node: str, tmp_path: Path
+    kit: Kit, api: ApiClient, daemons: Daemons, node: str
 ) -> None:
-    host = new_host(tmp_path)
+    D1, D2, D3 = kit.image(1), kit.image(2), kit.image(3)
+    host = await kit.new_host()
     await create_bootc_node(api, node, D2)
     daemons.start(node, host)
     await wait_bn(api, node, lambda o: settled(o) and slot_image(o, "staged") == D2, "D2 staged")
@@ -200,9 +218,11 @@ async def test_desired_change_while_staged_restages(
 
 
 async def test_newer_desired_image_cancels_the_running_switch(
-    api: ApiClient, daemons: Daemons, node: str, tmp_path: Path
+    kit: Kit, api: ApiClient, daemons: Daemons, node: str
 ) -> None:
-    host = new_host(tmp_path, stage_delay=300.0)  # every pull takes 5 minutes
+    """A pull interrupted by stopping its unit leaves nothing staged."""
+    D1, D2, D3 = kit.image(1), kit.image(2), kit.image(3)
+    host = await kit.new_host(slow_pulls=True)  # every pull waits (5 min / forever)
     await create_bootc_node(api, node, D1)
     daemons.start(node, host)
     await wait_bn(api, node, is_idle, "Idle")
@@ -218,7 +238,7 @@ async def test_newer_desired_image_cancels_the_running_switch(
         "the D3 switch replacing D2's",
     )
     assert host.switch_calls() == [["switch", "--", D2], ["switch", "--", D3]]
-    assert host.state().staged is None, "the cancelled D2 switch staged nothing"
+    assert not host.has_staged(), "the cancelled D2 switch staged nothing"
     obj = await wait_bn(
         api, node, lambda o: settled(o) and idle_reason(o) == c.REASON_STAGING, "Staging D3"
     )
@@ -228,19 +248,22 @@ async def test_newer_desired_image_cancels_the_running_switch(
     await set_spec(api, node, desiredImage=D1)
     await wait_bn(api, node, is_idle, "Idle on the booted image")
     await wait_for(lambda: host.active_units() == [], WAIT, "no switch running")
-    assert host.state().staged is None
+    assert not host.has_staged()
+    assert host.status()["status"]["staged"] is None
 
 
 # ------------------------------------------------------------------ failures
 
 
 async def test_switch_failure_is_degraded_then_recovers(
-    api: ApiClient, daemons: Daemons, node: str, tmp_path: Path
+    kit: Kit, api: ApiClient, daemons: Daemons, node: str
 ) -> None:
-    host = new_host(tmp_path)
-    host.set_fault(
-        "switch-fail", message="Switching: Pulling: unauthorized: authentication required"
-    )
+    """bootc switch fails (the fake is told to fail authentication; the real host's
+    registry is blocked in its registries.conf.d): Degraded with bootc's own error
+    text, retried with backoff, Staged once the cause is gone."""
+    D1, D2 = kit.image(1), kit.image(2)
+    host = await kit.new_host()
+    host.set_fault("switch-fail", message=f"Switching: Pulling: {kit.PULL_FAILURE}")
     await create_bootc_node(api, node, D1)
     daemons.start(node, host)
     await wait_bn(api, node, is_idle, "Idle")
@@ -250,7 +273,7 @@ async def test_switch_failure_is_degraded_then_recovers(
         api, node, lambda o: settled(o) and is_degraded(o), "Degraded after a failed switch"
     )
     message = degraded_message(obj)
-    assert "error: Switching: Pulling: unauthorized: authentication required" in message
+    assert "error: Switching" in message and kit.PULL_FAILURE in message, message
     assert f"bootc switch {D2} failed (exit code 1)" in message
     assert condition(obj, c.COND_DEGRADED)["reason"] == c.REASON_ERROR
     obj = await wait_bn(
@@ -269,9 +292,12 @@ async def test_switch_failure_is_degraded_then_recovers(
 
 
 async def test_hanging_switch_times_out(
-    api: ApiClient, daemons: Daemons, node: str, tmp_path: Path
+    kit: Kit, api: ApiClient, daemons: Daemons, node: str
 ) -> None:
-    host = new_host(tmp_path)
+    """The pull never finishes (the fake hangs; the real host's registry has a mirror
+    that never answers): the stage timeout stops the unit, the sysroot lock is free."""
+    D2 = kit.image(2)
+    host = await kit.new_host()
     host.set_fault("switch-hang")
     await create_bootc_node(api, node, D2)
     daemon = daemons.start(node, host, stage_timeout="2s", backoff_initial="1h", backoff_max="1h")
@@ -280,15 +306,18 @@ async def test_hanging_switch_times_out(
     assert idle_reason(obj) == c.REASON_IDLE
     assert host.active_units() == [], "the hanging switch unit must have been stopped"
     assert daemon.alive()
-    # the sysroot lock is free again: the daemon still reads status fine
+    # the sysroot lock is free again: bootc status answers, nothing was staged
     host.clear_faults()
     assert host.bootc("status", "--format=json", timeout=10).returncode == 0
+    assert host.status()["status"]["staged"] is None
 
 
 async def test_garbage_status_is_degraded_without_a_crash(
     api: ApiClient, daemons: Daemons, node: str, tmp_path: Path
 ) -> None:
-    host = new_host(tmp_path)
+    """Fake only: the real bootc prints its JSON or fails; garbage with exit 0 is the
+    fake's fault injection (a corrupted binary, a wrapper gone wrong)."""
+    host = fake_host(tmp_path)
     host.set_fault("status-garbage")
     await create_bootc_node(api, node, D1)
     daemon = daemons.start(node, host)
@@ -304,29 +333,26 @@ async def test_garbage_status_is_degraded_without_a_crash(
     assert slot_image(obj, "booted") == D1
 
 
-async def test_blocked_status_times_out(
-    api: ApiClient, daemons: Daemons, node: str, tmp_path: Path
+async def test_a_held_sysroot_lock_times_status_out(
+    kit: Kit, api: ApiClient, daemons: Daemons, node: str
 ) -> None:
-    host = new_host(tmp_path)
-    await create_bootc_node(api, node, D1)
-    host.set_fault("status-block")
-    daemon = daemons.start(node, host, bootc_timeout="1s")
-    obj = await wait_bn(api, node, is_degraded, "Degraded when bootc status blocks")
-    assert "bootc status did not finish within 1s" in degraded_message(obj)
-    assert "sysroot lock" in degraded_message(obj)
-    assert daemon.alive()
-    host.clear_faults()
+    """Another ostree/bootc process holds the sysroot lock: ``bootc status`` waits for
+    it, the daemon's command timeout ends the wait, Degraded says why; healthy again
+    once the lock is released."""
+    host = await kit.new_host()
+    await create_bootc_node(api, node, kit.image(1))
+    with host.sysroot_locked():
+        daemon = daemons.start(node, host, bootc_timeout="1s")
+        obj = await wait_bn(api, node, is_degraded, "Degraded when bootc status blocks")
+        assert "bootc status did not finish within 1s" in degraded_message(obj)
+        assert "sysroot lock" in degraded_message(obj)
+        assert daemon.alive()
     await wait_bn(api, node, is_idle, "healthy once status answers")
 
 
-@pytest.mark.parametrize(
-    ("fault", "why"),
-    [("incompatible", "rpm-ostree"), ("not-bootc", "status.booted is null")],
-)
-async def test_unmanageable_host_is_degraded_and_never_switched(
-    api: ApiClient, daemons: Daemons, node: str, tmp_path: Path, fault: str, why: str
+async def unmanageable(
+    api: ApiClient, daemons: Daemons, node: str, host: AnyHost, fault: str, why: str
 ) -> None:
-    host = new_host(tmp_path)
     host.set_fault(fault)
     await create_bootc_node(api, node, D2)
     daemons.start(node, host)
@@ -340,18 +366,49 @@ async def test_unmanageable_host_is_degraded_and_never_switched(
     assert host.reboot_request is None
 
 
+async def test_a_host_not_booted_by_ostree_is_degraded_and_never_switched(
+    kit: Kit, api: ApiClient, daemons: Daemons, node: str
+) -> None:
+    """No ``/run/ostree-booted`` (on the real host: the file is gone, so libostree sees
+    no booted deployment): bootc reports ``booted: null``."""
+    host = await kit.new_host()
+    await unmanageable(api, daemons, node, host, "not-bootc", "status.booted is null")
+
+
+async def test_an_incompatible_host_is_degraded_and_never_switched(
+    api: ApiClient, daemons: Daemons, node: str, tmp_path: Path
+) -> None:
+    """Fake only: rpm-ostree local layering (``incompatible: true``) needs rpm-ostree,
+    which cannot be had here; the fake reports it as bootc would."""
+    host = fake_host(tmp_path)
+    await unmanageable(api, daemons, node, host, "incompatible", "rpm-ostree")
+
+
 # ------------------------------------------------------------------ host watch
 
 
-@pytest.mark.parametrize("backend", ["ostree", "composefs"])
 async def test_out_of_band_switch_is_seen_through_inotify_reported_and_undone(
-    api: ApiClient, daemons: Daemons, node: str, tmp_path: Path, backend: str
+    kit: Kit, api: ApiClient, daemons: Daemons, node: str
 ) -> None:
     """Someone runs ``bootc switch D2`` on the host while the spec says D1 (booted):
-    the daemon sees it through inotify (the poll is 1 h away), reports D2 staged with an
-    Idle message and a log line naming the out-of-band change, then stages the booted
-    D1 again (rule 4b: no later reboot may boot an image the spec does not ask for)."""
-    host = new_host(tmp_path, backend=backend)
+    the daemon sees it through inotify on ``/ostree/bootc`` (the poll is 1 h away),
+    reports D2 staged with an Idle message and a log line naming the out-of-band
+    change, then stages the booted D1 again (rule 4b: no later reboot may boot an image
+    the spec does not ask for)."""
+    await out_of_band(api, daemons, node, await kit.new_host(), kit.image(1), kit.image(2))
+
+
+async def test_out_of_band_switch_on_composefs_is_seen_through_inotify(
+    api: ApiClient, daemons: Daemons, node: str, tmp_path: Path
+) -> None:
+    """Fake only: the composefs backend (``/sysroot/state/deploy``) needs a libostree
+    and kernel with composefs, which the real host here is built without."""
+    await out_of_band(api, daemons, node, fake_host(tmp_path, backend="composefs"), D1, D2)
+
+
+async def out_of_band(
+    api: ApiClient, daemons: Daemons, node: str, host: AnyHost, D1: str, D2: str
+) -> None:
     await create_bootc_node(api, node, D1)
     daemon = daemons.start(node, host, poll_interval="1h")
     await wait_bn(api, node, is_idle, "Idle")
@@ -411,7 +468,7 @@ async def seal_to_daemon(
     return key
 
 
-def auth_file(host: Host) -> tuple[bytes, int] | None:
+def auth_file(host: AnyHost) -> tuple[bytes, int] | None:
     try:
         return host.auth_file.read_bytes(), stat.S_IMODE(host.auth_file.stat().st_mode)
     except FileNotFoundError:
@@ -419,11 +476,12 @@ def auth_file(host: Host) -> tuple[bytes, int] | None:
 
 
 async def test_pull_secret_written_rewritten_and_removed(
-    api: ApiClient, daemons: Daemons, node: str, tmp_path: Path
+    kit: Kit, api: ApiClient, daemons: Daemons, node: str
 ) -> None:
     """The daemon reads no Secret: the controller (here the test) seals the content to
     the key the daemon publishes."""
-    host = new_host(tmp_path)
+    D1, D2 = kit.image(1), kit.image(2)
+    host = await kit.new_host()
     secret = unique_name("pull")
     first, second = dockerconfig("alice"), dockerconfig("bob")
     ref = {"name": secret, "namespace": "default"}
@@ -452,7 +510,7 @@ async def test_pull_secret_written_rewritten_and_removed(
     assert not is_degraded(obj)
     assert auth_file(host) == (second, 0o600)
     # ... but Degraded as soon as the node has to pull with it
-    host.set_fault("switch-fail", message="Switching: Pulling: unauthorized")
+    host.set_fault("switch-fail", message=f"Switching: Pulling: {kit.PULL_FAILURE}")
     await set_spec(api, node, desiredImage=D2)
     obj = await wait_bn(api, node, lambda o: settled(o) and is_degraded(o), "Degraded")
     assert problem in degraded_message(obj)
@@ -468,13 +526,14 @@ async def test_pull_secret_written_rewritten_and_removed(
 
 
 async def test_a_restarted_daemon_waits_for_the_secret_sealed_to_its_new_key(
-    api: ApiClient, daemons: Daemons, node: str, tmp_path: Path
+    kit: Kit, api: ApiClient, daemons: Daemons, node: str
 ) -> None:
     """The private key lives in the daemon's memory: after a restart (here with a
     reboot, which empties /run) the daemon publishes a new key and stages nothing that
     needs a pull until the secret is sealed to it, saying so; then it writes the file
     and stages."""
-    host = new_host(tmp_path)
+    D1, D2 = kit.image(1), kit.image(2)
+    host = await kit.new_host()
     content = dockerconfig("carol")
     ref = {"name": unique_name("pull"), "namespace": "default"}
     await create_bootc_node(api, node, D1, pullSecretRef=ref, pullSecretHash="h1")
@@ -482,7 +541,7 @@ async def test_a_restarted_daemon_waits_for_the_secret_sealed_to_its_new_key(
     old = await seal_to_daemon(api, node, content, "h1")
     await wait_for(lambda: auth_file(host) == (content, 0o600), WAIT, "auth.json written")
     assert await daemon.stop() == 0
-    host.reboot()  # /run is a tmpfs
+    await reboot(host)  # /run is a tmpfs
     assert auth_file(host) is None
     await set_spec(api, node, desiredImage=D2)  # a pull, with the old blob in the spec
     daemons.start(node, host)
@@ -508,15 +567,15 @@ async def test_a_restarted_daemon_waits_for_the_secret_sealed_to_its_new_key(
 
 
 async def test_an_auth_file_the_daemon_did_not_write_survives_its_start(
-    api: ApiClient, daemons: Daemons, node: str, tmp_path: Path
+    kit: Kit, api: ApiClient, daemons: Daemons, node: str
 ) -> None:
     """No pull secret named: the admin's /run/ostree/auth.json is not the daemon's to
     delete (it removes only content it recorded writing)."""
-    host = new_host(tmp_path)
+    host = await kit.new_host()
     admin = b'{"auths": {"admin.example.com": {"auth": "YWRtaW46cHc="}}}'
     host.auth_file.parent.mkdir(parents=True, exist_ok=True)
     host.auth_file.write_bytes(admin)
-    await create_bootc_node(api, node, D1)
+    await create_bootc_node(api, node, kit.image(1))
     daemon = daemons.start(node, host)
     await wait_bn(api, node, is_idle, "the daemon reconciled")
     assert host.auth_file.exists(), "the admin's auth.json was deleted"
@@ -528,9 +587,10 @@ async def test_an_auth_file_the_daemon_did_not_write_survives_its_start(
 
 
 async def test_another_nodes_bootcnode_changes_nothing(
-    api: ApiClient, daemons: Daemons, node: str, tmp_path: Path
+    kit: Kit, api: ApiClient, daemons: Daemons, node: str
 ) -> None:
-    host = new_host(tmp_path)
+    D1, D2, D3 = kit.image(1), kit.image(2), kit.image(3)
+    host = await kit.new_host()
     other = unique_name("other")
     try:
         await create_bootc_node(api, node, D1)
@@ -555,26 +615,27 @@ async def test_another_nodes_bootcnode_changes_nothing(
 
 
 async def test_sigterm_stops_a_running_switch_and_exits_cleanly(
-    api: ApiClient, daemons: Daemons, node: str, tmp_path: Path
+    kit: Kit, api: ApiClient, daemons: Daemons, node: str
 ) -> None:
-    host = new_host(tmp_path, stage_delay=300.0)
-    await create_bootc_node(api, node, D2)
+    host = await kit.new_host(slow_pulls=True)
+    await create_bootc_node(api, node, kit.image(2))
     daemon = daemons.start(node, host)
     await wait_for(lambda: SWITCH_UNIT in host.active_units(), WAIT, "the switch running")
     await wait_bn(api, node, lambda o: idle_reason(o) == c.REASON_STAGING, "Staging")
 
     assert await daemon.stop(grace=30.0) == 0
     await wait_for(lambda: host.active_units() == [], WAIT, "the switch unit stopped")
-    assert host.state().staged is None, "an interrupted switch stages nothing"
+    assert not host.has_staged(), "an interrupted switch stages nothing"
     # the host is consistent: bootc answers at once (no sysroot lock left held)
     assert host.bootc("status", "--format=json", timeout=10).returncode == 0
+    assert host.status()["status"]["staged"] is None
 
 
 async def test_deleted_bootcnode_cancels_the_switch(
-    api: ApiClient, daemons: Daemons, node: str, tmp_path: Path
+    kit: Kit, api: ApiClient, daemons: Daemons, node: str
 ) -> None:
-    host = new_host(tmp_path, stage_delay=300.0)
-    await create_bootc_node(api, node, D2)
+    host = await kit.new_host(slow_pulls=True)
+    await create_bootc_node(api, node, kit.image(2))
     daemon = daemons.start(node, host)
     await wait_for(lambda: SWITCH_UNIT in host.active_units(), WAIT, "the switch running")
     await delete_bootc_node(api, node)
@@ -586,46 +647,46 @@ async def test_deleted_bootcnode_cancels_the_switch(
 
 
 async def test_booted_short_is_the_digest_the_pool_targets(
-    api: ApiClient, daemons: Daemons, node: str, tmp_path: Path
+    kit: Kit, api: ApiClient, daemons: Daemons, node: str
 ) -> None:
     """``status.bootedShort`` (the BOOTED column): for a multi-arch index the index
     digest the node was switched to, not the per-architecture ``imageDigest``; for a
     tag the ``imageDigest``."""
-    index, amd64 = "sha256:" + "ab12cd34ef56" + "0" * 52, "sha256:" + "9" * 64
-    pinned = f"{REPO}@{index}"
-    host = new_host(tmp_path)
-    host.add_image(pinned, index, manifests={"amd64": {"digest": amd64}})
-    assert (await asyncio.to_thread(host.switch, pinned)).returncode == 0
-    host.reboot()
+    host = await kit.new_host()
+    pinned, index, amd64 = await kit.index(host, 2)
+    done = await asyncio.to_thread(host.switch, pinned)
+    assert done.returncode == 0, done.stderr
+    await reboot(host)
     await create_bootc_node(api, node, pinned)
     daemon = daemons.start(node, host)
     obj = await wait_bn(api, node, is_idle, "Idle on the index")
     assert obj["status"]["booted"]["imageDigest"] == amd64
-    assert obj["status"]["bootedShort"] == "ab12cd34ef56"
+    assert obj["status"]["bootedShort"] == index.removeprefix("sha256:")[:12]
 
     # booted from a tag: the per-arch digest bootc reports
-    tag = f"{REPO}:stable"
-    host.add_image(tag, "sha256:" + "5e" * 32)
-    assert (await asyncio.to_thread(host.switch, tag)).returncode == 0
+    tag = await kit.tag(host, "stable", 3)
+    done = await asyncio.to_thread(host.switch, tag)
+    assert done.returncode == 0, done.stderr
     assert await daemon.stop() == 0
-    host.reboot()
-    await set_spec(api, node, desiredImage=f"{REPO}@sha256:{'5e' * 32}")
+    await reboot(host)
+    await set_spec(api, node, desiredImage=f"{kit.repo}@{kit.digest(3)}")
     daemons.start(node, host)
     obj = await wait_bn(
         api, node, lambda o: is_idle(o) and slot_image(o, "booted") == tag, "Idle on the tag"
     )
-    assert obj["status"]["bootedShort"] == "5e" * 6
+    assert obj["status"]["bootedShort"] == kit.digest(3).removeprefix("sha256:")[:12]
 
 
 # ------------------------------------------------------------------ reboot permit (issue 13)
 
 
 async def test_booted_without_a_drained_slot_never_reboots(
-    api: ApiClient, daemons: Daemons, node: str, tmp_path: Path
+    kit: Kit, api: ApiClient, daemons: Daemons, node: str
 ) -> None:
     """Defence in depth: a hand-written ``desiredImageState: Booted`` on a Staged node
     whose BootcNode does not show a reboot slot and a drain is refused, and said so."""
-    host = new_host(tmp_path)
+    D2 = kit.image(2)
+    host = await kit.new_host()
     await create_bootc_node(api, node, D2)
     daemons.start(node, host)
     await wait_bn(
@@ -678,6 +739,45 @@ async def test_booted_without_a_drained_slot_never_reboots(
     assert request is not None and request["kind"] == "reboot"
 
 
+async def test_a_soft_reboot_where_the_host_allows_one(
+    kit: Kit, api: ApiClient, daemons: Daemons, node: str
+) -> None:
+    """``rebootPolicy: AllowSoftReboot`` and a staged image with the booted kernel, on a
+    host whose systemd can soft-reboot: bootc reports it ``softRebootCapable`` on both
+    hosts. The fake soft-reboots into it (same boot ID). The real bootc refuses here:
+    libostree prepares ``/run/nextroot`` only with composefs, which this build lacks;
+    the daemon says so and, after the backoff, reboots fully. Either way the node comes
+    back on the new image and ``lastRebootKind`` tells which reboot it was."""
+    D1, D2 = kit.image(1), kit.image(2)
+    host = await kit.new_host(soft_reboot=True)
+    await create_bootc_node(api, node, D1, rebootPolicy="AllowSoftReboot")
+    daemon = daemons.start(node, host)
+    await wait_bn(api, node, is_idle, "Idle on D1")
+    await set_spec(api, node, desiredImage=D2)
+    obj = await wait_bn(
+        api, node, lambda o: settled(o) and idle_reason(o) == c.REASON_STAGED, "D2 staged"
+    )
+    assert obj["status"]["staged"]["softRebootCapable"] is True
+    boot_id = host.boot_id
+
+    await reboot_node(api, node)
+    request = await wait_for(lambda: host.reboot_request, WAIT, "a reboot request")
+    assert request is not None
+    soft = host.next_reboot_kind() == "soft"
+    assert soft == kit.SOFT_REBOOTS
+    if not soft:
+        assert "soft reboot not supported without composefs" in daemon.log(100_000)
+        assert request["by"] == "systemctl reboot"
+    obj = await wait_bn(api, node, lambda o: idle_reason(o) == c.REASON_REBOOTING, "Rebooting")
+    assert obj["status"]["lastRebootKind"] == ("Soft" if soft else "Full")
+
+    await daemons.reboot(daemon)
+    obj = await wait_bn(
+        api, node, lambda o: is_idle(o) and slot_image(o, "booted") == D2, "Idle on D2"
+    )
+    assert (host.boot_id == boot_id) == soft, "a soft reboot keeps the boot ID, a full one not"
+
+
 async def api_patch_annotations(api: ApiClient, name: str, annotations: dict[str, str]) -> None:
     await patch_object(api, BOOTC_NODES, name, {"metadata": {"annotations": annotations}})
 
@@ -686,18 +786,18 @@ async def api_patch_annotations(api: ApiClient, name: str, annotations: dict[str
 
 
 async def test_a_download_only_deployment_is_applied_before_the_reboot(
-    api: ApiClient, daemons: Daemons, node: str, tmp_path: Path
+    kit: Kit, api: ApiClient, daemons: Daemons, node: str
 ) -> None:
     """An admin ran ``bootc upgrade --download-only`` (the host follows a tag that moved
     to D2): the staged deployment is D2 but bootc would not boot it. The daemon applies
     it with ``bootc upgrade --from-downloaded`` before rebooting, so the reboot lands on
     D2 instead of booting D1 again."""
-    tag = f"{REPO}:stable"
-    host = new_host(tmp_path)
-    host.add_image(tag, digest(1))
+    D2 = kit.image(2)
+    host = await kit.new_host()
+    tag = await kit.tag(host, "stable", 1)
     assert (await asyncio.to_thread(host.switch, tag)).returncode == 0
-    host.reboot()  # booted from the tag now (D1)
-    host.add_image(tag, digest(2))  # the tag moves
+    await reboot(host)  # booted from the tag now (D1)
+    await kit.tag(host, "stable", 2)  # the tag moves
     done = await asyncio.to_thread(host.upgrade, download_only=True)
     assert done.returncode == 0, done.stderr
     assert host.status()["status"]["staged"]["downloadOnly"] is True
@@ -717,12 +817,14 @@ async def test_a_download_only_deployment_is_applied_before_the_reboot(
     assert upgrades == [["upgrade", "--download-only"], ["upgrade", "--from-downloaded"]]
 
     assert await daemon.stop() == 0
-    host.reboot()
+    await reboot(host)
     daemons.start(node, host)
-    obj = await wait_bn(
+    await wait_bn(
         api,
         node,
-        lambda o: is_idle(o) and (o["status"].get("booted") or {}).get("imageDigest") == digest(2),
+        lambda o: (
+            is_idle(o) and (o["status"].get("booted") or {}).get("imageDigest") == kit.digest(2)
+        ),
         "Idle on D2 after the reboot",
     )
 
@@ -731,11 +833,12 @@ async def test_a_download_only_deployment_is_applied_before_the_reboot(
 
 
 async def test_a_stale_staged_image_is_replaced_when_the_target_returns_to_the_booted_one(
-    api: ApiClient, daemons: Daemons, node: str, tmp_path: Path
+    kit: Kit, api: ApiClient, daemons: Daemons, node: str
 ) -> None:
     """D2 was staged, then the target went back to the booted D1: the next reboot, for
     whatever reason, must not boot D2."""
-    host = new_host(tmp_path)
+    D1, D2 = kit.image(1), kit.image(2)
+    host = await kit.new_host()
     await create_bootc_node(api, node, D2)
     daemon = daemons.start(node, host)
     await wait_bn(api, node, lambda o: settled(o) and slot_image(o, "staged") == D2, "D2 staged")
@@ -752,25 +855,29 @@ async def test_a_stale_staged_image_is_replaced_when_the_target_returns_to_the_b
 
     # an unrelated reboot (a power cut, an admin) boots D1, not the stale D2
     assert await daemon.stop() == 0
-    host.reboot()
+    await reboot(host)
     daemons.start(node, host)
     obj = await wait_bn(api, node, is_idle, "Idle after the reboot")
     assert slot_image(obj, "booted") == D1
-    booted = host.state().booted
-    assert booted is not None and booted.digest == digest(1)
+    assert deployment_digest(host, "booted") == kit.digest(1)
 
 
 # ------------------------------------------------------------------ API failures (issue 13)
 
 
 async def test_a_daemon_denied_its_status_writes_logs_one_line_per_retry(
-    api: ApiClient, control_plane: ControlPlane, daemons: Daemons, node: str, tmp_path: Path
+    kit: Kit,
+    api: ApiClient,
+    control_plane: ControlPlane,
+    daemons: Daemons,
+    node: str,
+    tmp_path: Path,
 ) -> None:
     """Credentials that may read BootcNodes but not write this node's status (as a token
     bound to another node): one readable line per retry, with backoff, no traceback, and
     nothing done on the host (the status must be written before any action)."""
-    host = new_host(tmp_path)
-    await create_bootc_node(api, node, D2)
+    host = await kit.new_host()
+    await create_bootc_node(api, node, kit.image(2))
     other = unique_name("other")
     async with limited_credentials(
         api, control_plane.kubeconfig, tmp_path, may_write=other

@@ -1,6 +1,8 @@
 """The daemon's side of the health gate (issue 16) end to end: real ``bootc-operator daemon``
-processes on simulated bootc hosts (``hack.fakebootc``) against the real API server, no
-controller (the tests write BootcNode.spec and the rollout's annotations themselves).
+processes on bootc hosts against the real API server, no controller (the tests write
+BootcNode.spec and the rollout's annotations themselves). Each test runs on both hosts
+(``e2e.hostkit``, ``--host=fake|real|both``): the fake bootc and the real one, whose
+boot assessment (no systemd there either) is decided per boot as on the fake host.
 
 - ``status.bootAssessment`` of the current boot: Pending while the simulated boot's
   checks run, then Complete; Failed naming the failed unit (a host fault scoped to the
@@ -15,8 +17,8 @@ controller (the tests write BootcNode.spec and the rollout's annotations themsel
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from kubernetes_asyncio.client import ApiClient
@@ -36,18 +38,12 @@ from e2e.daemonenv import (
     settled,
     slot_image,
 )
-from e2e.helpers import condition, digest, image, push, unique_name, wait_for
-from hack.fakebootc import Host, make_host
+from e2e.helpers import condition, unique_name, wait_for
+from e2e.hostkit import AnyHost, Kit
 from hack.fakebootc.boot import LABEL
-from hack.testenv.registry import Registry
 
-D1, D2, D3 = image(1), image(2), image(3)
 WAIT = 60.0
 GREENBOOT = "greenboot-healthcheck.service"
-
-
-def new_host(tmp_path: Path, booted: str = D1, **kwargs: Any) -> Host:
-    return make_host(tmp_path / unique_name("host"), booted=booted, version="1.0", **kwargs)
 
 
 async def wait_bn(
@@ -91,9 +87,10 @@ async def stage_and_reboot(
 
 
 async def test_after_a_reboot_pending_then_complete_never_the_old_boots(
-    api: ApiClient, daemons: Daemons, node: str, tmp_path: Path
+    kit: Kit, api: ApiClient, daemons: Daemons, node: str
 ) -> None:
-    host = new_host(tmp_path)
+    D1, D2 = kit.image(1), kit.image(2)
+    host = await kit.new_host()
     await create_bootc_node(api, node, D1)
     daemon = daemons.start(node, host)
     obj = await wait_bn(api, node, lambda o: is_idle(o) and state_of(o) == "Complete", "Complete")
@@ -131,10 +128,11 @@ async def test_after_a_reboot_pending_then_complete_never_the_old_boots(
 
 
 async def test_a_failed_check_is_reported_failed_naming_the_unit(
-    api: ApiClient, daemons: Daemons, node: str, tmp_path: Path
+    kit: Kit, api: ApiClient, daemons: Daemons, node: str
 ) -> None:
-    host = new_host(tmp_path)
-    host.set_fault("boot-fail", digest=digest(2))  # "image D2 is bad" on this host
+    D1, D2 = kit.image(1), kit.image(2)
+    host = await kit.new_host()
+    host.set_fault("boot-fail", digest=kit.digest(2))  # "image D2 is bad" on this host
     await create_bootc_node(api, node, D1)
     daemon = daemons.start(node, host)
     await wait_bn(api, node, lambda o: is_idle(o) and state_of(o) == "Complete", "D1 Complete")
@@ -153,14 +151,11 @@ async def test_a_failed_check_is_reported_failed_naming_the_unit(
 
 
 async def test_an_image_labelled_bad_in_the_registry_fails_every_boot_of_it(
-    api: ApiClient, daemons: Daemons, node: str, tmp_path: Path, registry: Registry
+    kit: Kit, api: ApiClient, daemons: Daemons, node: str
 ) -> None:
-    repo = f"{registry.host}/{unique_name('os')}"
-    bad = f"{repo}@" + await push(
-        registry, f"{repo}:bad", "bad", labels={LABEL: "fail:app-ready.service"}
-    )
-    host = new_host(tmp_path)  # no fault on the host: the image carries it
-    await create_bootc_node(api, node, D1)
+    bad = await kit.push_image(unique_name("os"), "bad", labels={LABEL: "fail:app-ready.service"})
+    host = await kit.new_host()  # no fault on the host: the image carries it
+    await create_bootc_node(api, node, kit.image(1))
     daemon = daemons.start(node, host)
     await wait_bn(api, node, lambda o: is_idle(o) and state_of(o) == "Complete", "D1 Complete")
     await stage_and_reboot(api, daemons, daemon, bad)
@@ -175,12 +170,12 @@ async def test_an_image_labelled_bad_in_the_registry_fails_every_boot_of_it(
 
 
 async def test_a_check_that_never_finishes_stays_pending(
-    api: ApiClient, daemons: Daemons, node: str, tmp_path: Path
+    kit: Kit, api: ApiClient, daemons: Daemons, node: str
 ) -> None:
-    host = new_host(tmp_path)
+    host = await kit.new_host()
     host.set_fault("boot-hang")
-    host.reboot()  # this boot's check never returns
-    await create_bootc_node(api, node, D1)
+    await asyncio.to_thread(host.reboot)  # this boot's check never returns
+    await create_bootc_node(api, node, kit.image(1))
     daemons.start(node, host)
     obj = await wait_bn(api, node, lambda o: is_idle(o) and state_of(o) == "Pending", "Pending")
     assert boot_assessment(obj)[1] == (
@@ -207,22 +202,24 @@ def idle_message(obj: dict[str, Any]) -> str:
     return str(condition(obj, c.COND_IDLE).get("message", ""))
 
 
-async def on_bad_image(api: ApiClient, node: str, tmp_path: Path) -> Host:
+async def on_bad_image(kit: Kit, api: ApiClient, node: str) -> AnyHost:
     """A host that booted D2 (whose boots fail their checks) with D1 as the rollback
     deployment, as after a rollout's reboot; its BootcNode desires D2."""
-    host = new_host(tmp_path)
-    host.set_fault("boot-fail", digest=digest(2))
-    assert host.switch(D2).returncode == 0
-    host.reboot()
-    await create_bootc_node(api, node, D2)
+    host = await kit.new_host()
+    host.set_fault("boot-fail", digest=kit.digest(2))
+    done = await asyncio.to_thread(host.switch, kit.image(2))
+    assert done.returncode == 0, done.stderr
+    await asyncio.to_thread(host.reboot)
+    await create_bootc_node(api, node, kit.image(2))
     return host
 
 
 async def test_rollback_with_the_permit_runs_bootc_rollback_and_reboots_into_the_old_image(
-    api: ApiClient, daemons: Daemons, node: str, tmp_path: Path
+    kit: Kit, api: ApiClient, daemons: Daemons, node: str
 ) -> None:
-    host = new_host(tmp_path)
-    host.set_fault("boot-fail", digest=digest(2))
+    D1, D2 = kit.image(1), kit.image(2)
+    host = await kit.new_host()
+    host.set_fault("boot-fail", digest=kit.digest(2))
     await create_bootc_node(api, node, D1)
     daemon = daemons.start(node, host)
     await wait_bn(api, node, is_idle, "Idle on D1")
@@ -265,9 +262,10 @@ async def test_rollback_with_the_permit_runs_bootc_rollback_and_reboots_into_the
 
 
 async def test_rollback_without_the_permit_is_queued_not_rebooted_then_reverted(
-    api: ApiClient, daemons: Daemons, node: str, tmp_path: Path
+    kit: Kit, api: ApiClient, daemons: Daemons, node: str
 ) -> None:
-    host = await on_bad_image(api, node, tmp_path)
+    D1, D2 = kit.image(1), kit.image(2)
+    host = await on_bad_image(kit, api, node)
     daemons.start(node, host)
     await wait_bn(api, node, lambda o: is_idle(o) and state_of(o) == "Failed", "Idle on D2")
 
@@ -295,10 +293,14 @@ async def test_rollback_without_the_permit_is_queued_not_rebooted_then_reverted(
 
 
 async def test_a_third_image_while_a_rollback_is_queued_is_switched_to(
-    api: ApiClient, daemons: Daemons, node: str, tmp_path: Path
+    kit: Kit, api: ApiClient, daemons: Daemons, node: str
 ) -> None:
-    host = await on_bad_image(api, node, tmp_path)
-    daemons.start(node, host)
+    """A switch after ``bootc rollback``: the staged image boots next. bootc (the real
+    1.16, and the fake since) still says ``rollbackQueued`` until the reboot; the
+    daemon reports D3 staged, and the reboot boots D3 with D2 as the rollback."""
+    D1, D3 = kit.image(1), kit.image(3)
+    host = await on_bad_image(kit, api, node)
+    daemon = daemons.start(node, host)
     await set_spec(api, node, desiredImage=D1)  # Staged: queue the rollback only
     await wait_bn(
         api, node, lambda o: settled(o) and idle_reason(o) == c.REASON_STAGED, "rollback queued"
@@ -315,6 +317,12 @@ async def test_a_third_image_while_a_rollback_is_queued_is_switched_to(
         "D3 staged",
     )
     assert idle_message(obj) == f"{D3} is staged"
-    assert host.status()["status"]["rollbackQueued"] is False, "staging cancelled the rollback"
+    assert host.status()["status"]["rollbackQueued"] is True, "bootc says so until the reboot"
     assert host.switch_calls()[-1] == ["switch", "--", D3]
     assert host.bootc_calls("rollback") == [["rollback"]]
+    assert await daemon.stop() == 0
+    await asyncio.to_thread(host.reboot)
+    doc = host.status()["status"]
+    assert doc["booted"]["image"]["imageDigest"] == kit.digest(3)
+    assert doc["rollback"]["image"]["imageDigest"] == kit.digest(2)
+    assert doc["rollbackQueued"] is False

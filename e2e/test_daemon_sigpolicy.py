@@ -1,6 +1,8 @@
-"""The daemon's ``--enforce-container-sigpolicy`` opt-in end to end: daemons on simulated
-hosts whose ``/etc/containers/policy.json`` decides what bootc may pull, against the real
-API server; signatures made by the real cosign in the real registry.
+"""The daemon's ``--enforce-container-sigpolicy`` opt-in end to end: daemons on hosts whose
+``/etc/containers/policy.json`` decides what bootc may pull, against the real API server;
+signatures made by the real cosign in the real registry. Each test runs on both hosts
+(``e2e.hostkit``): the fake bootc's policy evaluation, and the real bootc's (skopeo 1.9's
+containers/image).
 
 The host's policy decides with or without the opt-in (containers/image evaluates it for
 every pull); the opt-in makes bootc also refuse a policy that accepts anything, and keeps
@@ -14,6 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from kubernetes_asyncio.client import ApiClient
 
 from bootc_operator.api import constants as c
@@ -29,12 +32,11 @@ from e2e.daemonenv import (
     settled,
     slot_image,
 )
-from e2e.helpers import REPO, condition, image, push, unique_name, wait_for
-from hack.fakebootc import Host, make_host
+from e2e.helpers import condition, unique_name, wait_for
+from e2e.hostkit import AnyHost, Kit
 from hack.testenv.cosign import Cosign, resolve_cosign
 from hack.testenv.registry import Registry
 
-D1, D2 = image(1), image(2)
 WAIT = 60.0
 FLAG = "--enforce-container-sigpolicy"
 KEY_PATH = "/etc/pki/containers/release.pub"
@@ -42,8 +44,8 @@ REJECT = [{"type": "reject"}]
 ACCEPT = [{"type": "insecureAcceptAnything"}]
 
 
-def new_host(tmp_path: Path, policy: dict[str, Any] | None, booted: str = D1) -> Host:
-    host = make_host(tmp_path / unique_name("host"), booted=booted, version="1.0")
+async def new_host(kit: Kit, policy: dict[str, Any] | None) -> AnyHost:
+    host = await kit.new_host()
     host.set_policy(policy)
     return host
 
@@ -70,17 +72,18 @@ def staged_and_healthy(obj: dict[str, Any]) -> bool:
     return settled(obj) and idle_reason(obj) == c.REASON_STAGED and not is_degraded(obj)
 
 
-def spec_signature(host: Host) -> Any:
+def spec_signature(host: AnyHost) -> Any:
     return host.status()["spec"]["image"].get("signature")
 
 
 async def test_the_opt_in_refuses_a_policy_that_accepts_anything_until_it_is_fixed(
-    api: ApiClient, daemons: Daemons, node: str, tmp_path: Path
+    kit: Kit, api: ApiClient, daemons: Daemons, node: str
 ) -> None:
     """Default policy ``insecureAcceptAnything``: without the opt-in the node switches (as
     bootc does); with it, bootc refuses, the node says why and stages nothing; once the
     host's policy requires something the retry stages it, enforced from then on."""
-    plain_host = new_host(tmp_path, {"default": ACCEPT})
+    D2 = kit.image(2)
+    plain_host = await new_host(kit, {"default": ACCEPT})
     plain = unique_name("node")
     try:
         await create_bootc_node(api, plain, D2)
@@ -90,7 +93,7 @@ async def test_the_opt_in_refuses_a_policy_that_accepts_anything_until_it_is_fix
     finally:
         await delete_bootc_node(api, plain)
 
-    host = new_host(tmp_path, {"default": ACCEPT})
+    host = await new_host(kit, {"default": ACCEPT})
     await create_bootc_node(api, node, D2)
     daemons.start(node, host, extra=(FLAG,))
     obj = await wait_bn(api, node, refused, "ContainerPolicyRejected with the opt-in")
@@ -101,25 +104,30 @@ async def test_the_opt_in_refuses_a_policy_that_accepts_anything_until_it_is_fix
     assert slot_image(obj, "staged") is None and host.pulls() == []
     assert host.switch_calls()[0] == ["switch", FLAG, "--", D2]
 
-    host.set_policy({"default": REJECT, "transports": {"docker": {REPO: ACCEPT}}})
+    host.set_policy({"default": REJECT, "transports": {"docker": {kit.repo: ACCEPT}}})
     obj = await wait_bn(api, node, staged_and_healthy, "staged once the policy is fixed")
     assert slot_image(obj, "staged") == D2
     assert spec_signature(host) == "containerPolicy"
 
 
 async def test_only_an_image_signed_by_the_policys_key_is_staged(
-    api: ApiClient, daemons: Daemons, node: str, tmp_path: Path, registry: Registry
+    kit: Kit, api: ApiClient, daemons: Daemons, node: str, tmp_path: Path, registry: Registry
 ) -> None:
     """A ``sigstoreSigned`` policy for the registry's repository, with the opt-in: the
     unsigned image is refused ("A signature was required, but no signature exists"), the
-    image cosign signed with the policy's key is staged."""
+    image cosign signed with the policy's key is staged.
+
+    Fake only for now: bootc pulls through skopeo's image proxy, and Debian 12's skopeo
+    1.9.3 evaluates no ``policy.json`` there (the proxy's policy check came with
+    containers/skopeo#2029, 2023): on the real host the unsigned image is staged.
+    bootc's own refusal of a policy that accepts anything runs on both hosts (above)."""
+    if kit.kind == "real":
+        pytest.skip("the real host's skopeo 1.9.3 (Debian 12) enforces no containers policy")
     cosign = Cosign(resolve_cosign(), tmp_path / "cosign")
     key = cosign.generate_key_pair("release")
     repo = unique_name("os")
-    unsigned_digest = await push(registry, registry.ref(repo, "unsigned"), "never signed")
-    signed_digest = await push(registry, registry.ref(repo, "signed"), "signed by release")
-    unsigned = registry.ref(repo, digest=unsigned_digest)
-    signed = registry.ref(repo, digest=signed_digest)
+    unsigned = await kit.push_image(repo, "unsigned", labels={})
+    signed = await kit.push_image(repo, "signed", labels={})
     cosign.sign(registry, signed, key)
 
     policy = {
@@ -136,7 +144,7 @@ async def test_only_an_image_signed_by_the_policys_key_is_staged(
             }
         },
     }
-    host = new_host(tmp_path, None)
+    host = await new_host(kit, None)
     host.set_policy(policy, {KEY_PATH: key.public.encode()})
     await create_bootc_node(api, node, unsigned)
     daemons.start(node, host, extra=(FLAG,))

@@ -23,6 +23,7 @@ from hack.realbootc.host import Host, RealHostError
 from hack.testenv.registry import Registry
 
 WAIT = 30.0
+pytestmark = pytest.mark.realbootc
 
 
 @pytest.fixture

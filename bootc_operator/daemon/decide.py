@@ -31,8 +31,8 @@ inputs and what the rules derive from them, derived once).
 4. (``booted_desired``) No desired image, or the booted deployment runs it →
    ``Idle=True/Idle``; unless the next reboot, whoever causes it, would leave that image:
    a. (``revert_queued_rollback``, tried before 4) a rollback is queued
-      (``rollbackQueued``; e.g. a rollback was queued by rule 6 and then the target
-      moved back to the booted image): reverted with a second
+      (``rollbackQueued`` with nothing staged; e.g. a rollback was queued by rule 6
+      and then the target moved back to the booted image): reverted with a second
       ``bootc rollback`` (``Idle=False/Staging``, "reverting the queued rollback to
       X"; failures and backoff as in rule 7, and one that exits 0 with the rollback
       still queued counts as failed);
@@ -116,8 +116,11 @@ inputs and what the rules derive from them, derived once).
    ``Degraded=True/ContainerPolicyRejected`` ("the host's containers policy refused X:
    <bootc's error>"), retried on the same backoff (a fixed policy or a newly signed
    image is picked up without a restart). A
-   queued rollback needs nothing special here: staging a deployment cancels it
-   (bootc's own behaviour).
+   queued rollback needs nothing special here: the staged deployment boots first.
+   bootc (1.16, seen on the real one) still reports ``rollbackQueued: true`` until the
+   reboot, so a queued rollback counts only while nothing is staged
+   (``Situation.queued``): otherwise a target moving back to the rollback image would
+   be taken as "the rollback boots next" while the staged image would.
 
 **Out-of-band changes.** ``out_of_band_stage(before, after, ours=...)`` compares two
 ``bootc status`` reads of one daemon process: a staged deployment that appeared or
@@ -564,8 +567,14 @@ class Situation:
 
     @property
     def queued(self) -> bool:
-        """A rollback is queued (``bootc rollback`` ran) and its deployment is known."""
-        return self.status.rollback_queued and self.images.rollback is not None
+        """A rollback is queued (``bootc rollback`` ran), its deployment is known, and
+        nothing is staged: a deployment staged after the rollback boots first, although
+        bootc keeps saying ``rollbackQueued`` until the reboot (the real bootc 1.16)."""
+        return (
+            self.status.rollback_queued
+            and self.images.rollback is not None
+            and self.images.staged is None
+        )
 
     def rest(self, idle: Cond, degraded_: Cond = HEALTHY) -> Decision:
         """Nothing to run: report, stop any switch, drop the attempt record."""

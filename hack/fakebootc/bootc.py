@@ -13,8 +13,8 @@ daemon can tell the difference:
   exactly as bootc does: an equal reference prints ``Image specification is
   unchanged.`` and exits 0. Anything else is pulled (``resolve.py``: registry, then
   catalog; a ``pull`` line in ``calls.jsonl``), held for the host's ``stage_delay``
-  under the sysroot lock, and staged, replacing any staged deployment and cancelling
-  a queued rollback. So switching
+  under the sysroot lock, and staged, replacing any staged deployment (a queued
+  rollback stays queued in status, but the staged deployment boots first). So switching
   back to the *booted* image while another is staged stages the booted image again
   (as real bootc does), it is not a no-op. After staging it prints ``Queued for next
   boot: IMAGE`` / ``Version`` / ``Digest``, writes ``/run/reboot-required`` and
@@ -46,8 +46,10 @@ daemon can tell the difference:
   true``, ``spec.bootOrder: rollback``) and drops a staged deployment; a second
   rollback reverts the queued one. The simulated reboot then boots the old rollback
   (and the old booted deployment becomes the rollback). No pull: the deployment is
-  on disk. A later ``switch``/``upgrade`` that stages cancels the queued rollback.
-  (Real bootc does not turn the rollback into ``staged``.)
+  on disk. A later ``switch``/``upgrade`` that stages wins: status still says
+  ``rollbackQueued: true`` (``bootOrder: rollback``) until the reboot, which boots the
+  staged deployment (the real bootc 1.16 and ostree: finalization comes first). (Real
+  bootc does not turn the rollback into ``staged``.)
 - ``upgrade [--check] [--apply] [--download-only] [--from-downloaded]``: re-pulls the
   spec image; ``No update available.`` / ``Staged update present, not changed`` or
   stages the new digest. ``--download-only`` stages it *download-only*
@@ -131,7 +133,8 @@ def _require_host(context: str) -> None:
 
 def _require_booted(state: State, context: str) -> None:
     if state.faults.not_bootc or state.booted is None:
-        raise BootcError(f"{context}: Not currently booted into an OSTree system")
+        # the real bootc 1.16's words (a host without /run/ostree-booted)
+        raise BootcError(f"{context}: Initializing storage: System not booted via bootc")
 
 
 def _touch_changed(paths: Paths, state: State, staged: Deployment | None) -> None:
@@ -288,7 +291,8 @@ def _stage(
         )
         dep.download_only = download_only
         s.staged = dep
-        s.rollback_queued = False
+        # a queued rollback stays queued (rollbackQueued, bootOrder) but the staged
+        # deployment boots first, as with the real bootc 1.16 (State.next_deployment)
         s.soft_reboot_target = None
         holder.append(dep)
 

@@ -623,10 +623,8 @@ def simulate_reboot(paths: Paths, *, lock_timeout: float = 30.0) -> State:
             nextroot is not None and nextroot.key == state.soft_reboot_target
         )
         if switch:
-            if state.rollback_queued and state.rollback is not None:
-                state.booted, state.rollback = state.rollback, state.booted
-            elif state.staged is not None and not state.staged.download_only:
-                state.booted, state.rollback = state.staged, state.booted
+            if nextroot is not None:
+                state.booted, state.rollback = nextroot, state.booted
             state.staged = None
             state.rollback_queued = False
         state.reboot_request = None

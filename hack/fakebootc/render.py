@@ -43,10 +43,12 @@ def default_document() -> dict[str, Any]:
         "spec": {"bootOrder": "default", "image": None},
         "status": {
             "booted": None,
+            "readOnly": False,
             "rollback": None,
             "rollbackQueued": False,
             "staged": None,
             "type": None,
+            "usrOverlay": None,
         },
     }
 
@@ -125,10 +127,13 @@ def host_document(state: State, *, in_container: bool = False) -> dict[str, Any]
         },
         "status": {
             "booted": booted,
+            # the physical root is not read-only media; no `bootc usr-overlay` active
+            "readOnly": False,
             "rollback": rollback,
             "rollbackQueued": state.rollback_queued,
             "staged": staged,
             "type": "bootcHost" if booted["image"] is not None else None,
+            "usrOverlay": None,
         },
     }
 

@@ -347,12 +347,15 @@ class State:
         )
 
     def next_deployment(self) -> Deployment | None:
-        """What a reboot boots if it changes deployments: a queued rollback, else a staged
-        deployment that is not download-only; None: the booted one again."""
-        if self.rollback_queued and self.rollback is not None:
-            return self.rollback
+        """What a reboot boots if it changes deployments: a staged deployment that is not
+        download-only (ostree finalizes it at shutdown, before anything else), else a
+        queued rollback; None: the booted one again. (A switch after ``bootc rollback``
+        leaves the rollback queued in status, and the staged image boots: the real bootc
+        1.16.)"""
         if self.staged is not None and not self.staged.download_only:
             return self.staged
+        if self.rollback_queued and self.rollback is not None:
+            return self.rollback
         return None
 
     def reboot_kind(self) -> str:

@@ -713,3 +713,113 @@ def test_a_deploy_serial_that_is_not_an_integer_is_one_readable_line(serial: obj
     doc["status"]["booted"]["ostree"]["deploySerial"] = serial
     with pytest.raises(BootcStatusError, match=r"status\.booted\.ostree\.deploySerial"):
         parse_status(json.dumps(doc))
+
+
+# ------------------------------------------------------------------ the real bootc's output
+#
+# unit/fixtures/bootc-real/: ``bootc status --format=json --format-version=1`` of the real
+# bootc 1.16.9 on a real ostree sysroot, one file per state (``python -m
+# hack.realbootc.capture``; its commands.txt says how each state was reached).
+
+REAL = Path(__file__).parents[1] / "fixtures" / "bootc-real"
+REAL_STATES = sorted(p.stem for p in REAL.glob("*.json"))
+
+
+def real_text(name: str) -> str:
+    return (REAL / f"{name}.json").read_text()
+
+
+def test_the_real_captures_are_all_there() -> None:
+    assert REAL_STATES == [
+        "booted-only",
+        "cached-update",
+        "download-only",
+        "not-booted-by-ostree",
+        "rollback-present",
+        "rollback-queued",
+        "rollback-queued-then-staged",
+        "staged-another-kernel",
+        "staged-container-policy",
+        "staged-soft-reboot-capable",
+    ]
+
+
+@pytest.mark.parametrize("name", REAL_STATES)
+def test_real_output_is_one_canonical_line_and_parses(name: str) -> None:
+    text = real_text(name)
+    assert text == json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"))
+    assert not text.endswith("\n")
+    parsed = parse_status(text)
+    assert parsed.api_version == "org.containers.bootc/v1"
+    assert (parsed.unmanageable_reason() is None) == (name != "not-booted-by-ostree")
+
+
+def test_real_states_read_as_the_daemon_must_see_them() -> None:
+    booted_only = parse_status(real_text("booted-only")).images()
+    assert booted_only.booted is not None
+    assert (booted_only.booted.version, booted_only.booted.architecture) == ("1.0", "amd64")
+    assert booted_only.staged is None and booted_only.rollback is None
+
+    capable = parse_status(real_text("staged-soft-reboot-capable"))
+    assert capable.staged is not None and capable.staged.soft_reboot_capable
+    other_kernel = parse_status(real_text("staged-another-kernel"))
+    assert other_kernel.staged is not None and not other_kernel.staged.soft_reboot_capable
+
+    queued = parse_status(real_text("rollback-queued"))
+    assert queued.rollback_queued and queued.status.staged is None
+    assert queued.spec.boot_order == "rollback"
+    assert queued.reported_images().staged == queued.images().rollback
+
+    then_staged = parse_status(real_text("rollback-queued-then-staged"))
+    assert then_staged.rollback_queued, "bootc keeps saying so until the reboot"
+    assert then_staged.reported_images().staged == then_staged.images().staged
+
+    cached = parse_status(real_text("cached-update"))
+    assert cached.booted is not None and cached.booted.cached_update is not None
+    assert cached.booted.cached_update.image_digest.startswith("sha256:")
+
+    download_only = parse_status(real_text("download-only"))
+    assert download_only.staged is not None and download_only.staged.download_only
+
+    signed = parse_status(real_text("staged-container-policy"))
+    assert signed.spec.image is not None
+    assert signed.spec.image.signature_policy == "containerPolicy"
+    assert signed.staged is not None and signed.staged.image is not None
+    assert signed.staged.image.image.signature == "containerPolicy"
+
+    not_booted = parse_status(real_text("not-booted-by-ostree"))
+    assert not not_booted.is_bootc_host
+    assert "status.booted is null" in (not_booted.unmanageable_reason() or "")
+
+
+def _shape(value: Any, path: str = "") -> set[tuple[str, str]]:
+    """Every leaf of a document: its path and JSON type (values ignored)."""
+    if isinstance(value, dict):
+        return {leaf for k, v in value.items() for leaf in _shape(v, f"{path}.{k}")}
+    kind = "null" if value is None else type(value).__name__
+    return {(path, kind)}
+
+
+def test_the_fake_prints_the_real_documents_shape(tmp_path: Path) -> None:
+    """The fake host (``hack.fakebootc``) prints the same fields with the same types as
+    the real bootc, in the states both reach the same way (values differ: digests,
+    checksums)."""
+    when = "2024-01-01T00:00:00Z"
+    fake = make_host(tmp_path / "node", booted=f"{REPO}@{D_BOOTED}", version="1.0", timestamp=when)
+    fake.add_image(f"{REPO}@{D_STAGED}", D_STAGED, version="2.0", timestamp=when)
+    fake.add_image(f"{REPO}@{D_ROLLBACK}", D_ROLLBACK, version="3.0", timestamp=when)
+
+    def same(name: str) -> None:
+        assert _shape(fake.status()) == _shape(json.loads(real_text(name))), name
+
+    same("booted-only")
+    assert fake.switch(f"{REPO}@{D_STAGED}").returncode == 0
+    same("staged-soft-reboot-capable")
+    fake.reboot()
+    same("rollback-present")
+    assert fake.rollback().returncode == 0
+    same("rollback-queued")
+    assert fake.switch(f"{REPO}@{D_ROLLBACK}").returncode == 0
+    same("rollback-queued-then-staged")
+    fake.set_fault("not-bootc")
+    same("not-booted-by-ostree")

@@ -21,13 +21,14 @@ like any image that is not desired, and the Idle message names it;
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from bootc_operator.api import constants as c
 from bootc_operator.api.v1alpha1 import DesiredImageState, RebootKind
-from bootc_operator.daemon.bootc_status import parse_document
+from bootc_operator.daemon.bootc_status import parse_document, parse_status
 from bootc_operator.daemon.decide import (
     HEALTHY,
     IDLE,
@@ -1303,3 +1304,46 @@ def test_a_containers_policy_refusal_is_named_and_backs_off() -> None:
     )
     got = run(Work(last=failed("switch", B, 1, 3, insecure))).degraded
     assert got.reason == c.REASON_CONTAINER_POLICY_REJECTED
+
+
+REAL = Path(__file__).parents[1] / "fixtures" / "bootc-real"
+
+
+def real_view(name: str) -> HostView:
+    """A ``bootc status`` captured from the real bootc (``hack.realbootc.capture``)."""
+    return HostView(parse_status((REAL / f"{name}.json").read_text()))
+
+
+def test_a_switch_after_a_queued_rollback_boots_next() -> None:
+    """The real bootc 1.16: ``bootc rollback``, then ``bootc switch IMAGE3``: status keeps
+    ``rollbackQueued: true`` with IMAGE3 staged, and the reboot boots IMAGE3. So the
+    staged image is what the node reboots into, and a target back on the rollback image
+    is not "queued" (it would not boot): the daemon runs ``bootc rollback``, which there
+    reverts the queue and drops the staged image (captured: "Reverting queued rollback
+    state"), then again once status shows the rollback deployment unqueued. It never
+    reboots on the way."""
+    view = real_view("rollback-queued-then-staged")
+    assert view.status is not None and view.status.rollback_queued
+    images = view.status.images()
+    assert images.staged is not None and images.rollback is not None
+    staged, rollback = images.staged.image, images.rollback.image
+    assert view.status.reported_images().staged == images.staged
+
+    onto_staged = decide(Desired(staged, BOOTED, DRAINED), view, Work(), now=NOW, retry=RETRY)
+    assert onto_staged.reboot and not onto_staged.rollback
+    assert onto_staged.idle is not None and onto_staged.idle.reason == c.REASON_REBOOTING
+    assert "rollback" not in onto_staged.idle.message
+
+    back = decide(Desired(rollback, BOOTED, DRAINED), view, Work(), now=NOW, retry=RETRY)
+    assert back.rollback and not back.reboot and back.start_switch is None
+    # what that rollback leaves: the rollback deployment, not queued, nothing staged
+    after = real_view("rollback-present")
+    assert after.status is not None
+    undone = after.status.images().rollback
+    assert undone is not None
+    desired = Desired(undone.image, BOOTED, DRAINED)
+    done = Work(last=failed("rollback", undone.image, 1, 0, None))
+    waiting = decide(desired, after, done, now=NOW, retry=RETRY)
+    assert not waiting.reboot and not waiting.rollback and waiting.requeue_after
+    again = decide(desired, after, done, now=NOW + waiting.requeue_after, retry=RETRY)
+    assert again.rollback and not again.reboot

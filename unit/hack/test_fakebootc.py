@@ -630,14 +630,22 @@ def test_rollback_without_a_rollback_fails(host: Host) -> None:
     assert done.stderr.strip() == "error: Rollback: No rollback available"
 
 
-def test_switch_cancels_a_queued_rollback(host: Host) -> None:
+def test_a_switch_after_a_queued_rollback_boots_first(host: Host) -> None:
+    """As the real bootc 1.16: the rollback stays queued in status (``rollbackQueued``,
+    ``bootOrder: rollback``), the staged deployment is what the reboot boots, with the
+    booted one as the rollback."""
     assert host.switch(f"{REPO}@{D2}").returncode == 0
     host.reboot()
     assert host.rollback().returncode == 0
     assert host.switch(f"{REPO}@{D3}").returncode == 0
     doc = status(host)
-    assert doc["status"]["rollbackQueued"] is False
+    assert doc["status"]["rollbackQueued"] is True
+    assert doc["spec"]["bootOrder"] == "rollback"
     assert slot_digest(doc, "staged") == D3
+    host.reboot()
+    doc = status(host)
+    assert (slot_digest(doc, "booted"), slot_digest(doc, "rollback")) == (D3, D2)
+    assert doc["status"]["rollbackQueued"] is False
 
 
 def test_composefs_host(tmp_path: Path) -> None:
@@ -754,15 +762,17 @@ def test_fault_not_bootc(host: Host) -> None:
     doc = status(host)
     assert doc["status"] == {
         "booted": None,
+        "readOnly": False,
         "rollback": None,
         "rollbackQueued": False,
         "staged": None,
         "type": None,
+        "usrOverlay": None,
     }
     assert doc["spec"] == {"bootOrder": "default", "image": None}
     done = host.switch(f"{REPO}@{D2}")
     assert done.returncode == 1
-    assert "Not currently booted into an OSTree system" in done.stderr
+    assert "error: Switching: Initializing storage: System not booted via bootc" in done.stderr
 
 
 def test_unknown_fault_is_rejected(host: Host) -> None:
