@@ -18,8 +18,10 @@ exists then.
 bootc first changes its deployments (seen with the real bootc 1.16), so without any
 target the parent ``/ostree`` is watched for its creation (``creation_target``): the
 first staging then both re-reads status and arms the watch on ``/ostree/bootc``.
-Without even that the daemon relies on its periodic poll, which runs regardless.
-``stop()`` removes the reader and closes the descriptor.
+Without even that the daemon relies on its periodic poll, which runs regardless, as
+it does when no inotify instance can be had (seen on a busy shared machine:
+``EMFILE``, the per-user instance limit). ``stop()`` removes the reader and closes
+the descriptor.
 """
 
 from __future__ import annotations
@@ -69,9 +71,15 @@ class HostWatch:
         self._wds: list[int] = []
 
     def start(self) -> Path | None:
-        """Start watching (on the running loop); returns the watched path, if any."""
+        """Start watching (on the running loop); returns the watched path, if any. Without
+        an inotify instance (the per-user limit, ``fs.inotify.max_user_instances``, is
+        shared by every root process of the node) the daemon relies on its poll."""
         loop = asyncio.get_running_loop()
-        self._wm = pyinotify.WatchManager()
+        try:
+            self._wm = pyinotify.WatchManager()
+        except OSError as exc:
+            log.warning("cannot use inotify (%s); relying on the periodic poll", exc)
+            return None
         self._notifier = pyinotify.AsyncioNotifier(
             self._wm, loop, callback=self._after_batch, default_proc_fun=self._event
         )

@@ -10,6 +10,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+import pyinotify
 import pytest
 from prometheus_client import REGISTRY
 
@@ -451,6 +452,22 @@ async def test_a_switch_on_the_host_is_noticed(tmp_path: Path, backend: str) -> 
         await asyncio.wait_for(changed.wait(), DEADLINE)
     finally:
         watch.stop()
+
+
+async def test_no_inotify_instance_is_not_fatal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The per-user inotify instances are shared by every root process of the node; when
+    they are used up (EMFILE) the daemon starts anyway and relies on its poll."""
+    (tmp_path / "ostree" / "bootc").mkdir(parents=True)
+
+    def exhausted() -> None:
+        raise OSError("Cannot initialize new instance of inotify, Errno=Too many open files")
+
+    monkeypatch.setattr(pyinotify, "WatchManager", exhausted)
+    watch = HostWatch(tmp_path, lambda: None)
+    assert watch.start() is None
+    watch.stop()
 
 
 async def test_no_watch_target_is_not_fatal(tmp_path: Path) -> None:
