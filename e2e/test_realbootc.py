@@ -20,6 +20,8 @@ import pytest
 from e2e.helpers import wait_for
 from e2e.hostkit import RealKit, real_build
 from hack.realbootc.host import Host, RealHostError
+from hack.testenv.machine import RebootRequests
+from hack.testenv.machine import reboot as machine_reboot
 from hack.testenv.registry import Registry
 
 WAIT = 30.0
@@ -211,3 +213,32 @@ async def test_close_leaves_no_process_and_no_mount(real: RealKit, tmp_path: Pat
     with pytest.raises(RealHostError, match="is not running"):
         _ = host.pid
     shutil.rmtree(host.root)  # the immutable deployment roots were made deletable
+
+
+async def test_the_machine_simulation_reboots_a_real_host(real: RealKit) -> None:
+    """``hack.testenv.machine`` (what the e2e hosts, the sim and the benchmark use to
+    notice and perform a daemon's reboot) drives a real host as it does a fake one."""
+    host = await new_host(real)
+    assert (await asyncio.to_thread(host.switch, real.image(2))).returncode == 0
+    requests = RebootRequests()
+    assert not requests.asked(host)
+    assert host.run("systemctl", "reboot").returncode == 0
+    assert requests.asked(host)
+    boot_id = host.boot_id
+    steps: list[str] = []
+
+    async def step(name: str) -> None:
+        steps.append(name)
+
+    record = await machine_reboot(
+        "n1",
+        host,
+        stop_daemon=lambda: step("stop"),
+        set_ready=lambda ready: step(f"ready={ready}"),
+        start_daemon=lambda: step("start"),
+    )
+    assert steps == ["stop", "ready=False", "ready=True", "start"]
+    assert (record.kind, record.booted, record.by) == ("full", real.image(2), "systemctl reboot")
+    assert record.boot_id == host.boot_id != boot_id
+    requests.forget(host)
+    assert not requests.asked(host)

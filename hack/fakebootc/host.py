@@ -184,6 +184,11 @@ class Host(BootcCommands):
         return host_document(self.state())
 
     @property
+    def request_marker(self) -> Path:
+        """A file whose mtime changes when a reboot is requested (the state file)."""
+        return self.paths.state
+
+    @property
     def reboot_request(self) -> dict[str, Any] | None:
         return self.state().reboot_request
 

@@ -346,6 +346,11 @@ class State:
             and dep.kernel == booted.kernel
         )
 
+    @property
+    def booted_image(self) -> str | None:
+        """The booted deployment's image reference (``hack.testenv.machine.BootRecord``)."""
+        return self.booted.image if self.booted is not None else None
+
     def next_deployment(self) -> Deployment | None:
         """What a reboot boots if it changes deployments: a staged deployment that is not
         download-only (ostree finalizes it at shutdown, before anything else), else a

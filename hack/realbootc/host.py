@@ -107,6 +107,11 @@ class Booted:
     deployment: Path
     image: str | None
 
+    @property
+    def booted_image(self) -> str | None:
+        """The image booted (``hack.testenv.machine.BootRecord``)."""
+        return self.image
+
 
 def _run(
     argv: Sequence[str | Path],
@@ -660,6 +665,11 @@ class Host(BootcCommands):
             raise RealHostError(f"bootc status failed ({done.returncode}): {done.stderr.strip()}")
         doc: dict[str, Any] = json.loads(done.stdout)
         return doc
+
+    @property
+    def request_marker(self) -> Path:
+        """The file ``systemctl reboot`` writes (its mtime: a new request)."""
+        return self.state_dir / "reboot-request.json"
 
     @property
     def reboot_request(self) -> dict[str, Any] | None:

@@ -1,7 +1,8 @@
-"""The machine under a real daemon on a simulated host: noticing and performing its reboots.
+"""The machine under a real daemon on a test host: noticing and performing its reboots.
 
-A simulated bootc host (``hack.fakebootc``) records a reboot request when its daemon
-runs ``systemctl reboot`` (or ``bootc upgrade --from-downloaded --apply
+A test host (``hack.fakebootc``'s simulated one, or ``hack.realbootc``'s real bootc on
+a real ostree sysroot: both are a ``TestHost``) records a reboot request when its
+daemon runs ``systemctl reboot`` (or ``bootc upgrade --from-downloaded --apply
 --soft-reboot=required``). Whatever hosts real daemons plays the machine then: the
 sim's node simulator (``hack.simlib.nodesim``), the e2e hosts (``e2e.hostsenv``) and
 the benchmark's daemon figure (``hack.perf.daemons``) all do it with this module:
@@ -35,9 +36,51 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import asdict, dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
 
-from hack.fakebootc import FakeHostError, Host
+from hack.fakebootc import FakeHostError
+from hack.realbootc.host import RealHostError
+
+#: what a host's operations raise (one readable line)
+HostError = (FakeHostError, RealHostError)
+
+
+class BootRecord(Protocol):
+    """What a host's ``reboot()`` returns: how the boot started, how many so far, and
+    the image it booted (the fake's ``State``, the real host's ``Booted``)."""
+
+    @property
+    def boot_kind(self) -> str: ...
+
+    @property
+    def boots(self) -> int: ...
+
+    @property
+    def booted_image(self) -> str | None: ...
+
+
+class TestHost(Protocol):
+    """What this module needs of a host (``hack.fakebootc.Host``, ``hack.realbootc.Host``)."""
+
+    @property
+    def root(self) -> Path: ...
+
+    @property
+    def request_marker(self) -> Path:
+        """A file whose mtime changes when a reboot is requested."""
+        ...
+
+    @property
+    def reboot_request(self) -> dict[str, Any] | None: ...
+
+    @property
+    def boot_id(self) -> str: ...
+
+    def next_reboot_kind(self) -> str: ...
+
+    def reboot(self) -> BootRecord: ...
+
 
 log = logging.getLogger("machine")
 
@@ -46,17 +89,20 @@ POLL = 0.2
 SOFT_DOWN_FRACTION = 0.25
 
 
+H = TypeVar("H", bound=TestHost)
+
+
 class RebootRequests:
     """Which hosts have a pending reboot request (see the module docstring)."""
 
     def __init__(self) -> None:
         self._seen: dict[str, float] = {}
 
-    def asked(self, host: Host) -> bool:
+    def asked(self, host: TestHost) -> bool:
         """True when ``host`` records a reboot request (unchanged state is not re-read)."""
         key = str(host.root)
         try:
-            mtime = host.paths.state.stat().st_mtime
+            mtime = host.request_marker.stat().st_mtime
         except FileNotFoundError:
             return False
         if self._seen.get(key) == mtime:
@@ -64,12 +110,12 @@ class RebootRequests:
         self._seen[key] = mtime
         try:
             return host.reboot_request is not None
-        except FakeHostError as err:
+        except HostError as err:
             log.warning("reading host state of %s: %s", host.root, err)
             self._seen.pop(key, None)
             return False
 
-    def forget(self, host: Host) -> None:
+    def forget(self, host: TestHost) -> None:
         """Read ``host`` afresh next time (after its reboot, or its daemon's restart)."""
         self._seen.pop(str(host.root), None)
 
@@ -95,7 +141,7 @@ class Reboot:
 
 async def reboot(
     node: str,
-    host: Host,
+    host: TestHost,
     *,
     stop_daemon: Callable[[], Awaitable[object]],
     set_ready: Callable[[bool], Awaitable[object]],
@@ -108,8 +154,7 @@ async def reboot(
     """Reboot ``host`` (see the module docstring); the callbacks are the daemon's, the Node's
     and (``report_pods``) its kubelet's."""
     requested = time.time()
-    state = host.state()
-    request, soft = state.reboot_request or {}, state.reboot_kind() == "soft"
+    request, soft = host.reboot_request or {}, host.next_reboot_kind() == "soft"
     if soft:
         down_seconds = (
             down_seconds * SOFT_DOWN_FRACTION if soft_down_seconds is None else soft_down_seconds
@@ -126,7 +171,7 @@ async def reboot(
         try:
             state = await asyncio.to_thread(host.reboot)
             break
-        except FakeHostError as err:
+        except HostError as err:
             log.warning("%s: reboot failed (%s); retrying", node, err)
             await asyncio.sleep(1.0)
     await set_ready(True)
@@ -134,14 +179,13 @@ async def reboot(
     if report_pods is not None:
         await report_pods()
     await start_daemon()
-    booted = state.booted.image if state.booted is not None else None
     return Reboot(
         node,
         state.boot_kind,
         requested,
         down,
         up,
-        booted,
+        state.booted_image,
         state.boots,
         str(request.get("by", "")),
         await asyncio.to_thread(lambda: host.boot_id),
@@ -149,8 +193,8 @@ async def reboot(
 
 
 async def simulate_reboots(
-    hosts: Callable[[], Iterable[tuple[str, Host]]],
-    reboot_one: Callable[[str, Host], Awaitable[object]],
+    hosts: Callable[[], Iterable[tuple[str, H]]],
+    reboot_one: Callable[[str, H], Awaitable[object]],
     *,
     poll: float = POLL,
 ) -> None:
@@ -159,7 +203,7 @@ async def simulate_reboots(
     requests = RebootRequests()
     running: dict[str, asyncio.Task[object]] = {}
 
-    async def one(node: str, host: Host) -> object:
+    async def one(node: str, host: H) -> object:
         try:
             return await reboot_one(node, host)
         except Exception:  # the request stays: the next poll tries again
