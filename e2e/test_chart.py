@@ -101,13 +101,14 @@ def test_metrics_toggles_render_the_prometheus_kit(helm: Helm) -> None:
     extra = {k: v for k, v in got.items() if k not in install_objects()}
     assert_same_objects(extra, kit)
     # Each toggle alone renders only its own objects.
-    for toggle, kind in (
-        ("serviceMonitor", "ServiceMonitor"),
-        ("prometheusRule", "PrometheusRule"),
-        ("grafanaDashboard", "ConfigMap"),
+    for toggle, kinds in (
+        # with the scraper's identity (issue 37 §15): its account, token and binding
+        ("serviceMonitor", {"ServiceMonitor", "ServiceAccount", "Secret", "ClusterRoleBinding"}),
+        ("prometheusRule", {"PrometheusRule"}),
+        ("grafanaDashboard", {"ConfigMap"}),
     ):
         one = helm.template(values={"metrics": {toggle: on}})
-        assert {k for k in one if k not in install_objects()} == {k for k in kit if k[0] == kind}
+        assert {k for k in one if k not in install_objects()} == {k for k in kit if k[0] in kinds}
 
 
 def test_network_policies_follow_their_values(helm: Helm) -> None:
@@ -263,7 +264,8 @@ def test_metrics_plain_http_and_own_certificate(helm: Helm) -> None:
         assert parser.parse_args(box["args"]).metrics_secure is False
         (endpoint,) = plain[("ServiceMonitor", NS, f"bootc-operator-{name}")]["spec"]["endpoints"]
         assert endpoint["scheme"] == "http"
-        assert "bearerTokenFile" not in endpoint and "tlsConfig" not in endpoint
+        assert "authorization" not in endpoint and "tlsConfig" not in endpoint
+    assert not [k for k in plain if k[2].endswith("metrics-scraper-token")]  # no token needed
     own = helm.template(values={"metrics": {"certSecret": "bootc-operator-metrics-tls"}})
     for kind, name in (("Deployment", "controller"), ("DaemonSet", "daemon")):
         pod = own[(kind, NS, f"bootc-operator-{name}")]["spec"]["template"]["spec"]

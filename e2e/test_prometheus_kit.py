@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import re
@@ -41,15 +42,18 @@ from bootc_operator.informers.metrics import informer_metrics
 from bootc_operator.policy.poolstatus import MemberState
 from bootc_operator.workqueue.metrics import workqueue_metrics
 from hack.installgen import kustomize
-from hack.testenv import ControlPlane
+from hack.testenv import ControlPlane, wait_for
+from hack.testenv.kube import token_kubeconfig
 
 ROOT = Path(__file__).resolve().parents[1]
 KIT = ROOT / "manifests" / "prometheus"
 PROM_CRDS = Path(__file__).parent / "testdata" / "prometheus-operator-crds"
 NAMESPACE = "bootc-operator"
 SERVICES = ("bootc-operator-controller-metrics", "bootc-operator-daemon-metrics")
-# The token of the Prometheus Pod's ServiceAccount, sent by the ServiceMonitors.
-SA_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+# The ServiceMonitors send the token of the kit's own scraping identity, which may
+# only read /metrics (scraper.yaml): every node receives it.
+SCRAPER = "bootc-operator-metrics-scraper"
+SCRAPER_TOKEN = {"name": f"{SCRAPER}-token", "key": "token"}
 # Labels the scrape adds (Prometheus, the ServiceMonitors' relabelings).
 TARGET_LABELS = {"job", "instance", "namespace", "pod", "service", "endpoint", "container", "node"}
 # Grafana's template variables, replaced by something valid before parsing.
@@ -581,8 +585,11 @@ def test_kit_renders_the_expected_objects(kit_yaml: str) -> None:
     docs = [d for d in yaml.safe_load_all(kit_yaml) if d]
     kinds = sorted((d["kind"], d["metadata"]["name"]) for d in docs)
     assert kinds == [
+        ("ClusterRoleBinding", SCRAPER),
         ("ConfigMap", "bootc-operator-grafana-dashboard"),
         ("PrometheusRule", "bootc-operator"),
+        ("Secret", f"{SCRAPER}-token"),
+        ("ServiceAccount", SCRAPER),
         ("ServiceMonitor", "bootc-operator-controller"),
         ("ServiceMonitor", "bootc-operator-daemon"),
     ]
@@ -609,7 +616,8 @@ def test_kit_renders_the_expected_objects(kit_yaml: str) -> None:
         # /metrics is HTTPS with a token allowed to read it (manifests/rbac/metrics.yaml).
         for endpoint in sm["spec"]["endpoints"]:
             assert endpoint["scheme"] == "https", sm["metadata"]["name"]
-            assert endpoint["bearerTokenFile"] == SA_TOKEN
+            assert endpoint["authorization"] == {"type": "Bearer", "credentials": SCRAPER_TOKEN}
+            assert "bearerTokenFile" not in endpoint  # not Prometheus' own token
             assert endpoint["tlsConfig"] == {"insecureSkipVerify": True}
 
 
@@ -617,7 +625,53 @@ async def test_kit_passes_server_side_dry_run(control_plane: ControlPlane, kit_y
     res = await asyncio.to_thread(
         control_plane.kubectl, "apply", "--dry-run=server", "-f", "-", input=kit_yaml
     )
-    assert res.stdout.count("(server dry run)") == 4, res.stdout
+    assert res.stdout.count("(server dry run)") == 7, res.stdout
+
+
+async def test_the_token_sent_to_every_node_reads_metrics_and_nothing_else(
+    control_plane: ControlPlane, kit_yaml: str, tmp_path: Path
+) -> None:
+    """Issue 37 §15: every daemon Pod is a scrape target, so the ServiceMonitors' token
+    reaches every node. The kit's scraper identity, applied as is (its token filled
+    in by kube-controller-manager), may get /metrics and nothing else."""
+    docs = [d for d in yaml.safe_load_all(kit_yaml) if d]
+    identity = [d for d in docs if d["kind"] in ("ServiceAccount", "Secret", "ClusterRoleBinding")]
+    assert len(identity) == 3, [d["kind"] for d in docs]
+    reader = (ROOT / "manifests" / "rbac" / "metrics.yaml").read_text()
+    body = reader + "\n---\n" + "\n---\n".join(json.dumps(d) for d in identity)
+    cp = control_plane
+    await asyncio.to_thread(cp.kubectl, "apply", "-f", "-", input=body)
+    try:
+
+        def token() -> str | None:
+            out = cp.kubectl(
+                "-n", NAMESPACE, "get", "secret", f"{SCRAPER}-token", "-o",
+                "jsonpath={.data.token}",
+            ).stdout  # fmt: skip
+            return base64.b64decode(out).decode() if out else None
+
+        value = await wait_for(lambda: asyncio.to_thread(token), 60, "the scraper's token")
+        assert value is not None
+        kubeconfig = token_kubeconfig(cp.kubeconfig, value, tmp_path / "scraper.kubeconfig")
+
+        def can(*what: str) -> str:
+            res = cp.kubectl("--kubeconfig", str(kubeconfig), "auth", "can-i", *what, check=False)
+            return res.stdout.strip()
+
+        assert await asyncio.to_thread(can, "get", "/metrics") == "yes"
+        for what in (
+            ("list", "pods", "--all-namespaces"),
+            ("get", "nodes"),
+            ("get", "secrets", "-n", NAMESPACE),
+            ("list", "endpoints", "--all-namespaces"),
+            ("get", "/logs"),
+            ("create", "tokenreviews.authentication.k8s.io"),
+        ):
+            assert await asyncio.to_thread(can, *what) == "no", what
+    finally:
+        await asyncio.to_thread(
+            cp.kubectl, "delete", "--ignore-not-found", "-f", "-", input=body, check=False
+        )
 
 
 async def test_malformed_monitoring_objects_are_rejected(

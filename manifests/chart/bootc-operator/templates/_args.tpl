@@ -48,8 +48,11 @@ imagePullSecrets:
 {{- define "bootc-operator.scrapeSecurity" -}}
 {{- if .Values.metrics.secure -}}
 scheme: https
-# The Prometheus Pod's token; bind <fullname>-metrics-reader to its account.
-bearerTokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token
+authorization:
+  type: Bearer
+  credentials:
+    name: {{ include "bootc-operator.fullname" . }}-metrics-scraper-token
+    key: token
 tlsConfig:
   {{- toYaml .Values.metrics.serviceMonitor.tlsConfig | nindent 2 }}
 {{- else -}}
