@@ -1,53 +1,59 @@
 """One real Kubernetes node on this machine: kubelet + containerd + runc, joined to a
-harness control plane, on a simulated bootc host that is the node's PID 1.
+harness control plane, as services of a real-bootc host (``hack.realbootc``).
 
 ``RealNode(control_plane, host, images=[...]).start()``:
 
-- ``prerequisites()`` names, in one line, what is missing (root, Debian's
+- ``missing_prerequisites()`` names, in one line, what is missing (root, Debian's
   containerd/runc/containernetworking-plugins, gcc for ``pause``, the cached
   kubelet); ``install_prerequisites()`` apt-installs the packages as root.
-- The node runs under ``unshare --pid --fork --mount --mount-proc``: its PID 1 is a
-  small init (``INIT``) whose environment puts the simulated host's tools (the fake
-  ``bootc``, ``systemctl``, ``systemd-run``) first on PATH, so a hostPID pod's
-  ``nsenter --target 1 --env`` reaches that host exactly as on a bootc machine. It
-  starts containerd (its own root, state and socket under the state directory;
-  sandbox image: a static ``pause`` built from the Kubernetes module's ``pause.c``,
-  ``FROM scratch``), imports the images, then the kubelet (client certificate
-  ``O=system:nodes, CN=system:node:<name>`` from the control plane's CA; cgroupfs
-  under its own cgroup root; loopback-only CNI: every pod the tier runs uses the
-  host network, so no packet leaves loopback).
-- ``stop()`` kills PID 1: the kernel kills everything in the namespace (containers
-  included), and the private mount namespace takes the containers' mounts with it.
-  ``close()`` also removes the node's cgroups and restores the sysctls the kubelet
-  sets (``kernel.panic``, ``kernel.panic_on_oops``, ``vm.overcommit_memory``).
-- ``reboot()``: stop, boot the staged image on the simulated host, start again: the
-  pods' containers restart as after a real reboot.
+- The node *is* the host: a real ostree deployment booted as ``/`` of a mount + PID
+  namespace whose PID 1 is the host's service manager (``hack.realbootc.hostinit``).
+  containerd and the kubelet run as its units (``systemd-run --unit containerd`` /
+  ``--unit kubelet``), so they, every container and every hostPID pod live in the
+  host's namespaces: the daemon pod's ``nsenter --target 1`` reaches the host's PID 1
+  and runs the real ``bootc`` on the booted deployment, as on a bootc machine.
+- The node's configuration is an admin's, where a bootc node keeps it: in ``/etc``
+  (``/etc/kubernetes``: the kubelet's configuration, its kubeconfig with a client
+  certificate ``O=system:nodes, CN=system:node:<name>`` from the control plane's CA;
+  ``/etc/containerd``; ``/etc/cni/net.d``: loopback only, every pod the tier runs uses
+  the host network, so no packet leaves the machine; ``/etc/hosts``), which ostree's
+  ``/etc`` merge carries into each new deployment; the state in ``/var``
+  (``/var/lib/containerd`` with the imported images, ``/var/lib/kubelet``, the logs
+  in ``/var/log/realnode``), which every deployment shares; the kubelet binary in
+  ``/usr/local/bin`` (the cached one; ``/usr`` is the machine's, with Debian's
+  containerd, runc and CNI plugins). The sandbox image is a static ``pause`` built
+  from the Kubernetes module's ``pause.c``, ``FROM scratch``.
+- ``reboot()``: the host's reboot (``hack.realbootc.host.Host.reboot``: every unit
+  and container killed, ``ostree admin finalize-staged``, the new default deployment
+  booted, ``/run`` empty), then containerd and the kubelet started again on the new
+  deployment: the pods' containers start again as after a real reboot.
+- ``close()`` ends the host (no process, no mount left), removes the node's cgroups,
+  its veth and network namespace, and restores the sysctls the kubelet sets
+  (``kernel.panic``, ``kernel.panic_on_oops``, ``vm.overcommit_memory``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import shlex
 import shutil
 import subprocess
 import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 import yaml
 
-from hack.fakebootc.host import Host
 from hack.testenv import certs
 from hack.testenv.controlplane import REPO_ROOT, ControlPlane, free_port
-from hack.testenv.procs import Process, ServerComponent, StartupError, log_tail, spawn
+from hack.testenv.procs import Component, StartupError, log_tail
 
 PODMAN = REPO_ROOT / "hack" / "podman"
 PAUSE_IMAGE = "localhost/bootc-operator-pause:e2e"
-# Where PID 1 of every node sees its simulated host (a bind mount in the node's own
-# mount namespace): the DaemonSet's --host-root is /proc/1/root + this.
-HOST_MOUNT = "/mnt"
 CNI_BIN_DIR = Path("/usr/lib/cni")
 PACKAGES = ("containerd", "runc", "containernetworking-plugins", "gcc", "libc6-dev", "iproute2")
 # What the kubelet changes on the machine (protectKernelDefaults: false).
@@ -60,27 +66,47 @@ NODE_CONTROLLERS = (
     "node-lifecycle-controller",
     "disruption-controller",
 )
+# Where the node keeps things, as the host sees them.
+ETC_KUBERNETES = Path("/etc/kubernetes")
+CONTAINERD_CONFIG = Path("/etc/containerd/config.toml")
+CONTAINERD_SOCKET = Path("/run/containerd/containerd.sock")
+CNI_CONF_DIR = Path("/etc/cni/net.d")
+IMAGES_DIR = Path("/var/lib/realnode/images")
+LOG_DIR = Path("/var/log/realnode")
+KUBELET_ROOT = Path("/var/lib/kubelet")
+START_TIMEOUT = 60.0
 
-INIT = """#!/bin/bash
-# PID 1 of the node's namespaces: the simulated host's "init".
-set -u
-trap 'kill -TERM $(jobs -p) 2>/dev/null; wait; exit 0' TERM INT
-# The simulated host at one path on every node (the DaemonSet's --host-root).
-mount --bind "$FAKEBOOTC_ROOT" "$HOST_MOUNT"
-# containerd's shims put their sockets under /run/containerd: this node's own.
-mkdir -p /run/containerd && mount -t tmpfs tmpfs /run/containerd
-containerd --config "$NODE/containerd.toml" >>"$NODE/logs/containerd.log" 2>&1 &
-for _ in $(seq 200); do [[ -S "$NODE/containerd.sock" ]] && break; sleep 0.05; done
-for image in "$NODE"/images/*.tar; do
-  ctr --address "$NODE/containerd.sock" -n k8s.io images import --no-unpack=false "$image" \
-    >>"$NODE/logs/ctr.log" 2>&1 || echo "init: import of $image failed" >&2
-done
-kubelet --config "$NODE/kubelet.yaml" --kubeconfig "$NODE/kubelet.kubeconfig" \
-  --root-dir "$NODE/kubelet" --hostname-override "$NODE_NAME" --node-ip "$NODE_IP" \
-  >>"$NODE/logs/kubelet.log" 2>&1 &
-echo "init: up"
-wait
-"""
+
+class NodeHost(Protocol):
+    """What a node needs of its bootc host (``hack.realbootc.host.Host``; named here so
+    the kit's rooms do not import each other)."""
+
+    @property
+    def root(self) -> Path: ...
+
+    @property
+    def run_dir(self) -> Path: ...
+
+    @property
+    def usr_local(self) -> Path: ...
+
+    @property
+    def stateroot_var(self) -> Path: ...
+
+    def booted_deployment(self) -> Path: ...
+
+    def run(
+        self, tool: str, *args: str, timeout: float = 60.0
+    ) -> subprocess.CompletedProcess[str]: ...
+
+    def active_units(self) -> list[str]: ...
+
+    def reboot(self) -> object: ...
+
+    def close(self) -> None: ...
+
+
+H = TypeVar("H", bound=NodeHost)
 
 
 class RealNodeUnavailable(RuntimeError):
@@ -180,73 +206,129 @@ def write_sysctls(values: dict[str, str]) -> None:
             path.write_text(value)
 
 
-class RealNode(ServerComponent):
-    NAME = "realnode"
-    STOP_GRACE = 5.0
+def _link_or_copy(source: Path, target: Path) -> None:
+    """``target`` with ``source``'s bytes: a hard link where both are on one filesystem
+    (the kubelet is 80 MB), else a copy."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.unlink(missing_ok=True)
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
+
+
+class RealNode(Component, Generic[H]):
+    """A kubelet node on a real-bootc host (module docstring); owns the host from here on:
+    ``close()`` ends it."""
 
     def __init__(
         self,
         control_plane: ControlPlane,
-        host: Host,
+        host: H,
         *,
         name: str = "real-node",
         images: Sequence[str] = (),
         cache: Path,
-        state_dir: Path | None = None,
     ) -> None:
         self.cp = control_plane
         self.host = host
         self.name = name
         self.images = tuple(images)
         self.cache = cache
-        self.dir = state_dir or Path(tempfile.mkdtemp(prefix="bootc-realnode-"))
-        self.log_path = self.dir / "logs" / "init.log"
-        self.cgroup_root = f"/bootc-realnode-{self.dir.name}"
         self.sysctls = read_sysctls(KUBELET_SYSCTLS)
         self.kubelet_port = free_port()
+        self.healthz_port = free_port()
         # The kubelet refuses a loopback node IP: the node's address is on a veth
         # made here (its peer in a network namespace made here), so every packet to
         # it is delivered on this machine. 198.18.0.0/15: benchmarking, never routed.
-        tag = hashlib.sha256(str(self.dir).encode()).hexdigest()[:6]
+        tag = hashlib.sha256(str(host.root).encode()).hexdigest()[:6]
         self.link = f"bocn{tag}"
         self.node_ip = f"198.18.{int(tag[:2], 16)}.{int(tag[2:4], 16) % 254 + 1}"
-        self.healthz_port = free_port()
+        self.cgroup_root = f"/bootc-realnode-{tag}"
         self._prepared = False
+        self._linked = False
+
+    # ------------------------------------------------------------------ paths
+
+    def outside(self, path: Path) -> Path:
+        """Where the host's ``path`` (under ``/etc``, ``/var`` or ``/usr/local``) is on the
+        machine: ``/etc`` in the booted deployment, ``/var`` the stateroot's."""
+        rel = path.relative_to("/")
+        top, rest = rel.parts[0], Path(*rel.parts[1:])
+        if top == "etc":
+            return self.host.booted_deployment() / "etc" / rest
+        if top == "var":
+            return self.host.stateroot_var / rest
+        if top == "run":
+            return self.host.run_dir / rest
+        if rel.parts[:2] == ("usr", "local"):
+            return self.host.usr_local / Path(*rel.parts[2:])
+        raise ValueError(f"{path}: not a path the harness writes on the host")
 
     # ------------------------------------------------------------------ files
 
     def _prepare(self) -> None:
-        d = self.dir
-        for sub in ("logs", "images", "cni", "kubelet", "containerd/root", "containerd/state"):
-            (d / sub).mkdir(parents=True, exist_ok=True)
-        shutil.copy(pause_archive(self.cache), d / "images" / "pause.tar")
-        for i, image in enumerate(self.images):
-            save_image(image, d / "images" / f"image-{i}.tar")
+        """What an admin provisions once on the host: binaries, configuration, images."""
+        _link_or_copy(self.cp.bin_dir / "kubelet", self.outside(Path("/usr/local/bin/kubelet")))
+        pki = ETC_KUBERNETES / "pki"
         pair = certs.issue_client(self.cp.pki, f"system:node:{self.name}", ("system:nodes",))
-        doc = self.cp._kubeconfig_doc("admin")
-        doc["users"] = [
-            {
-                "name": "node",
-                "user": {"client-certificate": str(pair.cert), "client-key": str(pair.key)},
-            }
-        ]
-        doc["contexts"][0]["context"]["user"] = "node"
-        (d / "kubelet.kubeconfig").write_text(yaml.safe_dump(doc))
-        (d / "cni" / "10-loopback.conflist").write_text(
-            '{"cniVersion": "1.0.0", "name": "loopback", "plugins": [{"type": "loopback"}]}\n'
-        )
-        (d / "containerd.toml").write_text(self._containerd_config())
-        (d / "kubelet.yaml").write_text(yaml.safe_dump(self._kubelet_config()))
-        (d / "init").write_text(INIT)
-        (d / "init").chmod(0o755)
+        files: dict[Path, bytes] = {
+            pki / "ca.crt": self.cp.pki.ca.cert.read_bytes(),
+            pki / "kubelet-client.crt": pair.cert.read_bytes(),
+            pki / "kubelet-client.key": pair.key.read_bytes(),
+            ETC_KUBERNETES / "kubelet.conf": yaml.safe_dump(self._kubeconfig(pki)).encode(),
+            ETC_KUBERNETES / "kubelet.yaml": yaml.safe_dump(self._kubelet_config()).encode(),
+            CONTAINERD_CONFIG: self._containerd_config().encode(),
+            CNI_CONF_DIR / "10-loopback.conflist": (
+                b'{"cniVersion": "1.0.0", "name": "loopback", "plugins": [{"type": "loopback"}]}\n'
+            ),
+            # the kubelet gives hostNetwork pods the node's /etc/hosts
+            Path("/etc/hosts"): f"127.0.0.1 localhost\n{self.node_ip} {self.name}\n".encode(),
+        }
+        for path, data in files.items():
+            target = self.outside(path)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+        images = self.outside(IMAGES_DIR)
+        images.mkdir(parents=True, exist_ok=True)
+        shutil.copy(pause_archive(self.cache), images / "pause.tar")
+        for i, image in enumerate(self.images):
+            save_image(image, images / f"image-{i}.tar")
+        self.outside(LOG_DIR).mkdir(parents=True, exist_ok=True)
         self._make_cgroups()
         self._make_link()
-        (d / "sysctls.yaml").write_text(yaml.safe_dump(self.sysctls))
         self._prepared = True
+
+    def _kubeconfig(self, pki: Path) -> dict[str, Any]:
+        return {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "harness",
+                    "cluster": {
+                        "server": self.cp.server,
+                        "certificate-authority": str(pki / "ca.crt"),
+                    },
+                }
+            ],
+            "users": [
+                {
+                    "name": "node",
+                    "user": {
+                        "client-certificate": str(pki / "kubelet-client.crt"),
+                        "client-key": str(pki / "kubelet-client.key"),
+                    },
+                }
+            ],
+            "contexts": [{"name": "node", "context": {"cluster": "harness", "user": "node"}}],
+            "current-context": "node",
+        }
 
     def _make_link(self) -> None:
         ip = ["ip"]
         subprocess.run([*ip, "netns", "add", self.link], check=True, capture_output=True)
+        self._linked = True
         subprocess.run(
             [
                 *ip,
@@ -272,6 +354,8 @@ class RealNode(ServerComponent):
         subprocess.run([*ip, "link", "set", self.link, "up"], check=True, capture_output=True)
 
     def _remove_link(self) -> None:
+        if not self._linked:
+            return
         subprocess.run(["ip", "link", "del", self.link], check=False, capture_output=True)
         subprocess.run(["ip", "netns", "del", self.link], check=False, capture_output=True)
 
@@ -302,22 +386,21 @@ class RealNode(ServerComponent):
                 (d / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in wanted))
 
     def _containerd_config(self) -> str:
-        d = self.dir
         cri = 'plugins."io.containerd.grpc.v1.cri"'
         return f"""version = 2
-root = "{d}/containerd/root"
-state = "{d}/containerd/state"
+root = "/var/lib/containerd"
+state = "/run/containerd"
 [grpc]
-  address = "{d}/containerd.sock"
+  address = "{CONTAINERD_SOCKET}"
 [ttrpc]
-  address = "{d}/containerd.ttrpc.sock"
+  address = "{CONTAINERD_SOCKET}.ttrpc"
 [{cri}]
   sandbox_image = "{PAUSE_IMAGE}"
   restrict_oom_score_adj = true
   enable_unprivileged_ports = false
 [{cri}.cni]
   bin_dir = "{CNI_BIN_DIR}"
-  conf_dir = "{d}/cni"
+  conf_dir = "{CNI_CONF_DIR}"
 [{cri}.containerd]
   snapshotter = "overlayfs"
   default_runtime_name = "runc"
@@ -336,14 +419,14 @@ state = "{d}/containerd/state"
             "cgroupDriver": "cgroupfs",
             "cgroupRoot": self.cgroup_root,
             "maxOpenFiles": 20000,
-            "containerRuntimeEndpoint": f"unix://{self.dir}/containerd.sock",
+            "containerRuntimeEndpoint": f"unix://{CONTAINERD_SOCKET}",
             "address": self.node_ip,
             "port": self.kubelet_port,
             "readOnlyPort": 0,
             "healthzBindAddress": self.node_ip,
             "healthzPort": self.healthz_port,
             "authentication": {
-                "x509": {"clientCAFile": str(self.cp.pki.ca.cert)},
+                "x509": {"clientCAFile": str(ETC_KUBERNETES / "pki" / "ca.crt")},
                 "webhook": {"enabled": False},
                 "anonymous": {"enabled": False},
             },
@@ -359,62 +442,96 @@ state = "{d}/containerd/state"
             "imageGCHighThresholdPercent": 100,
             "nodeStatusReportFrequency": "10s",
             "serializeImagePulls": False,
-            "podLogsDir": str(self.dir / "pod-logs"),
+            "podLogsDir": "/var/log/pods",
         }
 
     # ------------------------------------------------------------------ lifecycle
 
-    def start(self) -> RealNode:
+    def _service(self, unit: str, *argv: str) -> None:
+        """Start ``argv`` as the host's unit ``unit``, its output in ``/var/log/realnode``."""
+        command = shlex.join(argv)
+        log = LOG_DIR / f"{unit}.log"
+        done = self.host.run(
+            "systemd-run",
+            f"--unit={unit}",
+            "--collect",
+            "--quiet",
+            "sh",
+            "-c",
+            f"exec {command} >>{log} 2>&1",
+        )
+        if done.returncode != 0:
+            raise StartupError(f"{self.name}: starting {unit} failed: {done.stderr.strip()}")
+
+    def _wait(self, ready: Any, unit: str, what: str) -> None:
+        deadline = time.monotonic() + START_TIMEOUT
+        while not ready():
+            if unit not in {u.removesuffix(".service") for u in self.host.active_units()}:
+                raise StartupError(f"{self.name}: {unit} exited:\n{self.log(unit, 30)}")
+            if time.monotonic() > deadline:
+                raise StartupError(f"{self.name}: {what} within {START_TIMEOUT:g}s")
+            time.sleep(0.05)
+
+    def start(self) -> RealNode[H]:
+        """containerd and the kubelet as the booted host's services (module docstring);
+        on failure the node is closed (its host too)."""
+        try:
+            return self._start()
+        except BaseException:
+            self.close()
+            raise
+
+    def _start(self) -> RealNode[H]:
         if not self._prepared:
             self._prepare()
-        self._stop_at_exit()
-        env = self.host.env(
-            {
-                "PATH": f"{self.cp.bin_dir}:/usr/local/sbin:/usr/local/bin:"
-                "/usr/sbin:/usr/bin:/sbin:/bin"
-            }
+        socket = self.outside(CONTAINERD_SOCKET)
+        self._service("containerd", "containerd", "--config", str(CONTAINERD_CONFIG))
+        self._wait(socket.exists, "containerd", "containerd did not listen")
+        imported = self.outside(IMAGES_DIR / "imported")
+        if not imported.exists():  # /var/lib/containerd keeps them across reboots
+            for archive in sorted(self.outside(IMAGES_DIR).glob("*.tar")):
+                done = self.host.run(
+                    "ctr",
+                    "--address",
+                    str(CONTAINERD_SOCKET),
+                    "-n",
+                    "k8s.io",
+                    "images",
+                    "import",
+                    str(IMAGES_DIR / archive.name),
+                    timeout=300.0,
+                )
+                if done.returncode != 0:
+                    raise StartupError(f"{self.name}: importing {archive.name}: {done.stderr}")
+            imported.touch()
+        self._service(
+            "kubelet",
+            "kubelet",
+            "--config",
+            str(ETC_KUBERNETES / "kubelet.yaml"),
+            "--kubeconfig",
+            str(ETC_KUBERNETES / "kubelet.conf"),
+            "--root-dir",
+            str(KUBELET_ROOT),
+            "--hostname-override",
+            self.name,
+            "--node-ip",
+            self.node_ip,
         )
-        env.update(
-            NODE=str(self.dir), NODE_NAME=self.name, NODE_IP=self.node_ip, HOST_MOUNT=HOST_MOUNT
-        )
-        self.process = spawn(
-            self.NAME,
-            [
-                "unshare",
-                "--pid",
-                "--fork",
-                "--kill-child",
-                "--mount",
-                "--mount-proc",
-                str(self.dir / "init"),
-            ],
-            self.log_path,
-            env=env,
-        )
-        self._wait_until(lambda: "init: up" in self.tail(5), 60, "did not start")
         return self
 
-    def stop(self) -> None:
-        """Everything in the node's namespaces dies with its PID 1."""
-        proc: Process | None = self.process
-        if proc is not None:
-            proc.stop(grace=self.STOP_GRACE)
-            self.process = None
-
     def reboot(self) -> None:
-        self.stop()
+        """The host's reboot, then its services again (module docstring)."""
         self.host.reboot()
         self.start()
 
     def close(self) -> None:
         try:
-            super().close()
+            self.host.close()
         finally:
             write_sysctls(self.sysctls)
             self._remove_link()
             self._remove_cgroups()
-        if not os.environ.get("BOOTC_OPERATOR_KEEP_STATE"):
-            _rm_tree_unmounting(self.dir)
 
     def _remove_cgroups(self) -> None:
         """Deepest first; a cgroup whose last process is still exiting is retried."""
@@ -435,11 +552,11 @@ state = "{d}/containerd/state"
                             raise
                         time.sleep(0.1)
 
+    def log(self, unit: str, lines: int = 40) -> str:
+        """The end of a service's log (``kubelet``, ``containerd``)."""
+        with contextlib.suppress(OSError):
+            return log_tail(self.outside(LOG_DIR / f"{unit}.log"), lines)
+        return ""
+
     def kubelet_log(self, lines: int = 40) -> str:
-        return log_tail(self.dir / "logs" / "kubelet.log", lines)
-
-
-def _rm_tree_unmounting(path: Path) -> None:
-    shutil.rmtree(path, ignore_errors=True)
-    if path.exists():
-        raise StartupError(f"{path} could not be removed")
+        return self.log("kubelet", lines)
