@@ -143,8 +143,8 @@ class ApiWrites(CacheReads):
         return await self.patch_node(name, {"spec": {"unschedulable": value or None}}) is not None
 
     async def live_node(self, name: str) -> Obj | None:
-        """Node ``name`` as the API server has it now (None: gone), for what a lagging
-        cache must not decide: what a slot records as the Node's prior state."""
+        """Node ``name`` as the API server has it now (None: gone): only after a
+        conditional write found the cached copy stale (``hold_node``)."""
         try:
             return await get_object(self.api, NODES, name)
         except ApiError as err:
@@ -152,10 +152,15 @@ class ApiWrites(CacheReads):
                 return None
             raise
 
-    async def hold_node(self, name: str) -> bool:
+    async def hold_node(self, name: str, *, resource_version: str | None = None) -> bool:
         """A slot taken: cordon Node ``name`` and tell the autoscalers to leave it alone
-        (``slots.node_take_patch``), whatever the cache says; True when it exists."""
-        return await self.patch_node(name, node_take_patch()) is not None
+        (``slots.node_take_patch``); True when it exists. With ``resource_version``
+        only if the Node is still that version (else ``ApiError`` 409): the version
+        the slot's record of the Node was read from."""
+        patch = node_take_patch()
+        if resource_version is not None:
+            patch["metadata"]["resourceVersion"] = resource_version
+        return await self.patch_node(name, patch) is not None
 
     async def give_node_back(self, name: str, annotations: Mapping[str, str]) -> None:
         """Restore what a slot changed on Node ``name``, from its BootcNode's

@@ -24,8 +24,11 @@ retried from fresh caches:
    remove the slot annotations;
 2. **take** new slots: annotate the BootcNode (``bootc.dev/in-reboot-slot`` =
    time taken, ``bootc.dev/was-cordoned``, ``bootc.dev/autoscaler-prior``, read
-   from the live Node) *then* cordon the Node and annotate it for the
-   autoscalers (one write), then start its drain;
+   from the cached Node) *then* cordon the Node and annotate it for the
+   autoscalers (one write, conditional on the Node's resourceVersion as read, so
+   the record is exactly what the cordon replaced; on 409 the Node is read from
+   the server, the record corrected and the cordon tried again), then start its
+   drain;
 3. **health gate** (``spec.health``, ``health.py``): a holder that rebooted into
    the target keeps its slot until its checks pass; its BootcNode's
    ``bootc.dev/health-check`` annotation says which check is pending. A failed
@@ -126,6 +129,22 @@ def refused_because(err: Exception) -> str | None:
     if isinstance(err, ApiError) and err.status in REFUSED_STATUSES:
         return f"the API server refused the write ({err.status}): {err.message[:300]}"
     return None
+
+
+#: cordons tried on a take before the pass gives up (each after a 409: the Node moved)
+TAKE_ATTEMPTS = 3
+
+
+def slot_record(node: Obj | None) -> tuple[bool, str]:
+    """What a slot records of its Node: was it cordoned, and its autoscaler annotations
+    (``autoscaler.prior_record``). A Node not (or no longer) there had neither."""
+    meta = (node or {}).get("metadata") or {}
+    cordoned = bool((node or {}).get("spec", {}).get("unschedulable"))
+    return cordoned, prior_record(meta.get("annotations") or {})
+
+
+def resource_version(obj: Obj | None) -> str | None:
+    return None if obj is None else (obj["metadata"].get("resourceVersion") or None)
 
 
 def slot_taken_at(bn: Obj) -> dt.datetime | None:
@@ -533,30 +552,41 @@ class RolloutReconciler:
     async def _take(self, pool: Obj, bn: Obj) -> None:
         ctx = self.ctx
         name = bn["metadata"]["name"]
-        # What the slot will restore is read from the server: a lagging cache could
-        # show our own annotations of an earlier slot as the admin's.
-        node = await ctx.live_node(name)
-        was_cordoned = bool((node or {}).get("spec", {}).get("unschedulable"))
-        # bounded: a record that does not fit takes no slot (UnrecordableProtection)
-        prior = prior_record((node or {}).get("metadata", {}).get("annotations") or {})
+        # What the slot will restore is read from the cache (with this process's own
+        # writes), and the cordon is written only if the Node is still the version
+        # read: a lagging cache (one that could show our own annotations of an earlier
+        # slot as the admin's) fails the cordon with 409, and only then is the Node
+        # read from the server, the record corrected and the cordon tried again.
+        node = ctx.node(name)
         # The drain timeout counts from this stamp: the moment the take is written, to
         # the microsecond (issue 37 §6: a whole-second stamp from the start of the pass
         # cut drains short by up to a second plus the pass's earlier writes).
         taken = micro_time(ctx.now())
-        taking = take_patch(taken, was_cordoned=was_cordoned, autoscaler_prior=prior)
-        held = await ctx.patch_bootc_node(bn, taking)
-        try:
-            await ctx.hold_node(name)
-        except ApiError as err:
-            if err.status not in REFUSED_STATUSES:
-                raise  # the slot is held; the drain step cordons it on the next pass
-            # The Node refuses the cordon and annotations (e.g. its own annotations
-            # fill its size limit): the slot goes straight back, or it would be held
-            # by a node that is never cordoned nor drained. The merge patch that
-            # failed changed nothing, so this restores nothing but what it recorded.
-            await ctx.give_node_back(name, held["metadata"].get("annotations") or {})
-            await ctx.patch_bootc_node(held, release_patch(STAGED))
-            raise
+        recorded: tuple[bool, str] | None = None
+        was_cordoned = False
+        held = bn
+        for attempt in range(1, TAKE_ATTEMPTS + 1):
+            try:
+                # bounded: a record that does not fit takes no slot (UnrecordableProtection)
+                record = was_cordoned, prior = slot_record(node)
+            except UnrecordableProtection:
+                if recorded is not None:  # the Node read again: the slot was taken
+                    await self._untake(name, held)
+                raise
+            if record != recorded:  # the first time, or the Node read again says otherwise
+                taking = take_patch(taken, was_cordoned=was_cordoned, autoscaler_prior=prior)
+                held = await ctx.patch_bootc_node(held, taking)
+                recorded = record
+            try:
+                await ctx.hold_node(name, resource_version=resource_version(node))
+                break
+            except ApiError as err:
+                if err.status in REFUSED_STATUSES:
+                    await self._untake(name, held)
+                    raise
+                if not err.conflict or attempt == TAKE_ATTEMPTS:
+                    raise  # the slot is held; the drain step cordons it on the next pass
+            node = await ctx.live_node(name)
         pool_name = pool["metadata"]["name"]
         if was_cordoned:
             # Someone else cordoned it: we did not, and we will leave it cordoned.
@@ -571,6 +601,14 @@ class RolloutReconciler:
         self._report(
             pool, name, "Normal", "SlotTaken", msg, summary, node_reason=node_reason, step=True
         )
+
+    async def _untake(self, name: str, held: Obj) -> None:
+        """The Node refuses the cordon and annotations (e.g. its own annotations fill
+        its size limit): the slot goes straight back, or it would be held by a node
+        that is never cordoned nor drained. The merge patch that failed changed
+        nothing, so this restores nothing but what it recorded."""
+        await self.ctx.give_node_back(name, held["metadata"].get("annotations") or {})
+        await self.ctx.patch_bootc_node(held, release_patch(STAGED))
 
     async def _keep_held(self, pool_name: str, bn: Obj, *, cordon: bool) -> None:
         """Put back on a holder's Node what someone took off while its slot is held:
