@@ -22,19 +22,13 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from bootc_operator.controller.caches import BOOTC_NODE_TRANSFORM, NODE_TRANSFORM
 from bootc_operator.controller.routing import SECRET_WATCHES, Router
 from bootc_operator.gates.alertgate import AlertReconciler, GateStates
 from bootc_operator.gates.healthqueries import HealthQueries
-from bootc_operator.gates.prometheus import PrometheusClient, PrometheusOptions
-from bootc_operator.informers import (
-    SharedInformerFactory,
-    chain,
-    drop_paths,
-    intern_strings,
-    strip_bulk,
-)
+from bootc_operator.informers import SharedInformerFactory
 from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, NODES
 from bootc_operator.policy.nodescope import DEFAULT_POLICY
 from bootc_operator.policy.ownership import POOL_INDEX, index_by_pool
@@ -57,6 +51,9 @@ from bootc_operator.reconcilers.watchers.pullsecrets import Ref, SecretState, Se
 from bootc_operator.registry import RegistryClient, RegistryOptions
 from bootc_operator.runtime.events import EventRecorder
 from bootc_operator.workqueue import Clock, RateLimitingQueue, run_workers
+
+if TYPE_CHECKING:
+    from bootc_operator.gates.prometheus import PrometheusClient, PrometheusOptions
 
 log = logging.getLogger("controller")
 
@@ -103,7 +100,11 @@ class Controller:
         self.workers = workers
         self._informers()
         self.recorder = EventRecorder(api, instance=identity)
-        self.prometheus = PrometheusClient(prometheus) if prometheus is not None else None
+        self.prometheus: PrometheusClient | None = None
+        if prometheus is not None:  # the query client is loaded only when asked for
+            from bootc_operator.gates.prometheus import PrometheusClient  # noqa: PLC0415
+
+            self.prometheus = PrometheusClient(prometheus)
         self.registry = RegistryClient(registry)
         self._make_queues(clock)
         self.secrets = SecretWatcher(self.watch_api, on_change=self.router.secret_changed)
@@ -137,19 +138,11 @@ class Controller:
         """The shared informers: pools, BootcNodes (indexed by pool), Nodes."""
         self.factory = SharedInformerFactory(self.watch_api)
         self.pools = self.factory.informer(BOOTC_NODE_POOLS)
-        # One BootcNode per node, repeating the same keys, digests, reasons and messages;
-        # the sealed pull secret's ciphertext is never read back (its keyID is).
+        # One BootcNode and one Node per node: only what the reconcilers read (caches.py).
         self.bootc_nodes = self.factory.informer(
-            BOOTC_NODES,
-            indexers={POOL_INDEX: index_by_pool},
-            transform=chain(
-                strip_bulk, drop_paths(("spec", "sealedPullSecret", "data")), intern_strings
-            ),
+            BOOTC_NODES, indexers={POOL_INDEX: index_by_pool}, transform=BOOTC_NODE_TRANSFORM
         )
-        # Node objects are large (image lists) and numerous: keep only what we read.
-        self.nodes = self.factory.informer(
-            NODES, transform=chain(strip_bulk, drop_paths(("status", "images")), intern_strings)
-        )
+        self.nodes = self.factory.informer(NODES, transform=NODE_TRANSFORM)
 
     def _make_queues(self, clock: Clock | None) -> None:
         """One rate-limited queue per loop, and the router that feeds them."""

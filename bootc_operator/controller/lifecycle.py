@@ -26,9 +26,9 @@ import logging
 import os
 import socket
 import uuid
+from typing import TYPE_CHECKING
 
 from bootc_operator.controller.core import Controller
-from bootc_operator.gates.prometheus import PrometheusOptions
 from bootc_operator.kube import load_api_client
 from bootc_operator.reconcilers import metrics as m
 from bootc_operator.registry import RegistryOptions
@@ -36,7 +36,25 @@ from bootc_operator.runtime.leaderelection import LeaderElector
 from bootc_operator.runtime.metricsauth import ReviewLimits
 from bootc_operator.runtime.process import serve, unless_stopped, wait_first
 
+if TYPE_CHECKING:
+    from bootc_operator.gates.prometheus import PrometheusOptions
+
 log = logging.getLogger("controller")
+
+
+def prometheus_options(args: argparse.Namespace) -> PrometheusOptions | None:
+    """The Prometheus client's options; None (and its module never imported) without
+    ``--prometheus-url``."""
+    if not args.prometheus_url:
+        return None
+    from bootc_operator.gates.prometheus import PrometheusOptions  # noqa: PLC0415
+
+    return PrometheusOptions(
+        url=args.prometheus_url,
+        ca_file=args.prometheus_ca_file or None,
+        bearer_token_file=args.prometheus_bearer_token_file or None,
+        insecure_skip_verify=args.prometheus_insecure_skip_verify,
+    )
 
 
 async def run(args: argparse.Namespace) -> int:
@@ -63,14 +81,7 @@ async def run(args: argparse.Namespace) -> int:
             ca_file=args.registry_ca_file or None,
             insecure_registries=frozenset(args.insecure_registry or ()),
         ),
-        prometheus=PrometheusOptions(
-            url=args.prometheus_url,
-            ca_file=args.prometheus_ca_file or None,
-            bearer_token_file=args.prometheus_bearer_token_file or None,
-            insecure_skip_verify=args.prometheus_insecure_skip_verify,
-        )
-        if args.prometheus_url
-        else None,
+        prometheus=prometheus_options(args),
         alert_check_interval=args.alert_check_interval,
         node_events=args.node_events,
         node_scope_policy=args.node_scope_policy,

@@ -13,5 +13,21 @@ One room for everything that asks Prometheus whether a rollout may go on:
 
 The pure modules import only ``api``; :mod:`bootc_operator.policy` and
 ``kubectl bootc`` use them. Nothing here imports the reconcilers: they are handed
-what they read (a pool lookup, the client) and called back.
+what they read (a pool lookup, the client) and called back. The query client is
+imported only by a controller started with ``--prometheus-url`` (``ask`` below
+imports it with the first query).
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from bootc_operator.gates.prometheus import Querier
+
+
+async def ask(prometheus: Querier, promql: str) -> tuple[list[dict[str, Any]] | None, str]:
+    """``prometheus.ask``: (the result, "") or (None, why not)."""
+    from bootc_operator.gates import prometheus as client  # noqa: PLC0415
+
+    return await client.ask(prometheus, promql)

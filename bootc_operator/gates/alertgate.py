@@ -28,9 +28,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bootc_operator.api import constants as c
+from bootc_operator.gates import ask
 from bootc_operator.gates.alerts import (
     AlertGate,
     alert_query,
@@ -39,7 +40,6 @@ from bootc_operator.gates.alerts import (
     firing_gate,
     retry_delay,
 )
-from bootc_operator.gates.prometheus import Querier, ask
 from bootc_operator.gates.queries import (
     NO_PROMETHEUS,
     Answer,
@@ -48,6 +48,10 @@ from bootc_operator.gates.queries import (
 )
 
 Obj = dict[str, Any]
+
+
+if TYPE_CHECKING:
+    from bootc_operator.gates.prometheus import Querier
 
 log = logging.getLogger("alerts")
 

@@ -31,8 +31,9 @@ import contextlib
 import datetime as dt
 import logging
 from collections.abc import Callable, Collection, Sequence
+from typing import TYPE_CHECKING
 
-from bootc_operator.gates.prometheus import Querier, ask
+from bootc_operator.gates import ask
 from bootc_operator.gates.queries import (
     NO_PROMETHEUS,
     HealthQuery,
@@ -41,6 +42,9 @@ from bootc_operator.gates.queries import (
     for_node,
     observe,
 )
+
+if TYPE_CHECKING:
+    from bootc_operator.gates.prometheus import Querier
 
 log = logging.getLogger("health")
 

@@ -8,6 +8,9 @@ client and must ``await client.close()``.
 Every request says which process sent it: ``user_agent()``,
 ``bootc-operator/VERSION (POD; pid N)`` (``$POD_NAME``, else the host name), so
 an apiserver audit log tells two controller replicas apart.
+
+kubernetes_asyncio is imported through ``kube.slim``: its ~1,000 generated API
+and model classes are never loaded (the requests' bodies are plain dicts).
 """
 
 from __future__ import annotations
@@ -16,11 +19,14 @@ import os
 import socket
 from pathlib import Path
 
-from kubernetes_asyncio.client import ApiClient, Configuration
-from kubernetes_asyncio.config import load_incluster_config, load_kube_config
-
 from bootc_operator import __version__
 from bootc_operator.kube.lite import DEFAULT_MAX_CONNECTIONS, env_proxy
+from bootc_operator.kube.slim import (
+    ApiClient,
+    Configuration,
+    load_incluster_config,
+    load_kube_config,
+)
 
 __all__ = ["DEFAULT_MAX_CONNECTIONS", "env_proxy", "load_api_client", "user_agent"]
 

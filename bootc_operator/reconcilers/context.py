@@ -16,10 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubernetes_asyncio.client import ApiClient
-
 from bootc_operator.informers import Informer
 from bootc_operator.informers.overlay import Overlay
+from bootc_operator.kube import Api
 from bootc_operator.policy.nodestate import ViewCache
 from bootc_operator.policy.poolspec import PoolPolicy, check_pool
 from bootc_operator.reconcilers.cache import Obj, bootc_node_ref, node_ref, pool_ref
@@ -34,14 +33,14 @@ __all__ = ["Context", "Obj", "bootc_node_ref", "node_ref", "pool_ref"]
 class Context(ApiWrites):
     """The state the reads and writes share, the pools' policies and locks."""
 
-    api: ApiClient
+    api: Api
     pools: Informer
     bootc_nodes: Informer
     nodes: Informer
     recorder: EventRecorder
     # Long-lived streams (the drains' Pod watches) go through their own client so
     # they never hold the connections requests need; None: ``api``.
-    watch_api: ApiClient | None = None
+    watch_api: Api | None = None
     now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC)
     pool_overlay: Overlay = field(default_factory=Overlay)
     bn_overlay: Overlay = field(default_factory=Overlay)
@@ -56,7 +55,7 @@ class Context(ApiWrites):
     _policies: dict[str, tuple[tuple[Any, ...], PoolPolicy]] = field(default_factory=dict)
 
     @property
-    def streams(self) -> ApiClient:
+    def streams(self) -> Api:
         """The client for watches (``watch_api``, else ``api``)."""
         return self.watch_api if self.watch_api is not None else self.api
 

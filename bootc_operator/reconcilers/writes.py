@@ -10,7 +10,10 @@ read fails with 409 Conflict and the reconcile is retried from fresh caches, so
 e.g. rollout can never set Booted on a BootcNode whose desiredImage membership just
 changed. Merge patch was chosen over server-side apply because the writes are few,
 small and conditional, and a precondition is exactly the guard these invariants
-need. Each answer is recorded in the resource's overlay (``cache.CacheReads``).
+need. Each answer is recorded in the resource's overlay (``cache.CacheReads``),
+through its informer's transform first: what a write returns has the shape of a
+cached object (``controller/caches.py``: a Node is only the parts the
+reconcilers read).
 ``ApiWrites`` is the other half of the reconcilers' ``Context``.
 """
 
@@ -18,12 +21,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from kubernetes_asyncio.client import ApiClient
-
 from bootc_operator.kube import (
     BOOTC_NODE_POOLS,
     BOOTC_NODES,
     NODES,
+    Api,
     ApiError,
     create_object,
     delete_object,
@@ -41,10 +43,10 @@ class ApiWrites(CacheReads):
     """Writes to BootcNodes, Nodes, pools and Pods (evictions); a write that needs to
     know what the cache says (a Node still there) reads it through ``CacheReads``."""
 
-    api: ApiClient
+    api: Api
 
     async def create_bootc_node(self, body: Obj) -> Obj:
-        created = await create_object(self.api, BOOTC_NODES, body)
+        created = self.bootc_nodes.transform(await create_object(self.api, BOOTC_NODES, body))
         name = created["metadata"]["name"]
         self.bn_overlay.wrote(name, created)
         if owner := pool_of(created):
@@ -57,7 +59,7 @@ class ApiWrites(CacheReads):
         if precondition:
             meta = patch.setdefault("metadata", {})
             meta["resourceVersion"] = obj["metadata"]["resourceVersion"]
-        updated = await patch_object(self.api, BOOTC_NODES, name, patch)
+        updated = self.bootc_nodes.transform(await patch_object(self.api, BOOTC_NODES, name, patch))
         self.bn_overlay.wrote(name, updated)
         return updated
 
@@ -76,7 +78,7 @@ class ApiWrites(CacheReads):
     async def patch_node(self, name: str, patch: Obj) -> Obj | None:
         """Merge-patch a Node; None when it no longer exists."""
         try:
-            updated = await patch_object(self.api, NODES, name, patch)
+            updated = self.nodes.transform(await patch_object(self.api, NODES, name, patch))
         except ApiError as err:
             if err.not_found:
                 return None

@@ -61,11 +61,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from kubernetes_asyncio.client import ApiClient
 from prometheus_client import Counter
 
 from bootc_operator.api.timefmt import micro_time, now_rfc3339
-from bootc_operator.kube import ApiError, Resource, create_object, patch_object
+from bootc_operator.kube import Api, ApiError, Resource, create_object, patch_object
 
 log = logging.getLogger("events")
 
@@ -167,7 +166,7 @@ BatchKey = tuple[ObjectRef, str, str, str]  # (object, type, reason, action)
 class EventRecorder:
     def __init__(
         self,
-        api: ApiClient,
+        api: Api,
         *,
         controller: str = "bootc.dev/bootc-operator",
         instance: str = "",

@@ -48,10 +48,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from kubernetes_asyncio.client import ApiClient
-
 from bootc_operator.api.timefmt import micro_time
-from bootc_operator.kube import LEASES, ApiError, create_object, get_object, request_json
+from bootc_operator.kube import LEASES, Api, ApiError, create_object, get_object, request_json
 
 log = logging.getLogger("leaderelection")
 
@@ -99,7 +97,7 @@ def decide(record: LeaseRecord | None, identity: str, observed_at: float, now: f
 class LeaderElector:
     def __init__(
         self,
-        api: ApiClient,
+        api: Api,
         namespace: str,
         name: str,
         identity: str,

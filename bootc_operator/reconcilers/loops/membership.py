@@ -60,7 +60,6 @@ from bootc_operator.policy.slots import (
 from bootc_operator.reconcilers.context import Context, Obj, pool_ref
 from bootc_operator.reconcilers.fanout import each
 from bootc_operator.reconcilers.watchers.pullsecrets import SecretState
-from bootc_operator.sealing import SealingError, key_id, seal
 
 log = logging.getLogger("membership")
 
@@ -147,6 +146,14 @@ class MembershipReconciler:
         """The spec fields that (re)seal or clear ``sealedPullSecret`` for this member
         (``sealing_plan.seal_action``); {} when the blob stays as it is."""
         node = bn["metadata"]["name"]
+        spec = bn.get("spec") or {}
+        if not wanted.ref:
+            # The pool names no pull secret: a blob left is cleared, nothing is sealed
+            # (and sealing's cryptography, ~8 MiB, is never loaded).
+            action = seal_action(spec, None, None, None)
+            return {"sealedPullSecret": None} if action is SealAction.CLEAR else {}
+        from bootc_operator.sealing import SealingError, key_id, seal  # noqa: PLC0415
+
         published = (bn.get("status") or {}).get("sealingKey")
         node_key: str | None = None
         if isinstance(published, str):
@@ -154,7 +161,7 @@ class MembershipReconciler:
                 node_key = key_id(published)
             except SealingError as err:
                 self._bad_key(node, published, err)
-        action = seal_action(bn.get("spec") or {}, wanted.ref, wanted.hash, node_key)
+        action = seal_action(spec, wanted.ref, wanted.hash, node_key)
         if action is SealAction.CLEAR:
             return {"sealedPullSecret": None}
         if (
@@ -178,7 +185,7 @@ class MembershipReconciler:
         )
         return {"sealedPullSecret": sealed.to_wire()}
 
-    def _bad_key(self, node: str, published: str, err: SealingError) -> None:
+    def _bad_key(self, node: str, published: str, err: Exception) -> None:
         """Log an unusable status.sealingKey once per node and key: nothing is sealed to it."""
         if self._bad_keys.get(node) != published:
             self._bad_keys[node] = published

@@ -50,11 +50,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kubernetes_asyncio.client import ApiClient
-
 from bootc_operator import safejson
 from bootc_operator.informers import EventHandler, Informer
-from bootc_operator.kube import SECRETS
+from bootc_operator.kube import SECRETS, Api
 from bootc_operator.registry import InvalidDockerConfig, parse_docker_config
 from bootc_operator.registry.hostauth import HostAuthError, host_auth_json
 
@@ -126,7 +124,7 @@ def version_hash(secret: Mapping[str, Any]) -> str:
 
 
 class SecretWatcher:
-    def __init__(self, api: ApiClient, on_change: Callable[[Ref], None]) -> None:
+    def __init__(self, api: Api, on_change: Callable[[Ref], None]) -> None:
         self.api = api
         self._on_change = on_change
         self._informers: dict[Ref, Informer] = {}
