@@ -31,6 +31,9 @@ The controller runs in-process, so its metrics are read from the registry.
   keeps its slot and is not told to reboot) while a pod without one is evicted;
   set to true, the held pod is evicted and the node updates. Unset, it is
   evicted as it always was.
+- A drain a PodDisruptionBudget holds waits for the budget (issue 39 §3), not a
+  timer: the PDB allowing a disruption, or deleted, gets the pod evicted while the
+  drain's own retry is an hour away.
 """
 
 from __future__ import annotations
@@ -628,4 +631,90 @@ async def test_pods_with_emptydir_data_are_evicted_when_the_setting_is_unset(
         assert not await pod_exists(api, pod)
         assert outcomes(group, "EmptyDirData") == 0.0
     assert not monitor.summary.violations, monitor.summary.violations
+    await delete_quietly(api, BOOTC_NODE_POOLS, group)
+
+
+async def create_budget(api: ApiClient, name: str, labels: dict[str, str]) -> None:
+    """A PDB (minAvailable 1) whose status, as no disruption controller runs here, the
+    test writes: one healthy pod, no disruption allowed."""
+    body = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": labels}},
+    }
+    await request_json(api, "POST", PDB_PATH, body=body)
+    await budget_status(api, name, healthy=1, allowed=0)
+
+
+async def budget_status(api: ApiClient, name: str, *, healthy: int, allowed: int) -> None:
+    pdb = await request_json(api, "GET", f"{PDB_PATH}/{name}")
+    status = {
+        "observedGeneration": pdb["metadata"]["generation"],
+        "currentHealthy": healthy,
+        "desiredHealthy": 1,
+        "expectedPods": healthy,
+        "disruptionsAllowed": allowed,
+    }
+    await request_json(
+        api,
+        "PATCH",
+        f"{PDB_PATH}/{name}/status",
+        body={"status": status},
+        content_type="application/merge-patch+json",
+    )
+
+
+async def test_a_drain_a_budget_holds_goes_on_when_the_budget_allows_or_goes(
+    api: ApiClient, fleet: Fleet
+) -> None:
+    """Issue 39 §3. Two nodes, one slot, a pod on each under its own PodDisruptionBudget:
+    the first one's status (written by the test: no disruption controller runs here)
+    allows no disruption, the second has none yet (the apiserver refuses as well).
+    Each drain's eviction is refused and the drain waits for the budget, its
+    safety-net retry set an hour away: only a change of the budget can move it. The
+    first PDB's status allowing a disruption (a replacement pod Ready) gets its pod
+    evicted; the second PDB deleted gets the other's; both nodes update (the slot
+    goes to either node first)."""
+    group = unique_name("dbudget")
+    nodes = await add_nodes(fleet, group, 2, image(1))
+    pods = [f"{group}-pod{i}" for i in range(2)]
+    for node, pod in zip(nodes, pods, strict=True):
+        await create_pod(api, pod, node, {"app": pod})
+    await create_budget(api, pods[0], {"app": pods[0]})
+    await create_blocking_pdb(api, pods[1], {"app": pods[1]})
+    try:
+        async with SafetyMonitor(api, group, 1) as monitor, running_controller(api) as ctl:
+            ctl.drains.budget_fallback = 3600.0
+
+            def waiting() -> str:
+                """The pod whose drain waits for its budget ("" while none does)."""
+                for node, pod in zip(nodes, pods, strict=True):
+                    res = ctl.drains.result(node)
+                    if res is not None and f"default/{pod}" in res.budget_waits:
+                        return pod
+                return ""
+
+            await pool_on_image_1(api, group)
+            await start(api, group)
+            for _ in pods:
+                pod = await wait_for(waiting, 120, "a drain waiting for its pod's budget")
+                assert await pod_exists(api, pod)
+                if pod == pods[0]:
+                    await budget_status(api, pod, healthy=2, allowed=1)
+                else:
+                    await request_json(api, "DELETE", f"{PDB_PATH}/{pod}")
+                how = "allows a disruption" if pod == pods[0] else "is deleted"
+
+                async def gone(pod: str = pod) -> bool:
+                    return not await pod_exists(api, pod)
+
+                await wait_for(gone, 30, f"{pod} evicted once its PDB {how}")
+            await wait_for(lambda: updated(api, group, 2), 120, "both nodes updated")
+        assert not monitor.summary.violations, monitor.summary.violations
+    finally:
+        for pod in pods:
+            await delete_pod(api, pod, 0)
+            with contextlib.suppress(ApiError):
+                await request_json(api, "DELETE", f"{PDB_PATH}/{pod}")
     await delete_quietly(api, BOOTC_NODE_POOLS, group)

@@ -414,6 +414,7 @@ core pods list,watch,delete
 core pods/eviction create
 admissionregistration.k8s.io validatingadmissionpolicies[{POLICY}] get,list,watch
 admissionregistration.k8s.io validatingadmissionpolicybindings[{POLICY}] get,list,watch
+policy poddisruptionbudgets list,watch
 authentication.k8s.io tokenreviews create
 authorization.k8s.io subjectaccessreviews create
 """

@@ -65,6 +65,9 @@ PODS: Final = Resource("", "v1", "pods", namespaced=True, kind="Pod")
 SECRETS: Final = Resource("", "v1", "secrets", namespaced=True, kind="Secret")
 EVENTS: Final = Resource("events.k8s.io", "v1", "events", namespaced=True, kind="Event")
 LEASES: Final = Resource("coordination.k8s.io", "v1", "leases", namespaced=True, kind="Lease")
+POD_DISRUPTION_BUDGETS: Final = Resource(
+    "policy", "v1", "poddisruptionbudgets", namespaced=True, kind="PodDisruptionBudget"
+)
 BOOTC_NODE_POOLS: Final = Resource(
     c.GROUP, c.VERSION, c.POOL_PLURAL, namespaced=False, kind=c.POOL_KIND
 )

@@ -32,6 +32,13 @@ What a drain past its timeout does (``timeout_action``), from
 An eviction refused for another reason than a PodDisruptionBudget (an admission
 webhook or policy denies it: 400/403/422/500...) is retried with the same capped
 backoff as a 429, never treated as fatal (``refusal_kind`` names which).
+
+An eviction a PodDisruptionBudget refused (429) waits for that budget instead:
+``budget_covers`` says which PDBs cover a pod (its namespace, their selector: in
+policy/v1 an empty selector covers every pod of the namespace, none covers none),
+``budget_allows`` when one allows a disruption again (``status.disruptionsAllowed``
+positive, for its current generation); ``slim_budget`` is what the drains' PDB
+cache keeps of one.
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ from enum import StrEnum
 from typing import Any, Final
 
 from bootc_operator.policy.nodestate import NodeState, NodeView
+from bootc_operator.policy.selectors import InvalidSelector, matches, validate_selector
 
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 
@@ -211,6 +219,45 @@ def timeout_action(policy: DrainPolicy, skips: int) -> TimeoutAction:
 def refusal_kind(status: int) -> str:
     """``pdb`` for a PodDisruptionBudget's 429, ``denied`` for any other refusal."""
     return "pdb" if status == 429 else "denied"
+
+
+def budget_covers(pdb: Mapping[str, Any], namespace: str, labels: Mapping[str, str] | None) -> bool:
+    """Whether PodDisruptionBudget ``pdb`` covers a pod of ``namespace`` with ``labels``."""
+    if (pdb.get("metadata") or {}).get("namespace") != namespace:
+        return False
+    selector = (pdb.get("spec") or {}).get("selector")
+    if selector is None:
+        return False
+    try:
+        validate_selector(selector)
+    except InvalidSelector:
+        return False
+    return matches(selector, labels)
+
+
+def budget_allows(pdb: Mapping[str, Any]) -> bool:
+    """Whether ``pdb`` allows a disruption now, as its status says for its generation."""
+    status = pdb.get("status") or {}
+    allowed = status.get("disruptionsAllowed")
+    generation = (pdb.get("metadata") or {}).get("generation")
+    observed = status.get("observedGeneration")
+    current = generation is None or (isinstance(observed, int) and observed >= generation)
+    return isinstance(allowed, int) and allowed > 0 and current
+
+
+def slim_budget(pdb: dict[str, Any]) -> dict[str, Any]:
+    """What the drains read of a PodDisruptionBudget (``budget_covers``, ``budget_allows``)."""
+    meta = pdb.get("metadata") or {}
+    status = pdb.get("status") or {}
+    return {
+        "metadata": {
+            k: meta[k] for k in ("name", "namespace", "resourceVersion", "generation") if k in meta
+        },
+        "spec": {"selector": (pdb.get("spec") or {}).get("selector")},
+        "status": {
+            k: status[k] for k in ("disruptionsAllowed", "observedGeneration") if k in status
+        },
+    }
 
 
 def overdue_drains(

@@ -10,7 +10,10 @@ staging at once. Then N = 20 real daemon processes on simulated hosts
 (``hack.perf.daemons``): idle RSS and CPU, API requests per node per rollout, and
 the rollout time with soft reboots (``rebootPolicy: AllowSoftReboot``, a userspace-only
 image; ``--soft-reboot-seconds``, default R/4) against full ones (R)
-(``--no-soft-rollout`` skips that rollout).
+(``--no-soft-rollout`` skips that rollout). Before the daemons, a drain a
+PodDisruptionBudget holds (``hack.perf.pdbdrain``, ``--pdb-rounds``): the time from
+its replacement pod turning Ready (``--replacement-seconds`` after the slot was
+taken) to the eviction.
 
 Prints the machine and a table; writes every figure as JSON (``--json``,
 default ``.cache/bench/results.json``). Nothing fails on a number. The machine
@@ -30,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from bootc_operator.logs import setup_logging
-from hack.perf import daemons, scale
+from hack.perf import daemons, pdbdrain, scale
 from hack.perf.analysis import CHAIN_STEPS
 from hack.perf.procinfo import machine
 
@@ -131,6 +134,10 @@ def table(results: dict[str, Any]) -> str:
     )
     row("4. controller peak RSS (MiB)", lambda r: r["controller"]["peak_rss_mib"])
     row(
+        "   start to ready: process start -> /readyz (s)",
+        lambda r: r["controller_start"]["seconds_to_ready"],
+    )
+    row(
         "   controller CPU s: membership / rollout / whole run",
         lambda r: (
             f"{r['membership']['cpu']['controller']:.1f} / "
@@ -138,6 +145,13 @@ def table(results: dict[str, Any]) -> str:
         ),
     )
     row("   API requests, whole run", lambda r: r["controller"]["requests_total"])
+    row(
+        "   API requests, not Events / GET nodes",
+        lambda r: (
+            f"{sum(v for k, v in r['controller']['requests'].items() if 'events' not in k)}"
+            f" / {r['controller']['requests'].get('GET nodes', 0)}"
+        ),
+    )
     for verb in ("POST", "PATCH", "DELETE", "GET", "LIST", "WATCH"):
         row(f"     {verb}", lambda r, v=verb: r["controller"]["requests_by_verb"].get(v, 0))
     row(
@@ -169,8 +183,8 @@ def table(results: dict[str, Any]) -> str:
     label_w = max(len(label) for label, _ in rows)
     col_w = max([12, *(len(c) for _, cells in rows for c in cells)])
     head = " " * label_w + "".join(f"  {'N=' + str(r['nodes']):>{col_w}}" for r in sizes)
-    lines = [head]
-    for label, cells in rows:
+    lines = [head] if sizes else []
+    for label, cells in rows if sizes else ():
         lines.append(f"{label:<{label_w}}" + "".join(f"  {c:>{col_w}}" for c in cells))
     for r in sizes:
         if "timed_out" in r:
@@ -182,6 +196,17 @@ def table(results: dict[str, Any]) -> str:
                 f"{t['controller_cpu_seconds']:.0f} CPU s, "
                 f"peak RSS {t['controller_peak_rss_mib']} MiB)"
             )
+    pdb = results.get("pdb_drain")
+    if pdb:
+        ready = pdb["ready_to_eviction"]
+        lines += [
+            "",
+            f"6. a drain held by a PodDisruptionBudget, its replacement pod Ready "
+            f"{pdb['replacement_seconds']:g} s after the slot was taken ({pdb['rounds']} rounds):",
+            f"   Ready -> eviction p50 {_ms(ready.get('p50'))} ms, max {_ms(ready.get('max'))} ms "
+            f"(each: {', '.join(f'{x * 1000:.0f}' for x in pdb['samples'])} ms); "
+            f"evictions tried per round {pdb['evictions_per_round']}",
+        ]
     d = results.get("daemons")
     if d:
         idle, roll = d["idle"], d["rollout"]
@@ -230,7 +255,9 @@ def write(path: Path, results: dict[str, Any]) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="hack/bench", description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="N = 100 only (and the daemons)")
-    p.add_argument("--sizes", help="comma-separated N values (default 100,1000,5000)")
+    p.add_argument(
+        "--sizes", help="comma-separated N values (default 100,1000,5000; 'none': no size)"
+    )
     p.add_argument("--json", type=Path, default=DEFAULT_JSON, help="where to write the figures")
     p.add_argument("--reboot-seconds", type=float, default=3.0, help="simulated reboot time R")
     p.add_argument(
@@ -259,6 +286,18 @@ def main(argv: list[str] | None = None) -> int:
         default=900.0,
         help="give up a size after waiting this long for one phase (its figures so far are kept)",
     )
+    p.add_argument(
+        "--pdb-rounds",
+        type=int,
+        default=3,
+        help="rounds of the drain a PodDisruptionBudget holds (0: skip)",
+    )
+    p.add_argument(
+        "--replacement-seconds",
+        type=float,
+        default=5.0,
+        help="after how long the held pod's replacement turns Ready (the PDB allows)",
+    )
     p.add_argument("--logs", type=Path, help="keep component logs here (default: a temp dir)")
     p.add_argument(
         "--profile",
@@ -281,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
 
     sizes = [100] if args.quick else [100, 1000, 5000]
     if args.sizes:
-        sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+        sizes = [int(s) for s in args.sizes.split(",") if s.strip() and s.strip() != "none"]
     compare = {100} if args.quick else {1000}
     if args.stage_ahead_sizes:
         spec = args.stage_ahead_sizes.strip()
@@ -310,6 +349,19 @@ def main(argv: list[str] | None = None) -> int:
             results["sizes"].append(scale.run(n, sized, logs / f"n{n}"))
             write(args.json, results)  # partial figures survive an interrupted run
             print(table(results), flush=True)
+        if args.pdb_rounds:
+            results["pdb_drain"] = pdbdrain.run(
+                pdbdrain.Options(
+                    rounds=args.pdb_rounds,
+                    replacement_seconds=args.replacement_seconds,
+                    reboot_seconds=args.reboot_seconds,
+                    stage_seconds=args.stage_seconds,
+                    workers=args.workers,
+                    controller_source=args.controller_source,
+                ),
+                logs / "pdb",
+            )
+            write(args.json, results)
         if args.daemons:
             results["daemons"] = daemons.run(
                 args.daemons,

@@ -1,5 +1,6 @@
 """The drain policy's pure parts: spec.rollout.drain parsed, what a timed-out drain
-does, which holders halt the pool, Skip's order and the Halt message."""
+does, which holders halt the pool, Skip's order and the Halt message, and which
+PodDisruptionBudgets a refused pod waits for."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from bootc_operator.policy.drainplan import (
     DrainPolicy,
     TimeoutAction,
     blocking_message,
+    budget_allows,
+    budget_covers,
     drain_state,
     emptydir_volumes,
     halt_message,
@@ -24,6 +27,7 @@ from bootc_operator.policy.drainplan import (
     keeps_emptydir_data,
     overdue_drains,
     refusal_kind,
+    slim_budget,
     timeout_action,
 )
 from bootc_operator.policy.nodestate import NodeState, drain_skips_of
@@ -242,3 +246,74 @@ def test_a_held_pod_blocks_the_drain_with_the_named_reason_and_its_volumes() -> 
         again = drain_state(pods, setting)
         assert again.evict == ("ns/api", "ns/job", "ns/web") and not again.held
     assert drain_state(pods) == drain_state(pods, None)
+
+
+def pdb(
+    selector: dict[str, Any] | None,
+    namespace: str = "apps",
+    *,
+    allowed: int | None = None,
+    generation: int = 2,
+    observed: int | None = 2,
+) -> dict[str, Any]:
+    status: dict[str, Any] = {}
+    if allowed is not None:
+        status["disruptionsAllowed"] = allowed
+    if observed is not None:
+        status["observedGeneration"] = observed
+    return {
+        "metadata": {"name": "web", "namespace": namespace, "generation": generation},
+        "spec": {"selector": selector},
+        "status": status,
+    }
+
+
+@pytest.mark.parametrize(
+    ("selector", "namespace", "labels", "covers"),
+    [
+        ({"matchLabels": {"app": "web"}}, "apps", {"app": "web", "x": "y"}, True),
+        ({"matchLabels": {"app": "web"}}, "apps", {"app": "db"}, False),
+        ({"matchLabels": {"app": "web"}}, "other", {"app": "web"}, False),  # its namespace only
+        ({}, "apps", {}, True),  # policy/v1: an empty selector covers the whole namespace
+        (None, "apps", {"app": "web"}, False),  # no selector covers nothing
+        ({"matchExpressions": [{"key": "app", "operator": "In", "values": ["web"]}]}, "apps",
+         {"app": "web"}, True),
+        ({"matchLabels": {"app": "-bad-"}}, "apps", {"app": "-bad-"}, False),  # invalid
+    ],
+)  # fmt: skip
+def test_a_budget_covers_the_pods_of_its_namespace_its_selector_matches(
+    selector: dict[str, Any] | None, namespace: str, labels: dict[str, str], covers: bool
+) -> None:
+    assert budget_covers(pdb(selector), namespace, labels) is covers
+
+
+@pytest.mark.parametrize(
+    ("allowed", "generation", "observed", "allows"),
+    [
+        (1, 2, 2, True),
+        (0, 2, 2, False),
+        (None, 2, 2, False),  # no status yet
+        (1, 3, 2, False),  # the status is of an older spec
+        (1, 2, None, False),
+        (2, 2, 3, True),
+    ],
+)
+def test_a_budget_allows_a_disruption_when_its_current_status_says_so(
+    allowed: int | None, generation: int, observed: int | None, allows: bool
+) -> None:
+    budget = pdb({}, allowed=allowed, generation=generation, observed=observed)
+    assert budget_allows(budget) is allows
+
+
+def test_a_slim_budget_keeps_what_covers_and_allows_read() -> None:
+    full = pdb({"matchLabels": {"app": "web"}}, allowed=1)
+    full["metadata"] |= {"uid": "u", "resourceVersion": "7", "managedFields": [{"a": 1}]}
+    full["spec"]["minAvailable"] = 1
+    full["status"] |= {"currentHealthy": 3, "desiredHealthy": 2, "disruptedPods": {"p": "t"}}
+    slim = slim_budget(full)
+    assert slim == {
+        "metadata": {"name": "web", "namespace": "apps", "resourceVersion": "7", "generation": 2},
+        "spec": {"selector": {"matchLabels": {"app": "web"}}},
+        "status": {"disruptionsAllowed": 1, "observedGeneration": 2},
+    }
+    assert budget_covers(slim, "apps", {"app": "web"}) and budget_allows(slim)

@@ -33,20 +33,26 @@ Pods that must leave (``drainplan``) are evicted; every eviction and Force
 DELETE carries the pod's uid as a precondition, so a pod recreated under the
 same name meanwhile (elsewhere, by its controller) is never the one removed
 (409 Conflict: the pod meant is gone); 429 (a PodDisruptionBudget
-says no) and other refusals are remembered with the server's message and
-retried with capped backoff; otherwise the task waits for pod events on its
-node rather than polling. When nothing is left it reports done. Timeouts are
-the reconciler's business (it knows when the slot was taken, which survives
-restarts; the task does not); past one, ``onTimeout: Force`` makes the
-reconciler call ``force(node)``: from then on the task DELETEs each pod left
-(no Eviction, so no PodDisruptionBudget is asked), with one
-``PodForceDeleted`` Warning per pod. An eviction refused otherwise than by a
-PodDisruptionBudget (an admission webhook or ValidatingAdmissionPolicy denies
-it) is retried like a 429 and counted (``drain_outcomes_total{outcome=Denied}``,
-once per pod and drain). Under ``deleteEmptyDirData: false`` a pod with
-emptyDir data is held, never evicted nor deleted (``drainplan``): the drain is
-blocked by it, named with the reason ``EmptyDirData`` in a DrainBlocked Warning
-and the pool's status, counted (``drain_outcomes_total{outcome=EmptyDirData}``),
+says no) and other refusals are remembered with the server's message. A pod a
+PodDisruptionBudget refused waits for that budget (``budgets.BudgetWatch``: the
+PDBs, watched from the first such refusal): the drain tries again as soon as a
+PDB covering it allows a disruption, changes its selector or goes away, with a
+retry every ``budget_fallback`` seconds (30) only as a safety net. Refusals with
+no PDB to wait for (none covers the pod, the PDBs cannot be listed, an
+admission check denied it) are retried with capped backoff (1 s doubling to
+30 s). Otherwise the task waits for pod events on its node rather than polling.
+When nothing is left it reports done. Timeouts are the reconciler's business (it
+knows when the slot was taken, which survives restarts; the task does not); past
+one, ``onTimeout: Force`` makes the reconciler call ``force(node)``: from then on
+the task DELETEs each pod left (no Eviction, so no PodDisruptionBudget is asked),
+with one ``PodForceDeleted`` Warning per pod. An eviction refused otherwise than
+by a PodDisruptionBudget (an admission webhook or ValidatingAdmissionPolicy
+denies it) is retried with backoff and counted
+(``drain_outcomes_total{outcome=Denied}``, once per pod and drain). Under
+``deleteEmptyDirData: false`` a pod with emptyDir data is held, never evicted
+nor deleted (``drainplan``): the drain is blocked by it, named with the reason
+``EmptyDirData`` in a DrainBlocked Warning and the pool's status, counted
+(``drain_outcomes_total{outcome=EmptyDirData}``),
 and goes on as soon as the pod goes or the pool's setting lets it go.
 """
 
@@ -66,6 +72,7 @@ from bootc_operator.policy.drainplan import (
     EMPTYDIR_REASON,
     MIRROR_ANNOTATION,
     blocking_message,
+    budget_covers,
     drain_state,
     emptydir_volumes,
     pod_key,
@@ -74,11 +81,15 @@ from bootc_operator.policy.drainplan import (
 )
 from bootc_operator.reconcilers.context import Context, Obj
 from bootc_operator.reconcilers.metrics import DRAIN_DURATION, DRAIN_OUTCOMES
+from bootc_operator.reconcilers.watchers.budgets import BudgetWatch
 from bootc_operator.runtime.events import ObjectRef
 
 log = logging.getLogger("drain")
 
 SYNC_CONCURRENCY: Final = 64  # drains reading their first pod list at the same time
+#: seconds between tries of an eviction a PodDisruptionBudget refused, if no change
+#: of the budget woke the drain first (a safety net: the PDB watch wakes it)
+BUDGET_FALLBACK: Final = 30.0
 
 
 @dataclass
@@ -104,6 +115,8 @@ class DrainResult:
     #: past its timeout under onTimeout Halt (its Event and metric are sent once)
     halted: bool = False
     denied: set[str] = field(default_factory=set)  # pods an admission check refused
+    #: pods a PodDisruptionBudget refused that one covers: key -> (namespace, labels)
+    budget_waits: dict[str, tuple[str, Mapping[str, str]]] = field(default_factory=dict)
     held: set[str] = field(default_factory=set)  # pods held for their emptyDir data
 
     @property
@@ -144,6 +157,8 @@ def slim_pod(pod: Obj) -> Obj:
         slim_meta["ownerReferences"] = owners
     if MIRROR_ANNOTATION in annotations:
         slim_meta["annotations"] = {MIRROR_ANNOTATION: annotations[MIRROR_ANNOTATION]}
+    if meta.get("labels"):  # which PodDisruptionBudgets cover it
+        slim_meta["labels"] = meta["labels"]
     spec = pod.get("spec", {})
     slim_spec: Obj = {"nodeName": spec.get("nodeName")}
     # deleteEmptyDirData reads which volumes are emptyDir (their names, nothing else)
@@ -170,6 +185,8 @@ class DrainManager:
         # the connections (and memory) of such a wave; a drain that must wait for
         # evictions holds its watch, not a permit.
         self._syncing = asyncio.Semaphore(SYNC_CONCURRENCY)
+        self.budgets = BudgetWatch(ctx.streams, on_change=self._budget_changed)
+        self.budget_fallback = BUDGET_FALLBACK
 
     def result(self, node: str) -> DrainResult | None:
         return self._results.get(node)
@@ -230,6 +247,13 @@ class DrainManager:
         if event is not None:
             event.set()
 
+    def _budget_changed(self, pdb: Obj) -> None:
+        """A PDB allows a disruption, changed its selector or went away: the drains
+        waiting on a pod it covers try again now."""
+        for node, res in list(self._results.items()):
+            if any(budget_covers(pdb, ns, labels) for ns, labels in res.budget_waits.values()):
+                self.poke(node)
+
     def blocked(self) -> dict[str, DrainResult]:
         return {n: r for n, r in self._results.items() if r.blocked}
 
@@ -245,6 +269,7 @@ class DrainManager:
         for task in self.cancel_all():
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        await self.budgets.stop()
 
     # ---------------------------------------------------------------- the task
 
@@ -348,8 +373,10 @@ class DrainManager:
             if freed:
                 self._on_change(node, res.pool)
             self._hold(node, res, state.held)
-            refused = False
-            uids = {pod_key(p): p["metadata"].get("uid", "") for p in pods.list()}
+            refusals = 0
+            by_budget: dict[str, tuple[str, Mapping[str, str]]] = {}
+            cached = {pod_key(p): p for p in pods.list()}
+            uids = {key: p["metadata"].get("uid", "") for key, p in cached.items()}
             for key in state.evict:
                 namespace, name = key.split("/", 1)
                 try:
@@ -365,13 +392,16 @@ class DrainManager:
                         # namesake, which the node's pod watch shows if it is ours
                         res.blocked_by.pop(key, None)
                         continue
-                    refused = True
+                    refusals += 1
                     res.blocked_by[key] = err.message or str(err)
-                    if refusal_kind(err.status) == "denied" and key not in res.denied:
+                    if refusal_kind(err.status) == "pdb":
+                        labels = (cached.get(key) or {}).get("metadata", {}).get("labels") or {}
+                        by_budget[key] = (namespace, labels)
+                    elif key not in res.denied:
                         res.denied.add(key)
                         DRAIN_OUTCOMES.labels(res.pool, "Denied").inc()
                 except (OSError, TimeoutError) as err:
-                    refused = True
+                    refusals += 1
                     res.blocked_by[key] = str(err)
             if res.blocked_by and not res.reported_blocked:
                 res.reported_blocked = True
@@ -381,14 +411,26 @@ class DrainManager:
                     self.ctx.node_ref(node), "Warning", "DrainBlocked", "Drain", message
                 )
                 self._on_change(node, res.pool)
-            delay = backoff.next() if refused else 30.0
-            if res.force and refused:
+            delay = backoff.next() if refusals else 30.0
+            res.budget_waits = {}
+            # every refusal a budget's, and a PDB covers each pod: wait for those PDBs
+            if refusals and len(by_budget) == refusals and await self._covered(by_budget):
+                res.budget_waits = by_budget
+                delay = self.budget_fallback
+            if res.force and refusals:
                 delay = min(delay, 5.0)
-            if not refused:
+            if not refusals:
                 backoff.reset()
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(delay):
                     await wake.wait()
+
+    async def _covered(self, pods: Mapping[str, tuple[str, Mapping[str, str]]]) -> bool:
+        """Whether a PodDisruptionBudget covers each of ``pods`` (False: unknown)."""
+        for namespace, labels in pods.values():
+            if not await self.budgets.covering(namespace, labels):
+                return False
+        return True
 
     def _hold(self, node: str, res: DrainResult, held: Mapping[str, str]) -> None:
         """Name the pods kept for their emptyDir data as what blocks the drain; each
