@@ -11,6 +11,7 @@ monitor, ``hack.testenv.monitor.SafetyMonitor``, as in the system tests.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import os
 import signal
 import subprocess
@@ -25,6 +26,17 @@ from bootc_operator.kube import BOOTC_NODE_POOLS, LEASES, PODS, ApiError, create
 from bootc_operator.kube.rest import delete_object, get_object, patch_object, request_json
 from hack.testenv.controlplane import free_port
 from hack.testenv.fleet import Fleet
+
+
+class WallClock:
+    """The in-process controller's ``Context.now``, set by the test: the passes that
+    decide by time are the ones the test runs."""
+
+    def __init__(self, at: dt.datetime) -> None:
+        self.at = at
+
+    def __call__(self) -> dt.datetime:
+        return self.at
 
 
 async def add_nodes(fleet: Fleet, group: str, n: int, booted: str, **labels: str) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 from typing import Any
 
 import pytest
@@ -10,6 +11,7 @@ from kubernetes_asyncio.client import ApiClient
 from prometheus_client import REGISTRY, generate_latest
 
 from bootc_operator.api import constants as c
+from bootc_operator.api.timefmt import parse_time
 from bootc_operator.informers import EventHandler, Informer
 from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, NODES, load_api_client
 from bootc_operator.kube import EVENTS as EVENTS_V1
@@ -20,7 +22,10 @@ from bootc_operator.kube.rest import (
     patch_object,
     request_json,
 )
+from bootc_operator.policy.poolsummary import PoolInputs, PoolSummary, summarize
+from bootc_operator.reconcilers.loops import status as status_loop
 from e2e.controllerenv import (
+    WallClock,
     add_nodes,
     create_blocking_pdb,
     create_pod,
@@ -190,6 +195,62 @@ async def test_two_unhealthy_slot_holders_halt_and_recovery_resumes(
             fleet.poke(name)
         await wait_for(lambda: up_to_date_on(api, group, 2, 5), 120, "rollout resumed and done")
     assert monitor.summary.max_slots == 2
+    await delete_quietly(api, BOOTC_NODE_POOLS, group)
+
+
+async def test_the_reboot_timeout_counts_from_the_reboot_request_to_the_microsecond(
+    api: ApiClient, fleet: Fleet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 37 follow-up (as §6 for the drain): ``bootc.dev/reboot-requested`` is written
+    to the microsecond. Told to reboot at hh:mm:ss.9, a holder that does not come back
+    is not past ``rebootTimeoutSeconds: 4`` at +3.8 s (a whole-second stamp made that
+    +4.7 s: RolloutHalted, with maxUnhealthy 1), and is at +4.1 s. The controller's
+    wall clock is the test's, so the status passes that decide are the test's."""
+    group = unique_name("rclock")
+    (name,) = await add_nodes(fleet, group, 1, image(1))
+    requested_at = dt.datetime.now(dt.UTC).replace(microsecond=900_000)
+    clock = WallClock(requested_at)
+    verdicts: list[tuple[dt.datetime, str]] = []  # (clock, Degraded reason) per status pass
+
+    def judged(inputs: PoolInputs) -> PoolSummary:
+        summary = summarize(inputs)
+        if inputs.pool["metadata"]["name"] == group:
+            verdicts.append((inputs.now, summary.degraded[1]))
+        return summary
+
+    monkeypatch.setattr(f"{status_loop.__name__}.summarize", judged)
+    body = pool_body(group, {"group": group}, image(1), 1, rebootTimeoutSeconds=4, maxUnhealthy=1)
+    async with running_controller(api) as ctl:
+        ctl.ctx.now = clock
+        await create_pool(api, body)
+        await wait_for(lambda: up_to_date_on(api, group, 1, 1), 90, "pool on image 1")
+        fleet.never_ready.add(name)
+        await set_image(api, group, 2)
+
+        async def requested() -> str | None:
+            marks = (await bn(api, name))["metadata"].get("annotations") or {}
+            return marks.get(c.REBOOT_REQUESTED_ANNOTATION)
+
+        stamp = await wait_for(requested, 90, f"{name} drained and told to reboot")
+        assert parse_time(stamp) == requested_at, stamp
+
+        async def status_pass_at(at: dt.datetime) -> str:
+            clock.at = at
+            ctl.queues["status"].add(group)
+            await wait_for(lambda: any(t == at for t, _ in verdicts), 60, f"a status pass at {at}")
+            return next(reason for t, reason in verdicts if t == at)
+
+        assert await status_pass_at(requested_at + dt.timedelta(seconds=3.8)) != "RolloutHalted"
+        assert await status_pass_at(requested_at + dt.timedelta(seconds=4.1)) == "RolloutHalted"
+
+        async def halted() -> bool:
+            return condition(await get_pool(api, group), "Degraded").get("reason") == (
+                "RolloutHalted"
+            )
+
+        await wait_for(halted, 60, "the pool says RolloutHalted")
+        fleet.never_ready.discard(name)
+        fleet.poke(name)
     await delete_quietly(api, BOOTC_NODE_POOLS, group)
 
 

@@ -53,6 +53,7 @@ from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, EVENTS, NODES, PO
 from bootc_operator.kube.rest import get_object, list_objects, patch_object, request_json
 from bootc_operator.policy.drainplan import MAX_TRIES
 from e2e.controllerenv import (
+    WallClock,
     add_nodes,
     create_blocking_pdb,
     create_pod,
@@ -422,16 +423,6 @@ async def test_an_eviction_denied_by_admission_is_retried_until_allowed(
             with contextlib.suppress(ApiError):
                 await request_json(api, "DELETE", f"{path}/{group}")
     await delete_quietly(api, BOOTC_NODE_POOLS, group)
-
-
-class WallClock:
-    """The controller's ``Context.now``, set by the test."""
-
-    def __init__(self, at: dt.datetime) -> None:
-        self.at = at
-
-    def __call__(self) -> dt.datetime:
-        return self.at
 
 
 async def test_the_drain_timeout_counts_from_the_take_to_the_microsecond(

@@ -232,6 +232,10 @@ def test_view_reads_the_reboot_request_time() -> None:
     assert got.slot_since == dt.datetime(2026, 11, 21, 11, 58, tzinfo=dt.UTC)
     assert got.reboot_requested_at == dt.datetime(2026, 11, 21, 11, 59, tzinfo=dt.UTC)
     assert view(bootc_node(), None, TARGETS).ready is False
+    # written to the microsecond now; whole seconds (an older controller's) read as well
+    node["metadata"]["annotations"][c.REBOOT_REQUESTED_ANNOTATION] = "2026-11-21T11:59:00.900000Z"
+    got = view(node, k8s_node(), TARGETS)
+    assert got.reboot_requested_at == dt.datetime(2026, 11, 21, 11, 59, 0, 900_000, tzinfo=dt.UTC)
 
 
 # ------------------------------------------------------------------ slots

@@ -40,8 +40,9 @@ retried from fresh caches:
    runs that image again its slot is released like any other;
 4. **drain** every holder that still needs it: keep it cordoned, keep its drain
    task running; once drained set ``desiredImageState: Booted`` and
-   ``bootc.dev/reboot-requested`` (the reboot timeout's start) in one write (with a
-   resourceVersion precondition, so a desiredImage change that raced us wins);
+   ``bootc.dev/reboot-requested`` (the reboot timeout's start, to the microsecond)
+   in one write (with a resourceVersion precondition, so a desiredImage change that
+   raced us wins);
    past the drain timeout (``drain.timeoutSeconds``, else ``drainTimeoutSeconds``)
    do what ``drain.onTimeout`` says (``drainplan.timeout_action``): by default give
    the slot back, restore the cordon and mark the BootcNode
@@ -67,7 +68,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 from bootc_operator.api import constants as c
-from bootc_operator.api.timefmt import micro_time, now_rfc3339, parse_time
+from bootc_operator.api.timefmt import micro_time, parse_time
 from bootc_operator.api.v1alpha1 import RebootKind
 from bootc_operator.gates.healthqueries import HealthQueries
 from bootc_operator.kube import ApiError
@@ -422,7 +423,7 @@ class RolloutReconciler:
         patch["metadata"]["annotations"] = {
             c.HEALTH_FAILED_ANNOTATION: failed_on,
             c.HEALTH_CHECK_ANNOTATION: gate.describe()[:1000],
-            c.REBOOT_REQUESTED_ANNOTATION: now_rfc3339(ctx.now()),
+            c.REBOOT_REQUESTED_ANNOTATION: micro_time(ctx.now()),
         }
         await ctx.patch_bootc_node(bn, patch)
         pool_name = pool["metadata"]["name"]
@@ -648,7 +649,7 @@ class RolloutReconciler:
                 {
                     "metadata": {
                         "annotations": {
-                            c.REBOOT_REQUESTED_ANNOTATION: now_rfc3339(ctx.now()),
+                            c.REBOOT_REQUESTED_ANNOTATION: micro_time(ctx.now()),
                             # for the node's NodeUpdated Event, whoever releases the slot
                             c.DRAIN_SUMMARY_ANNOTATION: res.summary(),
                         }
