@@ -6,7 +6,10 @@ plus the node table; ``changes(before, after)`` lists what changed between two
 snapshots (the line-per-change output when stdout is not a terminal).
 
 The rows, their states and the table itself are ``bootc_operator.kubectl.table``'s
-(``kubectl bootc status`` draws the same table).
+(``kubectl bootc status`` draws the same table). Every text taken from the cluster
+(the rows, the pool's conditions, what a drain waits for) is cleaned as ``kubectl
+bootc`` cleans it (``kubectl.safetext.clean``: no control character reaches the
+terminal); only ``render``'s own colours are escape sequences.
 
 A drain held by a PodDisruptionBudget has no timeout unless the pool sets
 ``drainTimeoutSeconds``, so the view says what it waits for (``drain_waits``, from
@@ -19,10 +22,11 @@ needed); not healthy: default/web-x on worker-2 (Running, Ready=False)``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from bootc_operator.api import constants as c
+from bootc_operator.kubectl.safetext import clean
 from bootc_operator.kubectl.table import (
     NodeRow,
     condition_of,
@@ -161,9 +165,9 @@ def snapshot(
     what drains held by a budget wait for."""
     status = (pool or {}).get("status") or {}
     cond = condition_of(pool, c.COND_UP_TO_DATE)
-    rows = tuple(node_row(n, nodes.get(n), bootc_nodes.get(n)) for n in names)
-    waits = drain_waits(rows, pods, pdbs)
-    current = str(status.get("targetDigest") or "")
+    rows = tuple(_clean_row(node_row(n, nodes.get(n), bootc_nodes.get(n))) for n in names)
+    waits = tuple(clean(wait) for wait in drain_waits(rows, pods, pdbs))
+    current = clean(str(status.get("targetDigest") or ""))
     generation = ((pool or {}).get("metadata") or {}).get("generation")
     if target is not None and (current != target or status.get("observedGeneration") != generation):
         return Snapshot(
@@ -186,13 +190,22 @@ def snapshot(
         updated=int(status.get("updatedCount") or 0),
         total=int(status.get("nodeCount") or len(names)),
         up_to_date=cond.get("status") == "True",
-        condition=text,
-        degraded=f"Degraded=True {degraded.get('reason', '')}: {degraded.get('message', '')}"
+        condition=clean(text),
+        degraded=clean(f"Degraded=True {degraded.get('reason', '')}: {degraded.get('message', '')}")
         if bad
         else "",
-        degraded_reason=str(degraded.get("reason") or "") if bad else "",
+        degraded_reason=clean(str(degraded.get("reason") or "")) if bad else "",
         waits=waits,
     )
+
+
+def _clean_row(row: NodeRow) -> NodeRow:
+    """``row`` with every text cleaned (``safetext.clean``); the same row when clean."""
+    text = {f.name: getattr(row, f.name) for f in fields(row)}
+    cleaned: dict[str, Any] = {
+        k: clean(v) for k, v in text.items() if isinstance(v, str) and clean(v) != v
+    }
+    return replace(row, **cleaned) if cleaned else row
 
 
 def bar(done: int, total: int, width: int = BAR_WIDTH, *, ascii_only: bool = False) -> str:

@@ -347,3 +347,38 @@ def test_a_budget_that_just_approved_an_eviction_names_it() -> None:
     pods = [web_pod("web-a", "worker-6")]
     (line,) = snapshot(None, bns, nodes, names, pods=pods, pdbs=[pdb]).waits
     assert line.endswith("(6 of 6 pods healthy, 5 needed); evicting: default/web-x"), line
+
+
+def _controls(line: str) -> list[str]:
+    return [ch for ch in line if ord(ch) < 0x20 or 0x7F <= ord(ch) < 0xA0]
+
+
+def test_cluster_text_reaches_the_terminal_without_its_control_characters() -> None:
+    """Issue 37 follow-up (§8 for ``hack/sim``): what the view prints of the cluster (the
+    pool's conditions, a node's Degraded message, a Pod's Ready reason) is cleaned as
+    ``kubectl bootc`` cleans it (``kubectl.safetext.clean``): no ESC, BEL, CR, newline
+    or C1 CSI reaches the terminal, nor forges a line."""
+    hostile = "\x1b]0;owned\x07 bad\r\nforged row \x9b31m"
+    names = ["worker-2", "worker-6"]
+    sick = bn(desired=D2, degraded=f"pull failed: {hostile}")
+    bns = {"worker-2": sick, "worker-6": bn(desired=D2, idle=("False", "Staged"), slot=True)}
+    nodes = {"worker-2": node(), "worker-6": node(cordoned=True)}
+    the_pool = pool(D2, 0, 2, False)
+    the_pool["status"]["conditions"][0]["message"] = f"0/2 updated; {hostile}"
+    the_pool["status"]["conditions"].append(
+        {"type": "Degraded", "status": "True", "reason": "NodeDegraded", "message": hostile}
+    )
+    held = web_pod("web-b", "worker-2", ready="False")
+    held["status"]["conditions"][0]["reason"] = hostile
+    pods = [web_pod("web-a", "worker-6"), held]
+    snap = snapshot(the_pool, bns, nodes, names, pods=pods, pdbs=[web_pdb(0)])
+    printed = [
+        *render(snap, elapsed=1, labels={}, max_unavailable=1, reboots=0),
+        *changes(None, snap, {}),
+    ]
+    assert not [(line, _controls(line)) for line in printed if _controls(line)]
+    shown = "^[]0;owned^G bad  forged row <U+009B>31m"
+    assert any(shown in line for line in changes(None, snap, {})), printed
+    assert shown in snap.condition and shown in snap.degraded
+    assert any(shown in wait for wait in snap.waits), snap.waits
+    assert shown in next(r for r in snap.rows if r.name == "worker-2").message
