@@ -7,8 +7,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pyinotify
 import pytest
@@ -30,7 +31,7 @@ from bootc_operator.daemon.hostcmd import (
 )
 from bootc_operator.daemon.hostwatch import HostWatch, creation_target, watch_target
 from hack.fakebootc import Host, add_catalog_image, make_host
-from hack.fakebootc.state import lock_is_held
+from hack.fakebootc.state import flocked, lock_is_held, lock_waiters
 from hack.testenv.waiting import wait_for
 
 REPO = "quay.io/example/os"
@@ -79,12 +80,45 @@ async def test_garbage_status_is_a_clear_error(host: Host) -> None:
     assert failures("status") == before + 1
 
 
-async def test_blocked_status_times_out_and_is_killed(host: Host) -> None:
-    host.set_fault("status-block")
-    with pytest.raises(CommandTimeout, match=r"did not finish within 0\.5s .*sysroot lock"):
+class _TimedOnceBlocked:
+    """``hostcmd``'s ``asyncio``, whose ``timeout`` starts only once a process provably
+    sleeps on the sysroot lock (``lock_waiters``): a slow start of the fake bootc (a
+    loaded machine) can then never be what the timeout cuts short."""
+
+    def __init__(self, lock: Path) -> None:
+        self.lock = lock
+        self.blocked: set[int] = set()  # the pids seen waiting on the lock
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(asyncio, name)
+
+    @contextlib.asynccontextmanager
+    async def timeout(self, delay: float | None) -> AsyncIterator[None]:
+        def waiting() -> bool:
+            self.blocked = lock_waiters(self.lock)
+            return bool(self.blocked)
+
+        await wait_for(waiting, DEADLINE, "bootc status to wait on the sysroot lock")
+        async with asyncio.timeout(delay):
+            yield
+
+
+async def test_blocked_status_times_out_and_is_killed(
+    host: Host, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``bootc status`` waiting on the sysroot lock (a switch holds it) is killed at the
+    command timeout, counted from when it provably waits (not from its start: whether
+    the fake bootc got to the lock in 0.5 s on a loaded machine is not the question)."""
+    clock = _TimedOnceBlocked(host.paths.sysroot_lock)
+    monkeypatch.setattr(hostcmd, "asyncio", clock)
+    with (
+        flocked(host.paths.sysroot_lock),
+        pytest.raises(CommandTimeout, match=r"did not finish within 0\.5s .*sysroot lock"),
+    ):
         await commands(command_timeout=0.5).status()
-    statuses = [c for c in host.calls("bootc") if c["argv"][:1] == ["status"]]
-    assert statuses and not any(_alive(c["pid"]) for c in statuses), "bootc status was killed"
+    statuses = [c["pid"] for c in host.calls("bootc") if c["argv"][:1] == ["status"]]
+    assert clock.blocked and clock.blocked <= set(statuses), (clock.blocked, statuses)
+    assert not any(_alive(pid) for pid in statuses), "bootc status was killed"
 
 
 def _alive(pid: int) -> bool:
