@@ -34,7 +34,7 @@ from bootc_operator.api import constants as c
 from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, NODES, ApiError
 from bootc_operator.kube.rest import create_object, delete_object, get_object, patch_object
 from e2e.helpers import condition
-from hack.simlib import Sim
+from hack.simlib import Sim, SimOps
 from hack.simlib.images import digest_ref
 from hack.testenv.controlplane import REPO_ROOT
 from hack.testenv.monitor import SafetyMonitor, Summary
@@ -73,19 +73,20 @@ def digest_of(ref: str) -> str:
     return ref.rsplit("@", 1)[1]
 
 
-async def push(sim: Sim, name: str) -> str:
+async def push(sim: SimOps, name: str) -> str:
     """Push a new image ``name`` to the sim's registry; ``repo@sha256:...``."""
     return digest_ref(await asyncio.to_thread(sim.push_image, name))
 
 
-def booted_image(sim: Sim, node: str) -> str:
-    """``repo@sha256:...`` the simulated host of ``node`` runs."""
-    booted = sim.host(node).state().booted
+def booted_image(sim: SimOps, node: str) -> str:
+    """``repo@sha256:...`` the host of ``node`` runs (a real-bootc host: as ``bootc
+    status`` says)."""
+    booted = sim.booted_image(node)
     assert booted is not None, f"{node} has no booted deployment"
-    return booted.image
+    return booted
 
 
-def reboots_since(sim: Sim, since: float) -> dict[str, int]:
+def reboots_since(sim: SimOps, since: float) -> dict[str, int]:
     """Simulated reboots per node requested after ``since`` (``time.time()``)."""
     counts: dict[str, int] = {}
     for record in sim.reboots():
@@ -118,7 +119,7 @@ class PoolRun:
     def __init__(
         self,
         api: ApiClient,
-        sim: Sim,
+        sim: SimOps,
         name: str,
         nodes: list[str],
         max_unavailable: int,

@@ -2,6 +2,7 @@
 
     eval "$(hack/sim up --nodes 6)"      # export KUBECONFIG=... SIM_REGISTRY=... SIM_IMAGE=...
     hack/sim up --prometheus             # also a Prometheus (prints its URL, SIM_PROMETHEUS=...)
+    hack/sim up --real-bootc 2           # the first 2 nodes on real-bootc hosts (root only)
     hack/sim image push os:v2            # prints 127.0.0.1:PORT/os:v2@sha256:...
     hack/sim image push os:bad --label fakebootc.boot-assessment=fail   # boots fail
     hack/sim image push os:v3 --sign     # signed with the sim's cosign key (image key)
@@ -22,6 +23,12 @@ component, waits until it reports ready (every Node Ready, every daemon healthy,
 a controller leading) and returns; all state lives in one directory (``--dir``,
 default ``.cache/sim``). ``down``, and ``up`` before it starts anything, clean up
 whatever a previous ``up`` left there, even after crashes (``hack.simlib.reaper``).
+
+``up --real-bootc N`` puts the first N nodes on real-bootc hosts
+(``hack.simlib.hosts``): the real bootc and libostree on a real ostree sysroot,
+pulling every image from the simulation's registry, staging it for real and
+booting it at the reboot; the other nodes keep the fake bootc. One rollout then
+goes through both.
 
 ``up --prometheus`` also runs a real Prometheus scraping the controllers and the
 managed nodes' daemons, with the kit's alerting rules on the simulation's clock
@@ -55,7 +62,7 @@ from types import FrameType
 from typing import Any
 
 from bootc_operator.wording import counted
-from hack.simlib import clusters, faults, signing
+from hack.simlib import clusters, faults, hosts, signing
 from hack.simlib.common import DEFAULT_DIR, MARKER_ENV, SIM_FILE, SimConfig, SimInfo
 from hack.simlib.images import ImageError, digest_ref, parse_label
 from hack.simlib.policy import (
@@ -269,7 +276,11 @@ def cmd_up(args: argparse.Namespace) -> int:
         tag_resolution_interval=args.tag_resolution_interval,
         prometheus=args.prometheus,
         enforce_container_sigpolicy=args.enforce_container_sigpolicy,
+        real_bootc=args.real_bootc,
     )
+    refused = hosts.refusal(config, registry=not args.no_registry)
+    if refused:  # before anything starts
+        raise SimError(refused)
     if args.clusters > 1:
         return up_clusters(args, config)
     if wants_pool(args):
@@ -282,6 +293,11 @@ def cmd_up(args: argparse.Namespace) -> int:
         f"{counted(config.controllers, 'controller')}; API {info.server}"
     )
     _err(f"registry {info.registry or '(catalog)'}; first image {info.first_image}")
+    if info.real_bootc_nodes:
+        _err(
+            "on real-bootc hosts (the real bootc and libostree): "
+            + ", ".join(info.real_bootc_nodes)
+        )
     _err(f"kubectl: {info.kubectl}   (or: hack/sim kubectl get bnp,bn)")
     _err(f"logs: {args.dir / 'logs'}, {args.dir / 'controlplane' / 'logs'}")
     if info.prometheus:
@@ -622,6 +638,15 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also run Prometheus (Debian's) scraping the controllers and daemons, with the "
         "kit's alert rules (every `for` / 60); prints its URL",
+    )
+    up.add_argument(
+        "--real-bootc",
+        type=int,
+        default=0,
+        metavar="N",
+        help="the first N nodes run on real-bootc hosts: the real bootc and libostree on a "
+        "real ostree sysroot (hack/realbootc; root only; the first use builds them, about "
+        "15 minutes) instead of the fake bootc (default: %(default)s)",
     )
     up.add_argument(
         "--enforce-container-sigpolicy",

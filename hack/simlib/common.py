@@ -12,7 +12,8 @@ A simulation lives in one state directory (``DIR``)::
                             (``hack.simlib.faults``)
     DIR/controlplane/       the ControlPlane's state (PKI, etcd, kubeconfigs, its logs)
     DIR/registry/           the OCI registry's storage and config
-    DIR/hosts/<node>/       one simulated bootc host per node (hack.fakebootc)
+    DIR/hosts/<node>/       one bootc host per node (hack.simlib.hosts: hack.fakebootc, or
+                            hack.realbootc for the first ``real_bootc`` nodes)
     DIR/logs/               supervisor, node simulator, daemons, controllers
     DIR/kwok.yaml           kwok's configuration (see ``kwok_config``)
     DIR/prometheus/         with ``--prometheus``: its configuration, scrape targets,
@@ -107,6 +108,9 @@ class SimConfig:
     #: the image the nodes boot first (``REPO:TAG@sha256:...`` in ``registry``); none:
     #: ``os:v1`` is pushed
     first_image: str = ""
+    #: how many nodes (the first ones) run on real-bootc hosts (``hack.simlib.hosts``:
+    #: the real bootc and libostree; needs root and the registry)
+    real_bootc: int = 0
     #: the controllers' leader election (--lease-duration, --renew-deadline, --retry-period)
     lease_duration: str = "4s"
     renew_deadline: str = "3s"
@@ -159,6 +163,11 @@ class SimInfo:
     def kubeconfig_of(self, process: str) -> str:
         """The kubeconfig process ``process`` (``controller-1``, ``daemon/<node>``) uses."""
         return self.kubeconfigs.get(process) or self.kubeconfig
+
+    @property
+    def real_bootc_nodes(self) -> list[str]:
+        """The nodes on real-bootc hosts: the first ``config.real_bootc``."""
+        return self.nodes[: self.config.real_bootc]
 
     def host_root(self, node: str) -> Path:
         return self.dir / "hosts" / node

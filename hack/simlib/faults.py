@@ -65,7 +65,7 @@ from hack.testenv.prometheus import PrometheusClient, PrometheusError, alert_rul
 if TYPE_CHECKING:
     import subprocess
 
-    from hack.fakebootc import Host
+    from hack.simlib.hosts import SimHost
 
 NOT_READY: Final = "not-ready"
 BOOT_FAIL: Final = "boot-fail"
@@ -331,7 +331,7 @@ class SimOps(Protocol):
     @property
     def nodes(self) -> list[str]: ...
 
-    def host(self, node: str) -> Host: ...
+    def any_host(self, node: str) -> SimHost: ...
 
     def kubectl(
         self, *args: str, check: bool = True, input: str | None = None, timeout: float = 120.0
@@ -427,7 +427,7 @@ def apply(sim: SimOps, fault: Fault) -> Fault:
     if fault.kind == ALERT:
         _prometheus(sim)
     if fault.kind == BOOT_FAIL:
-        sim.host(fault.target).set_fault(BOOT_FAIL, message=fault.details.get("unit") or None)
+        sim.any_host(fault.target).set_fault(BOOT_FAIL, message=fault.details.get("unit") or None)
     elif fault.kind == AUTOSCALER:
         sim.kubectl(*autoscaler_taint(fault.target, time.time()))
     elif fault.kind == DRAIN_BLOCK:
@@ -453,7 +453,7 @@ def clear(sim: SimOps, kind: str | None = None, target: str | None = None) -> li
     chosen = matching(load(sim.state_dir), kind, target)
     for fault in chosen:
         if fault.kind == BOOT_FAIL:
-            sim.host(fault.target).set_fault(BOOT_FAIL, False)
+            sim.any_host(fault.target).set_fault(BOOT_FAIL, False)
         elif fault.kind == AUTOSCALER:
             res = sim.kubectl(*autoscaler_untaint(fault.target), check=False)
             if res.returncode != 0 and "not found" not in res.stderr:  # gone already: fine

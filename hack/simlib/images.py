@@ -1,10 +1,12 @@
 """OS images of the simulation: push a new, distinct image and learn its digest.
 
-With a registry (the normal case) ``push_image`` builds a tiny OCI image with
-``hack.testenv.push`` (one layer whose content names the image and a
-nonce, so every push is distinct, and the tag as its version label) and uploads
-it to the simulation's registry; the simulated hosts then pull it from there like
-bootc does (``hack.fakebootc.resolve``: a loopback registry is the authority).
+With a registry (the normal case) ``push_image`` builds a tiny real bootc image
+(``hack.realbootc.images``: one layer, a deployable tree whose marker file names
+the image and a nonce, so every push is distinct, and the tag as its version
+label) and uploads it to the simulation's registry; the hosts then pull it from
+there: the simulated ones like bootc does (``hack.fakebootc.resolve``: a loopback
+registry is the authority), the real-bootc ones (``hack/sim up --real-bootc``) with
+the real bootc, which deploys it.
 
 Without one (``SimInfo.registry`` empty) the image is recorded in a catalog file
 the hosts share, under a made-up registry host that is never contacted.
@@ -33,8 +35,8 @@ from bootc_operator.api.imageref import InvalidImageRef, parse_image_ref
 from bootc_operator.registry import RegistryClient, RegistryOptions
 from hack.fakebootc import FakeHostError, add_catalog_image
 from hack.fakebootc.boot import LABEL as BOOT_ASSESSMENT_LABEL
+from hack.realbootc.images import bootc_image
 from hack.simlib.common import SimInfo
-from hack.testenv.push import make_image
 from hack.testenv.push import push_image as push_to_registry
 
 CATALOG_REGISTRY = "registry.sim.invalid"
@@ -81,11 +83,8 @@ def _now() -> str:
 async def _push_registry(
     registry: str, ref: str, version: str, labels: Mapping[str, str] | None
 ) -> str:
-    image = make_image(
-        f"simulated bootc OS {ref}\nnonce {uuid.uuid4().hex}\n",
-        version=version,
-        created=_now(),
-        labels=labels,
+    image = bootc_image(
+        f"{ref} nonce {uuid.uuid4().hex}", version=version, created=_now(), labels=labels
     )
     options = RegistryOptions(
         insecure_registries=frozenset({registry}), timeout=30.0, connect_timeout=5.0

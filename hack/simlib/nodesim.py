@@ -16,8 +16,12 @@ SIGTERM:
   listed with ``--insecure-registry``, so tag refs resolve; ``SimConfig`` sets the tag
   resolution interval and an extra CA; with a Prometheus, its URL as
   ``--prometheus-url``) and one ``bootc-operator
-  daemon`` per node on its simulated host (``DIR/hosts/<node>``), restarting any
+  daemon`` per node on its host (``DIR/hosts/<node>``), restarting any
   that exits unexpectedly (1 s, doubling up to 10 s, like a crash-loop backoff);
+- **powers the real-bootc hosts** (``hack/sim up --real-bootc N``, ``hack.simlib.hosts``):
+  boots them at its start (their PID 1 is its child and dies with it), runs their
+  daemons as on a node (``--host-root /proc/PID/root``, nsenter into that PID 1: the
+  real ``bootc`` there pulls from the simulation's registry), ends them at its end;
 - **performs the reboots the daemons request** (``systemctl reboot`` on a simulated
   host records a reboot request in the host's state; a daemon allowed to soft-reboot
   applies a userspace-only update with ``bootc ... --apply --soft-reboot=required``),
@@ -25,7 +29,8 @@ SIGTERM:
   (SIGTERM, as at shutdown) → Node ``Ready=False`` → ``reboot_seconds`` later
   (``soft_reboot_seconds`` for a soft reboot; longer while ``DIR/control/hold-<node>``
   exists) the host reboots (staged → booted, see
-  ``hack.fakebootc.host.simulate_reboot``) → Node ``Ready=True`` (a new bootID after a
+  ``hack.fakebootc.host.simulate_reboot``; a real host: ``ostree admin
+  finalize-staged`` and the new deployment booted) → Node ``Ready=True`` (a new bootID after a
   full reboot) → daemon started. Each reboot is appended to ``DIR/reboots.jsonl``
   (``kind``: "full" or "soft");
 - **re-reports Pod readiness as a kubelet's status sync would**: the node-lifecycle
@@ -60,6 +65,7 @@ import signal
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -78,7 +84,7 @@ from bootc_operator.kube import (
     patch_object,
 )
 from bootc_operator.wording import counted
-from hack.fakebootc import Host, open_host
+from hack.simlib import hosts
 from hack.simlib.common import (
     CONTROL_DIR,
     HOSTNAME_LABEL,
@@ -124,6 +130,8 @@ class Slot:
     log_path: Path
     metrics_port: int
     probe_port: int
+    #: flags computed at each start (a real-bootc host's PID 1 is new every boot)
+    late_flags: Callable[[], list[str]] | None = None
     process: Process | None = None
     wanted: bool = True
     restarts: int = 0
@@ -163,9 +171,11 @@ class NodeState:
     name: str
     index: int
     zone: str
-    host: Host
+    host: hosts.SimHost
     daemon: Slot
     rebooting: bool = False
+    #: what the host booted, as last known (a real host's ``bootc status`` may not answer)
+    booted: hosts.BootedInfo | None = None
     #: came back from a reboot under a not-ready fault: its Node stays NotReady
     stuck: bool = False
 
@@ -185,7 +195,7 @@ class NodeSim:
         self.controllers = [self._controller_slot(i) for i in range(1, self.cfg.controllers + 1)]
         self.nodes: dict[str, NodeState] = {}
         for index, name in enumerate(info.nodes):
-            host = open_host(info.host_root(name))
+            host = hosts.open_host(info.host_root(name))
             self.nodes[name] = NodeState(
                 name, index, info.zones.get(name, ""), host, self._daemon_slot(name, host)
             )
@@ -232,14 +242,13 @@ class NodeSim:
         env = {**self.env, "POD_NAME": name, "POD_NAMESPACE": NAMESPACE}
         return Slot(name, argv, env, self.log_dir / f"{name}.log", metrics, probe)
 
-    def _daemon_slot(self, node: str, host: Host) -> Slot:
+    def _daemon_slot(self, node: str, host: hosts.SimHost) -> Slot:
         metrics, probe = free_port(), free_port()
         argv = [
             str(OPERATOR_BIN),
             "daemon",
             f"--node-name={node}",
             f"--kubeconfig={self.info.kubeconfig_of(f'daemon/{node}')}",
-            f"--host-root={host.root}",
             f"--poll-interval={self.cfg.poll_interval}",
             "--backoff-initial=2s",
             "--backoff-max=30s",
@@ -250,11 +259,18 @@ class NodeSim:
         ]
         env = host.env(self.env)
         return Slot(
-            f"daemon/{node}", argv, env, self.log_dir / f"daemon-{node}.log", metrics, probe
+            f"daemon/{node}",
+            argv,
+            env,
+            self.log_dir / f"daemon-{node}.log",
+            metrics,
+            probe,
+            late_flags=lambda: hosts.daemon_flags(host),
         )
 
     def _start(self, slot: Slot) -> None:
-        slot.process = spawn(slot.name, slot.argv, slot.log_path, env=slot.env)
+        argv = [*slot.argv, *(slot.late_flags() if slot.late_flags is not None else ())]
+        slot.process = spawn(slot.name, argv, slot.log_path, env=slot.env)
         slot.started_at = time.monotonic()
         self._dirty = True
 
@@ -304,10 +320,9 @@ class NodeSim:
         }
 
     def _node_status(self, node: NodeState, ready: bool, message: str) -> dict[str, Any]:
-        booted = node.host.state().booted
-        image = booted.image if booted is not None else "unknown"
-        version = (booted.version if booted is not None else None) or image.rsplit("@", 1)[-1][:19]
-        kernel = booted.kernel if booted is not None else "unknown"
+        node.booted = hosts.booted(node.host) or node.booted
+        booted = node.booted or hosts.BootedInfo("unknown", "unknown", "unknown")
+        kind = "real bootc" if node.name in self.info.real_bootc_nodes else "simulated"
         return {
             "conditions": node_conditions(ready, message),
             "capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"},
@@ -322,8 +337,8 @@ class NodeSim:
             "nodeInfo": {
                 "architecture": "amd64",
                 "operatingSystem": "linux",
-                "osImage": f"bootc {version} (simulated)",
-                "kernelVersion": kernel,
+                "osImage": f"bootc {booted.version} ({kind})",
+                "kernelVersion": booted.kernel,
                 "kubeletVersion": "v1.36.3-sim",
                 "kubeProxyVersion": "",
                 "containerRuntimeVersion": "kwok://0.7.0",
@@ -335,7 +350,8 @@ class NodeSim:
 
     async def _patch_status(self, node: NodeState, ready: bool, message: str) -> None:
         assert self._api is not None
-        body = {"status": self._node_status(node, ready, message)}
+        # a real host's booted image is what `bootc status` says: not on the loop
+        body = {"status": await asyncio.to_thread(self._node_status, node, ready, message)}
         delay = 0.2
         while True:
             try:
@@ -570,6 +586,12 @@ class NodeSim:
                 async with limit:
                     await self._ensure_node(node)
 
+            real = [n for n in self.nodes.values() if n.name in self.info.real_bootc_nodes]
+            await asyncio.gather(*(asyncio.to_thread(hosts.power_on, n.host) for n in real))
+            if real:
+                log.info(
+                    "booted %s", ", ".join(f"{n.name}: {hosts.describe(n.host)}" for n in real)
+                )
             await asyncio.gather(*(ensure(n) for n in self.nodes.values()))
             log.info("%d Nodes Ready", len(self.nodes))
             self._watch_pods()
@@ -622,8 +644,7 @@ class NodeSim:
         await asyncio.to_thread(_stop_all, procs)
         for node in self.nodes.values():
             with contextlib.suppress(Exception):
-                for unit in node.host.active_units():
-                    await asyncio.to_thread(node.host.run, "systemctl", "stop", unit)
+                await asyncio.to_thread(hosts.power_off, node.host)
         self._write_state()
         if self._api is not None:
             await self._api.close()

@@ -13,7 +13,10 @@ Three nets, used together by ``teardown``:
    (the fake ``systemd-run`` runs units in their own session, as systemd does, so
    they outlive a killed daemon).
 
-The calling process and its ancestors are never signalled.
+The calling process and its ancestors are never signalled. Real-bootc hosts
+(``hack/sim up --real-bootc``) need no net of their own: their PID 1 dies with the
+node simulator that booted it, and every process of a host with its PID 1; their
+directories are made deletable (``hosts.release``) before the state directory goes.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+from hack.simlib import hosts
 from hack.simlib.common import MARKER_ENV, NODESIM_FILE, SIM_FILE, read_json
 from hack.testenv.procs import cmdline, pid_alive
 
@@ -165,6 +169,7 @@ def teardown(state_dir: Path, *, remove: bool = True) -> list[str]:
         killed += [f"pid {pid} ({' '.join(cmdline(pid))[:80]})" for pid in stragglers]
         terminate(stragglers, grace=2.0)
     if remove:
+        hosts.release(state_dir)
         shutil.rmtree(state_dir, ignore_errors=True)
     return killed
 

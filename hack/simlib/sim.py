@@ -15,7 +15,10 @@ directory (``common`` lists its layout):
 3. one simulated bootc host per node (``hack.fakebootc``) booted into that image;
    with a registry the hosts pull only what it (or a registry with a CA they trust)
    serves, like real bootc: a digest it does not have, or a registry that is down,
-   fails the switch (``accept_any_digest`` off);
+   fails the switch (``accept_any_digest`` off). With ``SimConfig(real_bootc=N)``
+   (``hack/sim up --real-bootc N``) the first N nodes' hosts are real-bootc ones
+   (``hack.simlib.hosts``: the real bootc on a real ostree sysroot, pulling from the
+   registry; root only), which the node simulator boots;
 4. the node simulator process (``hack.simlib.nodesim``), which creates the Nodes
    and runs the controllers, the daemons and the reboots;
 5. with ``SimConfig(prometheus=True)`` (``hack/sim up --prometheus``), a real
@@ -54,8 +57,8 @@ from pathlib import Path
 from typing import Any, Self
 
 from bootc_operator.wording import counted
-from hack.fakebootc import Host, make_host, open_host
-from hack.simlib import faults, images, monitoring, workload
+from hack.fakebootc import Host
+from hack.simlib import faults, hosts, images, monitoring, workload
 from hack.simlib.common import (
     CONTROL_DIR,
     LEASE_NAME,
@@ -154,8 +157,20 @@ class SimOps:
         return [f"{d['kind']}/{d['metadata']['name']}" for d in docs]
 
     def host(self, node: str) -> Host:
-        """The simulated bootc host of ``node``."""
-        return open_host(self.info.host_root(node))
+        """The simulated (fake bootc) host of ``node``."""
+        found = self.any_host(node)
+        if not isinstance(found, Host):
+            raise SimError(f"{node} runs on a real-bootc host (hack/sim up --real-bootc)")
+        return found
+
+    def any_host(self, node: str) -> hosts.SimHost:
+        """``node``'s host, fake or real (``hack.simlib.hosts``)."""
+        return hosts.open_host(self.info.host_root(node))
+
+    def booted_image(self, node: str) -> str | None:
+        """``repo@digest`` ``node``'s host runs (a real host: what ``bootc status`` says)."""
+        booted = hosts.booted(self.any_host(node))
+        return None if booted is None else booted.image
 
     def nodesim_state(self) -> dict[str, Any]:
         return read_json(self.state_dir / NODESIM_FILE) or {}
@@ -280,6 +295,9 @@ class Sim(SimOps, Component):
     def _start(self, timeout: float | None) -> None:
         started = time.monotonic()
         cfg = self.config
+        refused = hosts.refusal(cfg, registry=bool(cfg.registry) or self.use_registry)
+        if refused:
+            raise SimError(refused)
         bin_dir = resolve_bin_dir()
         self.info.bin_dir = str(bin_dir)
         self.say("starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok")
@@ -327,20 +345,18 @@ class Sim(SimOps, Component):
             self.say(f"pushed {self.info.first_image}")
 
         names = node_names(cfg.nodes, cfg.node_prefix)
+        self.info.nodes = names
         booted = images.digest_ref(self.info.first_image)
         version = images.tag_of(self.info.first_image) or FIRST_IMAGE.rsplit(":", 1)[-1]
-        for i, name in enumerate(names):
-            make_host(
-                self.info.host_root(name),
-                booted=booted,
-                version=version,
-                stage_delay=cfg.stage_seconds,
-                boot_complete_delay=cfg.boot_complete_delay,
-                catalogs=[self.info.catalog] if self.info.catalog else [],
-                accept_any_digest=not self.use_registry,
+        if cfg.real_bootc:
+            self.say(
+                f"making {counted(cfg.real_bootc, 'real-bootc host')} "
+                f"({', '.join(self.info.real_bootc_nodes)}): the real bootc, built by "
+                "hack/build-bootc.sh on first use (cold: about 15 minutes)"
             )
+        for i, name in enumerate(names):
+            hosts.make(self.info, name, booted, version)
             self.info.zones[name] = zone_of(i)
-        self.info.nodes = names
         if self._kubeconfigs is not None:
             processes = [f"controller-{i}" for i in range(1, cfg.controllers + 1)]
             processes += [f"daemon/{n}" for n in names]
@@ -486,4 +502,5 @@ class Sim(SimOps, Component):
                 terminate(stragglers, grace=2.0)
         finally:
             if not self.keep:
+                hosts.release(self.state_dir)
                 shutil.rmtree(self.state_dir, ignore_errors=True)
