@@ -755,7 +755,8 @@ def _reboot_kind(s: Situation, *, rolled_back: bool) -> RebootKindChoice:
         return RebootKindChoice(False, ROLLBACK_FULL)
     if soft_failed:
         return RebootKindChoice(False, SOFT_FAILED)
-    return RebootKindChoice(capable, None if capable else NOT_CAPABLE)
+    # (said of a full reboot even when capable: one asked for before soft was allowed)
+    return RebootKindChoice(capable, NOT_CAPABLE)
 
 
 def _without_permit(s: Situation, waiting: Cond) -> Decision | None:
@@ -791,7 +792,7 @@ def _reboot(
     image, last = s.want.image, s.last
     action: Action = "soft-reboot" if kind.soft else "apply" if download_only else "reboot"
     # the failed soft reboot's backoff is waited out before the full reboot
-    soft_failed = kind.full_why == SOFT_FAILED
+    soft_failed = s.work.soft_reboot_failed == image
     retried = (action, "soft-reboot") if soft_failed else (action,)
     failed = last if last is not None and last.action in retried else None
     # a finished switch did its job; an apply that worked left no download-only

@@ -25,6 +25,7 @@ from unit.daemon.test_daemon_decide import (
     B_QUEUED_A,
     B_ROLLBACK_A,
     BOOTED,
+    DRAINED,
     NOW,
     ON_A,
     RETRY,
@@ -32,6 +33,7 @@ from unit.daemon.test_daemon_decide import (
     A,
     B,
     C,
+    allowing,
     entry,
     host,
 )
@@ -147,3 +149,22 @@ def test_a_situation_derives_its_facts_once_and_for_the_desired_image_only() -> 
     with pytest.raises(AssertionError):
         _ = situation(ASKS_B, HostView(error="x")).status
     assert BOOT_B.missing_permits  # Booted without the drained slot: rule 5 says why
+
+
+def test_a_full_reboot_asked_on_a_capable_host_still_says_why_it_is_not_soft() -> None:
+    """Found by comparing the rule table with the single function it replaced over a
+    million random situations: a full reboot requested before the pool allowed soft
+    ones keeps saying why it is not soft, as before."""
+    view = host(entry(A), entry(B, softRebootCapable=True))
+    work = Work(reboot_requested=B, reboot_soft=False)
+    decision = d.decide(allowing(B), view, work, now=NOW, retry=RETRY)
+    assert decision.idle == d.rebooting(B, full_why=d.NOT_CAPABLE)
+
+
+def test_a_failed_soft_reboot_is_waited_out_even_once_soft_reboots_are_not_allowed() -> None:
+    view = host(entry(A), entry(B, softRebootCapable=True))
+    failed = Attempt("soft-reboot", B, 1, NOW - 1, None)
+    work = Work(last=failed, soft_reboot_failed=B)
+    decision = d.decide(Desired(B, BOOTED, DRAINED), view, work, now=NOW, retry=RETRY)
+    assert not decision.reboot and decision.requeue_after == RETRY.delay(1) - 1
+    assert decision.degraded == d.degraded(f"the soft reboot into {B} had no effect")
