@@ -14,7 +14,9 @@ down, a new digest is refused (SignatureRegistryError: fail closed) until it is 
 A verification holds only for the keys that made it: once its key Secret is deleted,
 or rotated to another key while the tag moves to a digest that key did not sign, the
 digest verified before is no target any more (a node joining meanwhile is given
-nothing) until a digest verifies with the keys trusted now.
+nothing) until a digest verifies with the keys trusted now; and no node stays cordoned
+for it: a holder still draining gives its slot back at once (a TargetWithdrawn Warning,
+as kubectl shows it), one already rebooting once it is back.
 A key sigstore would refuse (RSA of 1024 bits) is named on the pool, as kubectl
 shows it. A digest refused while unsigned is checked again within seconds, and
 ``kubectl bootc why`` says when; signed later, it verifies. The simulation's key
@@ -37,6 +39,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from kubernetes_asyncio.client import ApiClient
 
+from bootc_operator.api import constants as c
 from bootc_operator.api.timefmt import parse_time
 from bootc_operator.controller import Controller
 from bootc_operator.informers import unwrap
@@ -44,14 +47,27 @@ from bootc_operator.kube import (
     BOOTC_NODE_POOLS,
     BOOTC_NODES,
     EVENTS,
+    NODES,
     SECRETS,
     ApiError,
     list_objects,
 )
-from bootc_operator.kube.rest import create_object, delete_object, get_object, patch_object
+from bootc_operator.kube.rest import (
+    create_object,
+    delete_object,
+    get_object,
+    patch_object,
+    request_json,
+)
 from bootc_operator.registry import RegistryClient, make_target
 from bootc_operator.registry.signature import load_public_keys, signature_tag
-from e2e.controllerenv import create_pool, delete_quietly, get_pool
+from e2e.controllerenv import (
+    create_blocking_pdb,
+    create_pod,
+    create_pool,
+    delete_quietly,
+    get_pool,
+)
 from e2e.helpers import condition, ensure_namespace, push, unique_name, wait_for
 from e2e.test_kubectl_bootc import kubectl_bootc
 from hack.simlib import signing
@@ -59,6 +75,7 @@ from hack.testenv import ControlPlane
 from hack.testenv.controller import running_controller
 from hack.testenv.cosign import Cosign, KeyPair, resolve_cosign
 from hack.testenv.fleet import Fleet, watch_bootc_nodes
+from hack.testenv.monitor import SafetyMonitor
 from hack.testenv.pools import pool_body
 from hack.testenv.push import Blob, push_manifest
 from hack.testenv.registry import Registry
@@ -349,6 +366,169 @@ async def test_a_revoked_or_rotated_key_withdraws_the_digest_it_verified(
         # neither node that joined while v1's key was gone was ever given v1
         for n in (joined_revoked, joined_rotated):
             assert given[n] == {registry.ref(repo, digest=fixed)}, (n, given[n])
+    finally:
+        await recorder.stop()
+        await delete_quietly(api, BOOTC_NODE_POOLS, group)
+        with contextlib.suppress(ApiError):
+            await delete_object(api, SECRETS, key_secret, NS)
+
+
+async def test_a_withdrawn_target_gives_back_the_slots_not_yet_used_for_a_reboot(
+    api: ApiClient,
+    fleet: Fleet,
+    make_registry: Callable[..., Registry],
+    cosign: Cosign,
+    control_plane: ControlPlane,
+) -> None:
+    """Issue 37 follow-up: once its key Secret is deleted, the pool's target is withdrawn
+    and no node is told to reboot; no node may stay cordoned for that reboot. A holder
+    still draining gives its slot back at once (uncordoned, a TargetWithdrawn Warning on
+    the node, the pool's UpToDate says so, as kubectl shows them); one already rebooting
+    keeps its slot until it is back, then gives it back too. The key back, the same
+    digest verifies again and the rollout completes."""
+    registry = make_registry()
+    key: KeyPair = cosign.generate_key_pair("withdrawn")
+    repo = unique_name("os")
+    base = await push(registry, registry.ref(repo, "base"), "base")
+    signed = await push(registry, registry.ref(repo, "v1"), "v1")
+    cosign.sign(registry, registry.ref(repo, digest=signed), key)
+    group = unique_name("withdraw")
+    nodes = draining, rebooting, waiting = [f"{group}-n{i}" for i in range(3)]
+    for n in nodes:
+        await fleet.add_node(n, registry.ref(repo, digest=base), {"group": group})
+    fleet.never_ready.add(rebooting)  # its reboot does not end until the test says so
+    await create_pod(api, f"{group}-pod", draining, {"app": group})
+    await create_blocking_pdb(api, group, {"app": group})  # its drain does not end
+    await ensure_namespace(api, NS)
+    key_secret = f"{group}-keys"
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": key_secret, "namespace": NS},
+        "data": {"cosign.pub": base64.b64encode(key.public.encode()).decode()},
+    }
+    await create_object(api, SECRETS, secret, NS)
+    # paused until all three are staged, then the two slots go by name: n0 and n1
+    pool = pool_body(
+        group,
+        {"group": group},
+        registry.ref(repo, digest=signed),
+        2,
+        paused=True,
+        order={"by": "Name"},
+    )
+    pool["spec"]["image"]["verification"] = {
+        "publicKeySecretRefs": [{"name": key_secret, "namespace": NS}]
+    }
+    told: set[str] = set()  # members ever given desiredImageState Booted
+
+    def record(obj: Any) -> None:
+        bn = unwrap(obj)
+        if (bn.get("spec") or {}).get("desiredImageState") == "Booted":
+            told.add(bn["metadata"]["name"])
+
+    recorder = watch_bootc_nodes(api, record)
+    recorder.start()
+    await recorder.wait_for_sync()
+
+    def kubectl(*args: str) -> str:
+        env = {**os.environ, "KUBECONFIG": str(control_plane.kubeconfig)}
+        res = subprocess.run(
+            [str(control_plane.bin_dir / "kubectl"), *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert res.returncode == 0, res.stderr
+        return res.stdout
+
+    async def marks(name: str) -> dict[str, str]:
+        bn = await get_object(api, BOOTC_NODES, name)
+        return dict(bn["metadata"].get("annotations") or {})
+
+    async def cordoned(name: str) -> bool:
+        return bool((await get_object(api, NODES, name))["spec"].get("unschedulable"))
+
+    async def holds(name: str) -> bool:
+        return c.IN_REBOOT_SLOT_ANNOTATION in await marks(name)
+
+    try:
+        async with (
+            SafetyMonitor(api, group, 2) as monitor,
+            running_controller(api, registry=registry.options()),
+        ):
+            await create_pool(api, pool)
+
+            async def all_staged() -> bool:
+                p = await get_pool(api, group)
+                return "3 staged" in condition(p, "UpToDate").get("message", "")
+
+            await wait_for(all_staged, 90, "all three staged while paused")
+            await patch_object(
+                api, BOOTC_NODE_POOLS, group, {"spec": {"rollout": {"paused": False}}}
+            )
+
+            async def both_busy() -> bool:
+                slot = await holds(draining) and await cordoned(draining)
+                return slot and c.REBOOT_REQUESTED_ANNOTATION in await marks(rebooting)
+
+            await wait_for(both_busy, 90, f"{draining} draining, {rebooting} rebooting")
+
+            await delete_object(api, SECRETS, key_secret, NS)
+
+            async def given_back() -> bool:
+                return not await holds(draining) and not await cordoned(draining)
+
+            await wait_for(given_back, 60, f"{draining} uncordoned, its slot given back")
+            assert await holds(rebooting), "a node rebooting keeps its slot until it is back"
+            assert not await holds(waiting) and not await cordoned(waiting)
+            bn = await get_object(api, BOOTC_NODES, draining)
+            assert bn["spec"]["desiredImageState"] == "Staged"
+            event = await asyncio.to_thread(
+                kubectl,
+                "get",
+                "events",
+                "-n",
+                "default",
+                "--field-selector",
+                f"involvedObject.name={draining},reason=TargetWithdrawn",
+                "-o",
+                "jsonpath={.items[0].type}|{.items[0].message}",
+            )
+            assert event.startswith("Warning|"), event
+            assert f"{draining}: the pool's target {signed} was withdrawn before" in event, event
+            assert f"Secret {NS}/{key_secret} not found" in event, event
+            assert "drain cancelled, uncordoned, reboot slot released" in event, event
+            said = await asyncio.to_thread(
+                kubectl,
+                "get",
+                "bnp",
+                group,
+                "-o",
+                'jsonpath={.status.conditions[?(@.type=="UpToDate")].message}',
+            )
+            assert "nodes draining for a reboot slot are uncordoned and give it back" in said
+
+            # the node that was rebooting comes back, on the digest it was told: released
+            fleet.never_ready.discard(rebooting)
+            fleet.poke(rebooting)
+
+            async def back() -> bool:
+                return not await holds(rebooting) and not await cordoned(rebooting)
+
+            await wait_for(back, 60, f"{rebooting} back and its slot given back")
+            assert told == {rebooting}, told
+            assert {n for n, _ in fleet.reboots} == {rebooting}
+
+            # the key back and the PDB gone: the digest verifies again, the rollout completes
+            await request_json(
+                api, "DELETE", f"/apis/policy/v1/namespaces/default/poddisruptionbudgets/{group}"
+            )
+            await create_object(api, SECRETS, secret, NS)
+            await wait_for(rolled_out(api, group, signed, 3), 120, "v1 rolled out to all three")
+        assert not monitor.summary.violations, monitor.summary.violations
     finally:
         await recorder.stop()
         await delete_quietly(api, BOOTC_NODE_POOLS, group)

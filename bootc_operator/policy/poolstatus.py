@@ -242,6 +242,14 @@ def _not_rolling(f: RolloutFacts, progress: str) -> Condition | None:
         return False, c.REASON_INVALID_SPEC, f"{f.invalid}; {progress}"
     if f.signature_error is not None:
         reason, message = f.signature_error
+        if reason == c.REASON_SIGNATURE_VERIFICATION_FAILED and not f.target_known:
+            # the target withdrawn (slots.plan_withdrawn): no slot stays held for it
+            message += (
+                "; no digest's verification holds: nodes stay on what they run, none is "
+                "told to reboot, and nodes draining for a reboot slot are uncordoned and "
+                "give it back"
+            )
+            return False, reason, f"{message}; {progress}"
         return False, reason, f"{message}; nodes stay on what they run; {progress}"
     if f.unverified:
         return False, c.REASON_PENDING, f"verifying the signature of {f.unverified}; {progress}"

@@ -33,6 +33,13 @@ reconciler turns its answer into API writes. Rules (DESIGN §3):
   (``order.order_key``) instead; ``next_up`` lists them as they will go.
 - A holder that is Staged with ``desiredImageState: Staged`` must be drained;
   after the drain the reconciler sets ``Booted``.
+- A pool whose target was *withdrawn* (``spec.image.verification``: no digest's
+  signature verification holds any more, a key revoked or rotated) plans nothing
+  but the slots (``plan_withdrawn``): a holder not yet told to reboot gives its
+  slot back at once (its drain is cancelled, its cordon restored: no node stays
+  cordoned for a reboot that will not come); one told to reboot keeps it until
+  it is back (Idle, not Degraded, Ready, running its ``desiredImage``), then
+  gives it back. No slot is taken, no node told to reboot.
 - ``desiredImageState: Booted`` is only ever legitimate on a node holding a
   *drained* slot (``bootc.dev/in-reboot-slot`` and ``bootc.dev/reboot-requested``).
   Anywhere else (written by hand, or left by another operator) it is put back to
@@ -75,6 +82,7 @@ STAGED = DesiredImageState.STAGED.value
 class RolloutPlan:
     release: tuple[str, ...] = ()  # free the slot, restore the cordon state
     cancel: tuple[str, ...] = ()  # subset of release: target moved mid-drain
+    withdrawn: tuple[str, ...] = ()  # subset of release: target withdrawn before the reboot
     take: tuple[str, ...] = ()  # annotate, cordon, then drain
     drain: tuple[str, ...] = ()  # holders that still need (or are in) a drain
     holders: tuple[str, ...] = ()  # slot holders after this plan (kept + taken)
@@ -720,6 +728,37 @@ def plan_pool(
         order=policy.order,
     )
     return replace(plan, stage=stage), window
+
+
+def asked_to_reboot(v: NodeView) -> bool:
+    """The holder was told to reboot (``Booted``, or the drain's ``reboot-requested``):
+    its daemon may be rebooting it now."""
+    return v.desired_image_state == BOOTED or v.reboot_requested_at is not None
+
+
+def plan_withdrawn(views: Iterable[NodeView]) -> RolloutPlan:
+    """The slots of a pool whose target was withdrawn (module doc): holders not yet
+    told to reboot release (``withdrawn``), the others once they are back; nothing
+    else is planned (no take, no drain, no reboot)."""
+    release: list[str] = []
+    withdrawn: list[str] = []
+    kept: list[str] = []
+    for v in sorted(views, key=lambda v: v.name):
+        if not v.in_slot:
+            continue
+        if not asked_to_reboot(v):
+            release.append(v.name)
+            withdrawn.append(v.name)
+        elif (
+            v.state not in (NodeState.DEGRADED, NodeState.REBOOTING)
+            and v.ready
+            and v.idle
+            and v.booted_desired
+        ):
+            release.append(v.name)  # back, running what it was told to reboot into
+        else:
+            kept.append(v.name)
+    return RolloutPlan(release=tuple(release), withdrawn=tuple(withdrawn), holders=tuple(kept))
 
 
 def next_reboot_deadline(

@@ -7,6 +7,9 @@ parts; rollout and status read the gates). Each part has one writer:
 - ``tags``: (image ref, digest) the pool's tag last resolved to; writer: the tags loop;
 - ``signatures``: (``repo@digest``, fingerprint of the keys) whose signature verified;
   writer: the signatures loop;
+- ``signature_errors``: (Degraded reason, message) of the pool's last signature
+  failure (a key problem, a digest refused, the registry not answering); writer: the
+  signatures loop;
 - ``gates``: the answers of the pool's Prometheus gates (blocking alerts,
   preconditions); writer: the alert gate loop (``gates.alertgate.GateStates``).
 
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from bootc_operator.api import constants as c
 from bootc_operator.gates.alerts import AlertGate
 
 Obj = dict[str, Any]
@@ -49,6 +53,7 @@ class PoolKnowledge:
     def __init__(self, *, gates: GateReader | None = None, keys: KeyReader | None = None) -> None:
         self.tags: dict[str, tuple[str, str]] = {}
         self.signatures: dict[str, tuple[str, str]] = {}
+        self.signature_errors: dict[str, tuple[str, str]] = {}
         self.gates: GateReader = gates if gates is not None else _Nothing()
         self.keys: KeyReader = keys if keys is not None else _Nothing()
 
@@ -64,6 +69,20 @@ class PoolKnowledge:
             return None
         fingerprint = self.keys.fingerprint(pool)
         return held[0] if fingerprint is not None and fingerprint == held[1] else None
+
+    def withdrawn(self, pool: Obj) -> str:
+        """Why no digest's verification holds for the pool, when that is *known*: the
+        signatures loop found its keys unusable or refused the digest with the keys the
+        pool trusts now (``SignatureVerificationFailed``). "" otherwise: a verification
+        holds, or none is known yet (not checked since a key change or a restart, the
+        registry not answering): the pool's rollout then waits rather than undo
+        anything (``slots.plan_withdrawn`` only for a known withdrawal)."""
+        if self.verified(pool) is not None:
+            return ""
+        failed = self.signature_errors.get(pool["metadata"]["name"])
+        if failed is None or failed[0] != c.REASON_SIGNATURE_VERIFICATION_FAILED:
+            return ""
+        return failed[1]
 
     def gate(self, pool: Obj) -> AlertGate | None:
         """The pool's Prometheus gates (None: it has none); closed until answered."""

@@ -173,3 +173,31 @@ def test_up_to_date_names_the_signature_failure() -> None:
     )
     checking = rollout_condition(RolloutFacts(counts, unverified=B))
     assert checking[:2] == (False, "Pending") and f"verifying the signature of {B}" in checking[2]
+
+
+def test_up_to_date_says_slots_are_given_back_when_no_verification_holds() -> None:
+    """Issue 37 follow-up: a key revoked, no digest verified with the keys trusted now
+    (no target at all): the message says the draining nodes give their slots back
+    (``slots.plan_withdrawn``); with an older verified digest still the target, not."""
+    counts = Counts(total=3, updated=0, staged=2, rebooting=1)
+    why = f"the key Secret {REF['namespace']}/{REF['name']} key cosign.pub: not found"
+    withdrawn = RolloutFacts(
+        counts,
+        target_known=False,
+        signature_error=(c.REASON_SIGNATURE_VERIFICATION_FAILED, why),
+        unverified=B,
+    )
+    status, reason, message = rollout_condition(withdrawn)
+    assert (status, reason) == (False, "SignatureVerificationFailed")
+    assert message == (
+        f"{why}; no digest's verification holds: nodes stay on what they run, none is told "
+        "to reboot, and nodes draining for a reboot slot are uncordoned and give it back; "
+        "0/3 updated; 2 staged, 1 rebooting"
+    )
+    # the registry not answering withdraws nothing: nothing is said to be given back
+    unreachable = RolloutFacts(
+        counts,
+        target_known=False,
+        signature_error=(c.REASON_SIGNATURE_REGISTRY_ERROR, "cannot check the signature"),
+    )
+    assert "give it back" not in rollout_condition(unreachable)[2]

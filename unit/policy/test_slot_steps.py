@@ -19,6 +19,7 @@ from bootc_operator.policy.slots import (
     candidates,
     holder_health,
     plan_rollout,
+    plan_withdrawn,
     release_step,
     topology_step,
 )
@@ -110,3 +111,32 @@ def test_plan_rollout_composes_the_steps_under_the_policy() -> None:
     assert paused.take == () and paused.waiting == ("a", "b")
     closed = plan_rollout(PoolPolicy(), BUDGETS, nodes, NOW, Gates(window_open=False))
     assert closed.take == () and closed.window_closed
+
+
+def test_a_withdrawn_target_frees_the_slots_not_yet_used_for_a_reboot() -> None:
+    """Issue 37 follow-up: the pool's target withdrawn (a signing key revoked), a holder
+    not yet told to reboot gives its slot back at once, whatever its state (draining,
+    degraded while draining, someone else's cordon); one told to reboot keeps it until
+    it is back (Idle, not Degraded, Ready, running its desiredImage), then gives it
+    back; nothing is taken nor drained, and members without a slot are left alone."""
+    told = NOW - dt.timedelta(seconds=30)
+    draining = v("draining", S.PENDING, slot=True)  # no target: Staged reads as Pending
+    sick = v("sick", S.DEGRADED, slot=True)
+    theirs = v("theirs", S.PENDING, slot=True, was_cordoned=True, unschedulable=True)
+    rebooting = v("rebooting", S.REBOOTING, slot=True, want="Booted", reboot_requested_at=told)
+    booted = v("booted", S.PENDING, slot=True, want="Booted", reboot_requested_at=told)
+    about_to = v("about-to", S.PENDING, slot=True, want="Booted", reboot_requested_at=told)
+    back = replace(booted, name="back", idle=True, booted_desired=True)
+    not_ready = replace(back, name="not-ready", ready=False)
+    broken = replace(back, name="broken", state=S.DEGRADED)
+    waiting = v("waiting", S.PENDING)
+    plan = plan_withdrawn(
+        [draining, sick, theirs, rebooting, about_to, back, not_ready, broken, waiting]
+    )
+    assert plan.withdrawn == ("draining", "sick", "theirs")
+    assert plan.release == ("back", "draining", "sick", "theirs")
+    assert plan.holders == ("about-to", "broken", "not-ready", "rebooting")
+    assert plan.take == plan.drain == plan.cancel == plan.restore == ()
+    # a holder with reboot-requested but (somehow) Staged still: it was told, it keeps it
+    told_staged = v("told", S.PENDING, slot=True, reboot_requested_at=told)
+    assert plan_withdrawn([told_staged]).holders == ("told",)

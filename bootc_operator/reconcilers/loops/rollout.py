@@ -51,6 +51,15 @@ retried from fresh caches:
    later, a bounded number of times); ``Halt`` keep the slot and the drain (the
    plan starts no new slots); ``Force`` have the drain delete the pods left.
 
+A pool whose target was withdrawn (``spec.image.verification``: the signature loop
+found the keys unusable, or refused the digest with the keys the pool trusts now;
+``PoolKnowledge.withdrawn``) has no target: instead of the steps, the holders not yet
+told to reboot give their slots back at once (drain cancelled, cordon restored, a
+``TargetWithdrawn`` Warning on the node and the pool), and those told to reboot once
+their node is back (``slots.plan_withdrawn``). A target merely not known yet (a tag
+not resolved, a signature not checked since a restart or a key change) freezes the
+pool as it is.
+
 All rollout state lives in BootcNode annotations; a restarted (or newly
 elected) controller resumes drains of slotted nodes from them. Before the steps,
 slots a previous controller left in a state this one never writes (the Go
@@ -94,11 +103,13 @@ from bootc_operator.policy.slots import (
     RolloutPlan,
     adoption,
     adoption_patch,
+    asked_to_reboot,
     hold_repair_patch,
     is_candidate,
     must_restore_staged,
     next_reboot_deadline,
     plan_pool,
+    plan_withdrawn,
     release_patch,
     take_patch,
 )
@@ -237,8 +248,35 @@ class RolloutReconciler:
             return None  # our own writes wake us again, from fresh caches
         if not policy.valid or not policy.targets:
             self._retain_none(pool_name)  # no gate is judged meanwhile
+            # a target withdrawn (its verification no longer holds): no node stays
+            # cordoned for a reboot that will not come
+            verified = policy.valid and policy.verification is not None
+            if verified and (why := ctx.knowledge.withdrawn(pool)):
+                await self._withdraw(pool, bns, views, why)
             return None
         return await self._roll(pool, policy, bns, views)
+
+    async def _withdraw(
+        self, pool: Obj, bns: dict[str, Obj], views: dict[str, NodeView], why: str
+    ) -> None:
+        """No digest's signature verification holds for the pool (``why``): slots not yet
+        used for a reboot are given back, the others once their node is back
+        (``slots.plan_withdrawn``); nothing is taken, drained or told to reboot."""
+        pool_name = pool["metadata"]["name"]
+        plan = plan_withdrawn(views.values())
+        step = _Steps(self, pool_name)
+        await step(
+            "release",
+            plan.release,
+            lambda n: self._release(
+                pool, bns[n], views[n], cancelled=False, gate=None, withdrawn=why
+            ),
+        )
+        await step("hold", plan.holders, lambda n: self._keep_held(pool_name, bns[n], cordon=False))
+        if self.refusals.prune(pool_name, lambda n, r: (r.step, n) in step.tried):
+            self._on_problem(pool_name)
+        if step.failed:
+            self._failed(pool, step.failed, self.ctx.now())
 
     async def _roll(
         self, pool: Obj, policy: PoolPolicy, bns: dict[str, Obj], views: dict[str, NodeView]
@@ -468,8 +506,17 @@ class RolloutReconciler:
         self._report(pool, v.name, "Warning", "UnsafeBootedRestored", msg, summary)
 
     async def _release(
-        self, pool: Obj, bn: Obj, v: NodeView, *, cancelled: bool, gate: GateResult | None
+        self,
+        pool: Obj,
+        bn: Obj,
+        v: NodeView,
+        *,
+        cancelled: bool,
+        gate: GateResult | None,
+        withdrawn: str = "",
     ) -> None:
+        """Give ``v``'s slot back; ``withdrawn``: why the pool's target was withdrawn
+        (``plan_withdrawn``), for the Event."""
         ctx = self.ctx
         name = v.name
         self.drains.cancel(name)
@@ -495,6 +542,9 @@ class RolloutReconciler:
             summary = "{n} nodes were rolled back after failing their health check"
             self._report(pool, name, "Warning", "RolledBack", msg, summary)
             return
+        if withdrawn and not asked_to_reboot(v):
+            self._report_withdrawn(pool, v, withdrawn)
+            return
         if cancelled:
             msg = f"{name}: target changed before its reboot; drain cancelled, slot released"
             log.info(msg, extra={"pool": pool_name, "node": name})
@@ -516,9 +566,29 @@ class RolloutReconciler:
             f"{name} runs {v.booted_digest or 'the target'}{how}{checked}; {kept}, "
             f"slot released{drained}"
         )
+        if withdrawn:
+            msg += (
+                "; the pool's target was withdrawn meanwhile (its signature verification "
+                "no longer holds): no other node is told to reboot until a digest verifies"
+            )
         log.info("node updated", extra={"pool": pool_name, "node": name})
         summary = "{n} nodes updated and released their slots"
         self._report(pool, name, "Normal", "NodeUpdated", msg, summary)
+
+    def _report_withdrawn(self, pool: Obj, v: NodeView, why: str) -> None:
+        """A Warning on the node and the pool: its slot was given back, unused, because
+        the pool's target was withdrawn before the node was told to reboot."""
+        kept = "left cordoned as it was before" if v.was_cordoned else "uncordoned"
+        digest = v.desired_image.rpartition("@")[2] or "its target"
+        msg = (
+            f"{v.name}: the pool's target {digest} was withdrawn before {v.name} was told to "
+            f"reboot (its signature verification no longer holds: {why[:300]}); drain "
+            f"cancelled, {kept}, reboot slot released; it is not rebooted until a digest "
+            "verifies again"
+        )
+        log.warning(msg, extra={"pool": pool["metadata"]["name"], "node": v.name})
+        summary = "{n} nodes gave their reboot slots back: the pool's target was withdrawn"
+        self._report(pool, v.name, "Warning", "TargetWithdrawn", msg, summary)
 
     def _report(
         self,

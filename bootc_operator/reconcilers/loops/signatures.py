@@ -205,7 +205,8 @@ class SignatureReconciler:
         self.max_retry = max_retry
         # pool -> (repo@digest, keys' fingerprint): this loop's part of the knowledge
         self._verified = ctx.knowledge.signatures
-        self.errors: dict[str, tuple[str, str]] = {}  # pool -> (Degraded reason, message)
+        # pool -> (Degraded reason, message): this loop's other part of the knowledge
+        self.errors = ctx.knowledge.signature_errors
         self._failures: dict[str, int] = {}  # pool -> registry failures in a row
         # pool -> (repo@digest, when a registry failure may be retried)
         self._retry_at: dict[str, tuple[str, dt.datetime]] = {}
