@@ -45,7 +45,13 @@ DEFAULT_KERNEL = "6.12.0-sim"
 KERNEL_LABEL = "fakebootc.kernel"
 
 
-class FakeHostError(Exception):
+class HostError(Exception):
+    """A test host's operation failed, on the fake bootc or the real one; the message
+    is one readable line. (The real host's ``RealHostError`` derives from it too, so
+    ``hack.testenv`` catches both without importing ``hack.realbootc``.)"""
+
+
+class FakeHostError(HostError):
     """A simulated-host operation failed; the message is one readable line."""
 
 

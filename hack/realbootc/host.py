@@ -66,6 +66,7 @@ from typing import Any
 from hack.fakebootc.boot import LABEL, Boot, decide_boot
 from hack.fakebootc.host import BootcCommands, daemon_argv, scope_boot_fault
 from hack.fakebootc.shims import unit_name
+from hack.fakebootc.state import HostError
 from hack.realbootc import hostinit
 from hack.realbootc.build import REPO_ROOT, Build, resolve_build
 
@@ -92,7 +93,7 @@ POLICY_ACCEPT_ANYTHING = {"default": [{"type": "insecureAcceptAnything"}]}
 _TOOLS = ("hostinit", *hostinit.SHIMS, *hostinit.REAL_BINARIES)
 
 
-class RealHostError(RuntimeError):
+class RealHostError(HostError, RuntimeError):
     """A real-bootc host operation failed; the message is one readable line (plus a log
     tail where there is one)."""
 

@@ -39,11 +39,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from hack.fakebootc import FakeHostError
-from hack.realbootc.host import RealHostError
-
-#: what a host's operations raise (one readable line)
-HostError = (FakeHostError, RealHostError)
+from hack.fakebootc.state import HostError
 
 
 class BootRecord(Protocol):
