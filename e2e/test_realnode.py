@@ -216,6 +216,8 @@ async def test_install_and_one_rollout_on_real_nodes(
         )
         assert f"serving metrics on {infra.node_ip}:8080 (HTTPS)" in controller_logs
         boot_id = node_boot_id(cp, node.name)
+        # the kubelet reads the booted deployment's /etc/os-release
+        assert node_os_image(cp, node.name) == "realbootc realnode-1"
         assert boot_id == node.host.boot_id, "the kubelet reports the host's boot"
         deployment = node.host.booted_deployment()
 
@@ -282,6 +284,7 @@ async def test_install_and_one_rollout_on_real_nodes(
         assert status["rollback"]["image"]["imageDigest"] == images.digest(old)
         assert node.host.booted_deployment() != deployment, "a new ostree deployment is /"
         assert node.host.boot_id != boot_id, "a full reboot is a new boot"
+        assert node_os_image(cp, node.name) == "realbootc realnode-2", "the kubelet runs on v2"
         await wait_for(
             lambda: pod_ready_again(cp, daemon_pod(cp, node.name)),
             120,
@@ -369,6 +372,10 @@ def short(digest: str) -> str:
 
 def node_boot_id(cp: ControlPlane, name: str) -> str:
     return kubectl(cp, "get", "node", name, "-o", "jsonpath={.status.nodeInfo.bootID}")
+
+
+def node_os_image(cp: ControlPlane, name: str) -> str:
+    return kubectl(cp, "get", "node", name, "-o", "jsonpath={.status.nodeInfo.osImage}")
 
 
 def node_ready(cp: ControlPlane, name: str) -> bool:

@@ -25,5 +25,6 @@ several digests) would carry all of it through a push, a pull and an ostree impo
 What bootc and ostree track of a deployment, its commit, kernel, ``/usr/etc`` and the
 image metadata, is the image's own; only the programs running are the machine's.
 The cost: ``/usr/lib/os-release`` inside says Debian (bootc reads the version from
-the image's labels, not from there).
+the image's labels, not from there); the images ship ``/etc/os-release`` as a file
+of their own, so what reads that (a kubelet's ``osImage``) sees the image.
 """

@@ -7,8 +7,9 @@ libostree needs to call it booted: ``/usr/lib/modules/<kernel>/vmlinuz`` and
 ``initramfs.img`` (the same bytes for the same ``kernel``, so images sharing a kernel
 share ostree's boot checksum: a staged one is ``softRebootCapable``), ``os-release``,
 the mount points (``/sysroot``, ``/boot``, ``/var``, ``/proc``, ``/dev``, ``/sys``,
-``/run``, ``/tmp``), ``/ostree -> sysroot/ostree``, the merged-``/usr`` symlinks
-(``/lib64`` is where the ELF interpreter is), a permissive
+``/run``, ``/tmp``), ``/ostree -> sysroot/ostree``, ``/etc/os-release`` as a file
+(the host's ``/usr`` is the machine's: a link into it would say Debian), the
+merged-``/usr`` symlinks (``/lib64`` is where the ELF interpreter is), a permissive
 ``/etc/containers/policy.json`` (skopeo needs one; real base images ship it) and a
 marker file naming the image, so every name is another digest.
 
@@ -65,7 +66,6 @@ _LINKS = {
     "lib": "usr/lib",
     "lib64": "usr/lib64",
     "ostree": "sysroot/ostree",
-    "etc/os-release": "../usr/lib/os-release",
 }
 
 
@@ -83,6 +83,9 @@ def bootc_tree(name: str, *, version: str | None = None, kernel: str = KERNEL) -
         TreeEntry(f"{modules}/vmlinuz", f"realbootc kernel {kernel}\n".encode()),
         TreeEntry(f"{modules}/initramfs.img", f"realbootc initramfs {kernel}\n".encode()),
         TreeEntry("usr/lib/os-release", os_release.encode()),
+        # a copy, not the usual link into /usr: the host's /usr is the machine's, and
+        # what reads /etc/os-release (a kubelet's osImage) should see the image's
+        TreeEntry("etc/os-release", os_release.encode()),
         TreeEntry("usr/share/realbootc-image", f"{name}\n".encode()),
         TreeEntry("etc/containers/policy.json", (json.dumps(POLICY, indent=2) + "\n").encode()),
         TreeEntry("etc/hostname", b"realbootc\n"),
