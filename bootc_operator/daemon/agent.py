@@ -148,6 +148,22 @@ SHUTDOWN_GRACE = 10.0
 SecretWant = tuple[str, str, str, str, str]  # namespace, name, hash, keyID, data
 
 
+def secret_want(spec: Obj) -> SecretWant | None:
+    """The pull secret the BootcNode's spec names, sealed blob included; None: none named."""
+    ref = spec.get("pullSecretRef") or None
+    if not isinstance(ref, dict):
+        return None
+    sealed = spec.get("sealedPullSecret")
+    sealed = sealed if isinstance(sealed, dict) else {}
+    return (
+        str(ref.get("namespace") or ""),
+        str(ref.get("name") or ""),
+        str(spec.get("pullSecretHash") or ""),
+        str(sealed.get("keyID") or ""),
+        str(sealed.get("data") or ""),
+    )
+
+
 @dataclass(frozen=True)
 class Config:
     node_name: str
@@ -650,18 +666,7 @@ class Agent:
         of the daemon before a restart) is not a problem: ``_secret_wait`` says what
         the daemon waits for, and a switch waits with it (``decide``'s ``pull_wait``).
         """
-        ref = spec.get("pullSecretRef") or None
-        want: SecretWant | None = None
-        if isinstance(ref, dict):
-            sealed = spec.get("sealedPullSecret")
-            sealed = sealed if isinstance(sealed, dict) else {}
-            want = (
-                str(ref.get("namespace") or ""),
-                str(ref.get("name") or ""),
-                str(spec.get("pullSecretHash") or ""),
-                str(sealed.get("keyID") or ""),
-                str(sealed.get("data") or ""),
-            )
+        want = secret_want(spec)
         if (
             self._secret_known
             and want == self._secret_want
@@ -670,32 +675,44 @@ class Agent:
             return self._secret_problem
         self._secret_known, self._secret_want = True, want
         self._secret_wait = None
-        path = auth_path(self.config.host_root)
         if want is None:
-            self._secret_problem = None
-            try:
-                removed = remove_auth_file(self.config.host_root)
-                if removed == "removed":
-                    log.info("pull secret cleared; removed %s", path, extra=self._ctx)
-                elif removed == "foreign":
-                    log.info(
-                        "no pull secret named; leaving %s alone: the daemon did not write it",
-                        path,
-                        extra=self._ctx,
-                    )
-            except OSError as exc:
-                self._secret_problem = f"cannot remove {path}: {exc.strerror}"
-                log.warning(self._secret_problem, extra=self._ctx)
-            return self._secret_problem
+            self._secret_problem = self._remove_pull_secret()
+        else:
+            self._secret_problem = self._write_pull_secret(want)
+        return self._secret_problem
+
+    def _remove_pull_secret(self) -> str | None:
+        """No pull secret named: remove the file this daemon wrote; a problem text or None."""
+        path = auth_path(self.config.host_root)
+        try:
+            removed = remove_auth_file(self.config.host_root)
+            if removed == "removed":
+                log.info("pull secret cleared; removed %s", path, extra=self._ctx)
+            elif removed == "foreign":
+                log.info(
+                    "no pull secret named; leaving %s alone: the daemon did not write it",
+                    path,
+                    extra=self._ctx,
+                )
+        except OSError as exc:
+            problem = f"cannot remove {path}: {exc.strerror}"
+            log.warning(problem, extra=self._ctx)
+            return problem
+        return None
+
+    def _write_pull_secret(self, want: SecretWant) -> str | None:
+        """Unseal the named secret into the host's auth.json; a problem text or None.
+
+        Sealed to another key than this process's: no problem, ``_secret_wait`` says so.
+        """
         namespace, name, secret_hash, kid, data = want
         where = f"pull secret {namespace}/{name}"
-        problem: str | None = None
+        path = auth_path(self.config.host_root)
         try:
             if not namespace or not name:
                 raise PullSecretError("pullSecretRef needs both name and namespace")
             key = self._sealing_key()
             if kid != key.key_id:
-                self._secret_problem = None
                 self._secret_wait = (
                     f"{where} is not sealed to this daemon's key {key.key_id[:12]} yet "
                     "(status.sealingKey); waiting for the controller"
@@ -726,11 +743,10 @@ class Agent:
                 )
                 if self._last is not None and self._last.error is not None:
                     self._last = None  # new credentials: retry a failed pull now
-        if problem is not None:
-            kept = "keeping the previous file" if path.exists() else "no credentials written"
-            problem = f"{problem} ({kept})"
-            log.warning(problem, extra=self._ctx)
-        self._secret_problem = problem
+            return None
+        kept = "keeping the previous file" if path.exists() else "no credentials written"
+        problem = f"{problem} ({kept})"
+        log.warning(problem, extra=self._ctx)
         return problem
 
     # ------------------------------------------------------------ lifecycle
