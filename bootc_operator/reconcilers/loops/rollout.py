@@ -123,7 +123,7 @@ from bootc_operator.reconcilers.metrics import (
     NODE_UPDATE_DURATION,
     ROLLBACKS,
 )
-from bootc_operator.reconcilers.watchers.drain import DrainManager
+from bootc_operator.reconcilers.watchers.drain import DrainManager, DrainResult
 from bootc_operator.reconcilers.watchers.healthpods import HealthPods, health_gates
 
 log = logging.getLogger("rollout")
@@ -705,33 +705,15 @@ class RolloutReconciler:
         self, pool: Obj, name: str, drain: DrainPolicy, now: dt.datetime
     ) -> float | None:
         """Advance one holder's drain; seconds until its timeout, if one applies."""
-        ctx = self.ctx
         pool_name = pool["metadata"]["name"]
-        bn = ctx.bootc_node(name)
+        bn = self.ctx.bootc_node(name)
         if bn is None:
             return None
         # someone may have uncordoned it (the take's cordon was a forced write)
         await self._keep_held(pool_name, bn, cordon=True)
         res = self.drains.ensure(name, pool_name, drain.grace_period, drain.delete_emptydir_data)
         if res.done:
-            await ctx.patch_bootc_node(
-                bn,
-                {
-                    "metadata": {
-                        "annotations": {
-                            c.REBOOT_REQUESTED_ANNOTATION: micro_time(ctx.now()),
-                            # for the node's NodeUpdated Event, whoever releases the slot
-                            c.DRAIN_SUMMARY_ANNOTATION: res.summary(),
-                        }
-                    },
-                    "spec": {"desiredImageState": BOOTED},
-                },
-            )
-            self.drains.forget(name)
-            log.info("drained; reboot requested", extra={"pool": pool_name, "node": name})
-            msg = f"{name} drained ({res.summary()}); desiredImageState set to Booted"
-            summary = "{n} nodes drained and told to reboot"
-            self._report(pool, name, "Normal", "RebootRequested", msg, summary, step=True)
+            await self._drained(pool, name, bn, res)
             return None
         if drain.timeout is None:
             return None
@@ -739,10 +721,41 @@ class RolloutReconciler:
         elapsed = (now - taken).total_seconds() if taken else 0.0
         if elapsed < drain.timeout:
             return drain.timeout - elapsed + 0.5
+        await self._drain_timed_out(pool, name, bn, res, drain)
+        return None
+
+    async def _drained(self, pool: Obj, name: str, bn: Obj, res: DrainResult) -> None:
+        """The holder is drained: its reboot is requested."""
+        ctx = self.ctx
+        pool_name = pool["metadata"]["name"]
+        await ctx.patch_bootc_node(
+            bn,
+            {
+                "metadata": {
+                    "annotations": {
+                        c.REBOOT_REQUESTED_ANNOTATION: micro_time(ctx.now()),
+                        # for the node's NodeUpdated Event, whoever releases the slot
+                        c.DRAIN_SUMMARY_ANNOTATION: res.summary(),
+                    }
+                },
+                "spec": {"desiredImageState": BOOTED},
+            },
+        )
+        self.drains.forget(name)
+        log.info("drained; reboot requested", extra={"pool": pool_name, "node": name})
+        msg = f"{name} drained ({res.summary()}); desiredImageState set to Booted"
+        summary = "{n} nodes drained and told to reboot"
+        self._report(pool, name, "Normal", "RebootRequested", msg, summary, step=True)
+
+    async def _drain_timed_out(
+        self, pool: Obj, name: str, bn: Obj, res: DrainResult, drain: DrainPolicy
+    ) -> None:
+        """The holder's drain is past spec.drain.timeout: what onTimeout says (once)."""
+        pool_name = pool["metadata"]["name"]
         annotations = bn["metadata"].get("annotations") or {}
         skips = drain_skips_of(annotations.get(c.DRAIN_SKIPPED_ANNOTATION))
         action = timeout_action(drain, skips)
-        message = f"drain timed out after {int(drain.timeout)}s: {res.message(name)}"
+        message = f"drain timed out after {int(drain.timeout or 0)}s: {res.message(name)}"
         if action is TimeoutAction.HALT:
             if not res.halted:  # the drain goes on; plan_pool stops new slots meanwhile
                 res.halted = True
@@ -754,7 +767,7 @@ class RolloutReconciler:
                 summary = "{n} drains timed out; the rollout halts until they finish"
                 self._report(pool, name, "Warning", "DrainTimeout", message, summary)
                 self.drains.changed(name)  # the pool's status says RolloutHalted now
-            return None
+            return
         if action is TimeoutAction.FORCE:
             if not res.force:
                 DRAIN_OUTCOMES.labels(pool_name, action.value).inc()
@@ -763,7 +776,24 @@ class RolloutReconciler:
                 summary = "{n} drains timed out; their pods left are deleted"
                 self._report(pool, name, "Warning", "DrainTimeout", message, summary)
                 self.drains.force(name)
-            return None
+            return
+        await self._give_up_drain(pool, name, bn, drain, action, skips, message)
+
+    async def _give_up_drain(
+        self,
+        pool: Obj,
+        name: str,
+        bn: Obj,
+        drain: DrainPolicy,
+        action: TimeoutAction,
+        skips: int,
+        message: str,
+    ) -> None:
+        """onTimeout Skip (or Skip given up): the slot is released, the node uncordoned
+        and marked to be tried again after the others (Skip) or not at all."""
+        ctx = self.ctx
+        pool_name = pool["metadata"]["name"]
+        annotations = bn["metadata"].get("annotations") or {}
         self.drains.cancel(name)
         await ctx.give_node_back(name, annotations)
         spec_state = (bn.get("spec") or {}).get("desiredImageState", STAGED)
@@ -786,4 +816,3 @@ class RolloutReconciler:
         self._report(
             pool, name, "Warning", "DrainTimeout", message, summary, pool_note=f"{name}: {message}"
         )
-        return None
