@@ -269,31 +269,10 @@ class SignatureReconciler:
         ident = keyset_id(keyset.keys)
         verdict = self.cache.get(image, digest, ident, now=self._monotonic())
         if verdict is None:
-            pull = self._pull_secret(pool)
-            if pull is not None and pull.pending and not pull.problem:
-                return PENDING_RETRY
-            retry = self._retry_at.get(pool_name)
-            now = ctx.now()
-            if retry is not None and retry[0] == desired and now < retry[1]:
-                return (retry[1] - now).total_seconds() + 0.1
-            try:
-                docs = await self._fetch(desired, pull.dockerconfigjson if pull else None)
-            except Exception as err:  # the registry client's errors carry readable messages
-                failures = self._failures[pool_name] = self._failures.get(pool_name, 0) + 1
-                delay = retry_delay(failures, self.max_retry)
-                self._retry_at[pool_name] = (desired, now + dt.timedelta(seconds=delay))
-                self._fail(
-                    pool,
-                    c.REASON_SIGNATURE_REGISTRY_ERROR,
-                    f"cannot check the signature of {desired}: {err}; "
-                    "nothing stages until it can (fail closed)",
-                )
-                await self._publish_next_check(pool, self._retry_at[pool_name][1])
-                return delay
-            self._failures.pop(pool_name, None)
-            self._retry_at.pop(pool_name, None)
-            verdict = docs.verify(image, digest, keyset.keys)
-            self.cache.put(image, digest, ident, verdict, now=self._monotonic())
+            fetched = await self._check(pool, image, digest, keyset.keys)
+            if not isinstance(fetched, Verdict):
+                return fetched  # seconds until the next try
+            verdict = fetched
         if not verdict.verified:
             self._fail(
                 pool,
@@ -311,6 +290,41 @@ class SignatureReconciler:
         self._pass(pool, desired, fingerprint, verdict)
         await self._publish_next_check(pool, None)
         return None
+
+    async def _check(
+        self, pool: Obj, image: str, digest: str, keys: tuple[TrustedKey, ...]
+    ) -> Verdict | float:
+        """Fetch the signatures of ``image@digest`` and judge them against ``keys``
+        (the verdict cached); or, when they cannot be fetched now, seconds to the next try.
+        """
+        pool_name = pool["metadata"]["name"]
+        desired = f"{image}@{digest}"
+        pull = self._pull_secret(pool)
+        if pull is not None and pull.pending and not pull.problem:
+            return PENDING_RETRY
+        retry = self._retry_at.get(pool_name)
+        now = self.ctx.now()
+        if retry is not None and retry[0] == desired and now < retry[1]:
+            return (retry[1] - now).total_seconds() + 0.1
+        try:
+            docs = await self._fetch(desired, pull.dockerconfigjson if pull else None)
+        except Exception as err:  # the registry client's errors carry readable messages
+            failures = self._failures[pool_name] = self._failures.get(pool_name, 0) + 1
+            delay = retry_delay(failures, self.max_retry)
+            self._retry_at[pool_name] = (desired, now + dt.timedelta(seconds=delay))
+            self._fail(
+                pool,
+                c.REASON_SIGNATURE_REGISTRY_ERROR,
+                f"cannot check the signature of {desired}: {err}; "
+                "nothing stages until it can (fail closed)",
+            )
+            await self._publish_next_check(pool, self._retry_at[pool_name][1])
+            return delay
+        self._failures.pop(pool_name, None)
+        self._retry_at.pop(pool_name, None)
+        verdict = docs.verify(image, digest, keys)
+        self.cache.put(image, digest, keyset_id(keys), verdict, now=self._monotonic())
+        return verdict
 
     async def _publish_next_check(self, pool: Obj, when: dt.datetime | None) -> None:
         """``status.nextSignatureCheckTime``: when a refused (or unreachable) signature is
