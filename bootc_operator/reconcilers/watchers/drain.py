@@ -62,7 +62,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -373,36 +373,7 @@ class DrainManager:
             if freed:
                 self._on_change(node, res.pool)
             self._hold(node, res, state.held)
-            refusals = 0
-            by_budget: dict[str, tuple[str, Mapping[str, str]]] = {}
-            cached = {pod_key(p): p for p in pods.list()}
-            uids = {key: p["metadata"].get("uid", "") for key, p in cached.items()}
-            for key in state.evict:
-                namespace, name = key.split("/", 1)
-                try:
-                    if res.force:
-                        await self._force_delete(node, res, key, uids.get(key, ""))
-                    else:
-                        await self.ctx.evict(namespace, name, uids.get(key, ""), res.grace_period)
-                        res.evicted += 1
-                    res.blocked_by.pop(key, None)
-                except ApiError as err:
-                    if err.not_found or err.status == 409:
-                        # gone, or (409: its uid precondition failed) replaced by a
-                        # namesake, which the node's pod watch shows if it is ours
-                        res.blocked_by.pop(key, None)
-                        continue
-                    refusals += 1
-                    res.blocked_by[key] = err.message or str(err)
-                    if refusal_kind(err.status) == "pdb":
-                        labels = (cached.get(key) or {}).get("metadata", {}).get("labels") or {}
-                        by_budget[key] = (namespace, labels)
-                    elif key not in res.denied:
-                        res.denied.add(key)
-                        DRAIN_OUTCOMES.labels(res.pool, "Denied").inc()
-                except (OSError, TimeoutError) as err:
-                    refusals += 1
-                    res.blocked_by[key] = str(err)
+            refusals, by_budget = await self._evict(node, res, state.evict, pods.list())
             if res.blocked_by and not res.reported_blocked:
                 res.reported_blocked = True
                 message = res.message(node)
@@ -424,6 +395,43 @@ class DrainManager:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(delay):
                     await wake.wait()
+
+    async def _evict(
+        self, node: str, res: DrainResult, keys: Iterable[str], listed: Iterable[Obj]
+    ) -> tuple[int, dict[str, tuple[str, Mapping[str, str]]]]:
+        """Evict (Force: delete) each pod of ``keys``, one pass; how many were refused,
+        and of those, the ones a PodDisruptionBudget refused (namespace and labels)."""
+        refusals = 0
+        by_budget: dict[str, tuple[str, Mapping[str, str]]] = {}
+        cached = {pod_key(p): p for p in listed}
+        uids = {key: p["metadata"].get("uid", "") for key, p in cached.items()}
+        for key in keys:
+            namespace, name = key.split("/", 1)
+            try:
+                if res.force:
+                    await self._force_delete(node, res, key, uids.get(key, ""))
+                else:
+                    await self.ctx.evict(namespace, name, uids.get(key, ""), res.grace_period)
+                    res.evicted += 1
+                res.blocked_by.pop(key, None)
+            except ApiError as err:
+                if err.not_found or err.status == 409:
+                    # gone, or (409: its uid precondition failed) replaced by a
+                    # namesake, which the node's pod watch shows if it is ours
+                    res.blocked_by.pop(key, None)
+                    continue
+                refusals += 1
+                res.blocked_by[key] = err.message or str(err)
+                if refusal_kind(err.status) == "pdb":
+                    labels = (cached.get(key) or {}).get("metadata", {}).get("labels") or {}
+                    by_budget[key] = (namespace, labels)
+                elif key not in res.denied:
+                    res.denied.add(key)
+                    DRAIN_OUTCOMES.labels(res.pool, "Denied").inc()
+            except (OSError, TimeoutError) as err:
+                refusals += 1
+                res.blocked_by[key] = str(err)
+        return refusals, by_budget
 
     async def _covered(self, pods: Mapping[str, tuple[str, Mapping[str, str]]]) -> bool:
         """Whether a PodDisruptionBudget covers each of ``pods`` (False: unknown)."""
