@@ -532,15 +532,7 @@ class RolloutReconciler:
         if v.reboot_requested_at is not None and not cancelled:
             NODE_REBOOTS.labels(pool_name, "soft" if soft else "full").inc()
         if v.rolling_back:
-            kept = "left cordoned as it was before" if v.was_cordoned else "uncordoned"
-            msg = (
-                f"{name} was rolled back to {v.booted_digest} after failing its health check "
-                f"on {v.health_failed}; {kept}, slot released; it is not updated to "
-                f"{v.health_failed} again until the pool's target changes"
-            )
-            log.info(msg, extra={"pool": pool_name, "node": name})
-            summary = "{n} nodes were rolled back after failing their health check"
-            self._report(pool, name, "Warning", "RolledBack", msg, summary)
+            self._report_rolled_back(pool, v)
             return
         if withdrawn and not asked_to_reboot(v):
             self._report_withdrawn(pool, v, withdrawn)
@@ -553,6 +545,35 @@ class RolloutReconciler:
             return
         if taken is not None:
             NODE_UPDATE_DURATION.observe(max(0.0, (ctx.now() - taken).total_seconds()))
+        self._report_updated(pool, bn, v, gate, soft=soft, withdrawn=withdrawn)
+
+    def _report_rolled_back(self, pool: Obj, v: NodeView) -> None:
+        """The RolledBack Event of a holder released after its health-gate rollback."""
+        name, pool_name = v.name, pool["metadata"]["name"]
+        kept = "left cordoned as it was before" if v.was_cordoned else "uncordoned"
+        msg = (
+            f"{name} was rolled back to {v.booted_digest} after failing its health check "
+            f"on {v.health_failed}; {kept}, slot released; it is not updated to "
+            f"{v.health_failed} again until the pool's target changes"
+        )
+        log.info(msg, extra={"pool": pool_name, "node": name})
+        summary = "{n} nodes were rolled back after failing their health check"
+        self._report(pool, name, "Warning", "RolledBack", msg, summary)
+
+    def _report_updated(
+        self,
+        pool: Obj,
+        bn: Obj,
+        v: NodeView,
+        gate: GateResult | None,
+        *,
+        soft: bool,
+        withdrawn: str,
+    ) -> None:
+        """The NodeUpdated Event of a holder released on its target (and the health
+        check's duration)."""
+        ctx = self.ctx
+        name, pool_name = v.name, pool["metadata"]["name"]
         kept = "left cordoned as it was before" if v.was_cordoned else "uncordoned"
         checked = ""
         if gate is not None and v.reboot_requested_at is not None:
