@@ -104,7 +104,7 @@ from bootc_operator.daemon.authfile import (
     remove_auth_file,
     write_auth_file,
 )
-from bootc_operator.daemon.bootc_status import HostStatus
+from bootc_operator.daemon.bootc_status import DeploymentImages, HostStatus
 from bootc_operator.daemon.decide import (
     Attempt,
     Decision,
@@ -431,17 +431,7 @@ class Agent:
         )
         if images is not None and not self._reboot_checked:
             self._reboot_checked = True
-            came_from = completed_reboot(current, images)
-            if came_from is not None:
-                m.REBOOTS.labels(came_from.value.lower()).inc()
-                log.info(
-                    "back from a reboot",
-                    extra={
-                        **self._ctx,
-                        "kind": came_from.value,
-                        "image": images.booted.image if images.booted else None,
-                    },
-                )
+            self._note_reboot(current, images)
         new = build_status(
             current,
             decision,
@@ -481,6 +471,20 @@ class Agent:
             },
         )
         return True
+
+    def _note_reboot(self, current: Obj | None, images: DeploymentImages) -> None:
+        """Count and log a reboot this process came up from (once, at its first status)."""
+        came_from = completed_reboot(current, images)
+        if came_from is not None:
+            m.REBOOTS.labels(came_from.value.lower()).inc()
+            log.info(
+                "back from a reboot",
+                extra={
+                    **self._ctx,
+                    "kind": came_from.value,
+                    "image": images.booted.image if images.booted else None,
+                },
+            )
 
     def _note_pruned(self, sent: Status, written: Obj) -> None:
         kept = written.get("status") or {}
