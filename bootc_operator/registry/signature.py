@@ -315,7 +315,13 @@ def verify_signatures(
 
     findings = [_check_layer(layer, digest, payloads, keys) for layer in parsed.layers]
     best = min(findings, key=lambda f: _RANK[f.outcome])
-    count = parsed.total
+    return _verdict_of(best, shown, digest, parsed.total, keys)
+
+
+def _verdict_of(
+    best: _Finding, shown: str, digest: str, count: int, keys: Sequence[TrustedKey]
+) -> Verdict:
+    """The verdict said by the best of the ``count`` signatures' findings."""
     checked = (
         f" (only the first {MAX_SIGNATURES} of {count} checked)" if count > MAX_SIGNATURES else ""
     )
