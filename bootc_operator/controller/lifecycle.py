@@ -26,7 +26,7 @@ import logging
 import os
 import socket
 import uuid
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from bootc_operator.controller.core import Controller
 from bootc_operator.kube import load_api_client
@@ -71,22 +71,7 @@ async def run(args: argparse.Namespace) -> int:
     review_api = await load_api_client(
         args.kubeconfig, max_connections=limits.max_inflight + limits.max_known_inflight
     )
-    controller = Controller(
-        api,
-        watch_api=watch_api,
-        identity=identity,
-        workers=args.workers,
-        tag_resolution_interval=args.tag_resolution_interval,
-        registry=RegistryOptions(
-            ca_file=args.registry_ca_file or None,
-            insecure_registries=frozenset(args.insecure_registry or ()),
-        ),
-        prometheus=prometheus_options(args),
-        alert_check_interval=args.alert_check_interval,
-        node_events=args.node_events,
-        node_scope_policy=args.node_scope_policy,
-        seal_without_node_scope=args.seal_without_node_scope,
-    )
+    controller = _controller(args, api, watch_api, identity)
 
     async def work(stop: asyncio.Event) -> int:
         try:
@@ -119,6 +104,26 @@ async def run(args: argparse.Namespace) -> int:
         ready=controller.ready,
         close=(api.close, watch_api.close, lease_api.close, review_api.close),
         api=review_api,
+    )
+
+
+def _controller(args: argparse.Namespace, api: Any, watch_api: Any, identity: str) -> Controller:
+    """The controller its flags describe."""
+    return Controller(
+        api,
+        watch_api=watch_api,
+        identity=identity,
+        workers=args.workers,
+        tag_resolution_interval=args.tag_resolution_interval,
+        registry=RegistryOptions(
+            ca_file=args.registry_ca_file or None,
+            insecure_registries=frozenset(args.insecure_registry or ()),
+        ),
+        prometheus=prometheus_options(args),
+        alert_check_interval=args.alert_check_interval,
+        node_events=args.node_events,
+        node_scope_policy=args.node_scope_policy,
+        seal_without_node_scope=args.seal_without_node_scope,
     )
 
 
