@@ -107,19 +107,8 @@ class Controller:
             self.prometheus = PrometheusClient(prometheus)
         self.registry = RegistryClient(registry)
         self._make_queues(clock)
-        self.secrets = SecretWatcher(self.watch_api, on_change=self.router.secret_changed)
-        self.node_scope = NodeScopeWatcher(
-            self.watch_api,
-            on_change=self._node_scope_changed,
-            name=node_scope_policy,
-            allow_unscoped=seal_without_node_scope,
-        )
-        # What the loops learn of each pool beyond its objects (tag resolutions,
-        # verified digests, the Prometheus gates): built before them, read by all.
-        url = prometheus.url if prometheus is not None else ""
-        self.gate_states = GateStates(prometheus=prometheus is not None, url=url)
-        self.trusted_keys = TrustedKeys(self.secrets.read)
-        self.knowledge = PoolKnowledge(gates=self.gate_states, keys=self.trusted_keys)
+        self._secret_watchers(node_scope_policy, seal_without_node_scope)
+        self._pool_knowledge(prometheus)
         self.ctx = Context(
             api,
             self.pools,
@@ -130,9 +119,30 @@ class Controller:
             knowledge=self.knowledge,
         )
         self._watchers(alert_check_interval)
-        self._reconcilers(tag_resolution_interval, alert_check_interval, url, node_events)
+        self._reconcilers(
+            tag_resolution_interval, alert_check_interval, self.gate_states.url, node_events
+        )
         self.loops = self._loop_table()
         self.router.register()
+
+    def _secret_watchers(self, node_scope_policy: str, allow_unscoped: bool) -> None:
+        """The Secrets' watcher (trusted keys, pull secrets) and the daemons' admission
+        policy's: built before the knowledge, which reads keys through the first."""
+        self.secrets = SecretWatcher(self.watch_api, on_change=self.router.secret_changed)
+        self.node_scope = NodeScopeWatcher(
+            self.watch_api,
+            on_change=self._node_scope_changed,
+            name=node_scope_policy,
+            allow_unscoped=allow_unscoped,
+        )
+
+    def _pool_knowledge(self, prometheus: PrometheusOptions | None) -> None:
+        """What the loops learn of each pool beyond its objects (tag resolutions,
+        verified digests, the Prometheus gates): built before them, read by all."""
+        url = prometheus.url if prometheus is not None else ""
+        self.gate_states = GateStates(prometheus=prometheus is not None, url=url)
+        self.trusted_keys = TrustedKeys(self.secrets.read)
+        self.knowledge = PoolKnowledge(gates=self.gate_states, keys=self.trusted_keys)
 
     def _informers(self) -> None:
         """The shared informers: pools, BootcNodes (indexed by pool), Nodes."""
