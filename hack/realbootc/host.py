@@ -8,8 +8,9 @@ A host is a directory ROOT:
 - ``ROOT/run``: the host's ``/run``, kept across calls of one boot and emptied by a full
   reboot (the daemon writes ``ROOT/run/ostree/auth.json``; ostree keeps its staged
   deployment record there);
-- ``ROOT/usr-local``: the host's ``/usr/local`` (the tool stubs of ``hostinit``, and the
-  mount points of the bootc build and of this repository, bound read-only);
+- ``ROOT/usr-local``: the host's ``/usr/local`` (the tool stubs of ``hostinit``, the
+  ``skopeo`` link to ``hack/policygate``, and the mount points of the bootc build, of
+  the policygate build and of this repository, bound read-only);
 - ``ROOT/realbootc``: what only the harness reads (``host.json``: configuration, faults,
   boot counts; the boot logs).
 
@@ -65,6 +66,7 @@ from typing import Any
 
 from hack.fakebootc.boot import LABEL, Boot, decide_boot
 from hack.fakebootc.host import BootcCommands, daemon_argv, scope_boot_fault
+from hack.fakebootc.policy import REGISTRIES_D_FILE, registries_d
 from hack.fakebootc.shims import unit_name
 from hack.fakebootc.state import HostError
 from hack.realbootc import hostinit
@@ -341,14 +343,25 @@ class Host(BootcCommands):
         hostinit._atomic_write(conf / "50-realbootc.conf", text.encode())
 
     def set_policy(
-        self, policy: dict[str, Any] | None, keys: dict[str, bytes] | None = None
+        self,
+        policy: dict[str, Any] | None,
+        keys: dict[str, bytes] | None = None,
+        attachments: Sequence[str] = (),
     ) -> Path:
         """Write the host's ``/etc/containers/policy.json`` (None: the image's default
-        again) and ``keys`` (host path -> PEM), in the booted deployment's ``/etc``: an
-        admin's change, which ostree's ``/etc`` merge carries into later deployments."""
+        again), ``keys`` (host path -> PEM) and, for ``attachments`` (registry or
+        repository scopes), a registries.d file saying ``use-sigstore-attachments``
+        (``registries_d``), in the booted deployment's ``/etc``: an admin's change,
+        which ostree's ``/etc`` merge carries into later deployments. The host's
+        ``skopeo`` (``hack/policygate``) evaluates them for every pull."""
         etc = self.booted_deployment() / "etc"
         for host_path, pem in (keys or {}).items():
             hostinit._atomic_write(etc.parent / host_path.lstrip("/"), pem)
+        attached = etc / "containers" / "registries.d" / REGISTRIES_D_FILE
+        if attachments:
+            hostinit._atomic_write(attached, registries_d(attachments).encode())
+        else:
+            attached.unlink(missing_ok=True)
         target = etc / "containers" / "policy.json"
         if policy is None:
             default = self.booted_deployment() / "usr" / "etc" / "containers" / "policy.json"
@@ -496,6 +509,7 @@ class Host(BootcCommands):
             "var": str(self.sysroot / "ostree" / "deploy" / cfg["stateroot"] / "var"),
             "usr_local": str(self.usr_local),
             "build": str(self.build.dir),
+            "policygate": str(self.build.policygate.parent),
             "kit": str(REPO_ROOT),
             "systemd_units": str(units) if cfg.get("soft_reboot") else None,
             "cmdline": cmdline,
@@ -794,16 +808,18 @@ def _connect(path: Path) -> socket.socket:
     return conn
 
 
-def _write_stubs(usr_local: Path) -> None:
+def _write_stubs(usr_local: Path, gate: Path) -> None:
     bin_dir = usr_local / "bin"
     bin_dir.mkdir(parents=True, exist_ok=True)
-    for sub in ("lib/realbootc", "lib/realbootc-kit", "sbin"):
+    for sub in ("lib/realbootc", "lib/realbootc-kit", "lib/realbootc-policygate", "sbin"):
         (usr_local / sub).mkdir(parents=True, exist_ok=True)
     for tool in _TOOLS:
         text = _STUB.format(tool=tool, kit=str(hostinit.KIT), repo=str(REPO_ROOT))
         target = bin_dir / tool
         target.write_text(text)
         target.chmod(0o755)
+    # ahead of /usr/bin/skopeo on the host's PATH (a link: no interpreter per pull)
+    (bin_dir / "skopeo").symlink_to(hostinit.GATE / gate.name)
 
 
 def make_host(
@@ -825,7 +841,7 @@ def make_host(
         raise RealHostError(f"{host.root} is not empty")
     for d in (host.sysroot, host.run_dir, host.harness_dir):
         d.mkdir(parents=True, exist_ok=True)
-    _write_stubs(host.usr_local)
+    _write_stubs(host.usr_local, build.policygate)
     units = host.root / "systemd-units"
     units.mkdir()
     (units / "soft-reboot.target").write_text("[Unit]\nDescription=Reboot System Userspace\n")

@@ -40,6 +40,11 @@ read-only bind at ``/usr/local/lib/realbootc-kit``. The tools in ``/usr/local/bi
   answer from ``/run/realbootc/boot.json`` (a ``hack.fakebootc.boot.Boot`` the harness
   decided at boot), exactly as on the fake host.
 - ``journalctl -u U``: what units without ``--pipe`` wrote.
+- ``skopeo`` (a link to ``hack/policygate``'s binary, bound at
+  ``/usr/local/lib/realbootc-policygate``, ahead of the machine's ``/usr/bin/skopeo`` on
+  ``PATH``): Debian's skopeo 1.9.3 with the policy check of skopeo >= 1.13's image proxy
+  in front, so bootc's pulls obey the host's ``/etc/containers/policy.json`` and
+  ``registries.d`` (sigstore attachments) as on a Fedora/CentOS bootc host.
 - ``bootc`` / ``ostree`` / ``ostree-container``: record the call (``bootc`` and the
   shims append ``{"tool", "argv", "pid", "time"}`` to ``/var/log/realbootc/calls.jsonl``,
   which survives reboots like any ``/var/log``), then exec the real binary from the
@@ -89,6 +94,8 @@ CONFIG: Final = RUN_DIR / "host.json"
 CALLS: Final = Path("/var/log/realbootc/calls.jsonl")
 BUILD: Final = Path("/usr/local/lib/realbootc")
 KIT: Final = Path("/usr/local/lib/realbootc-kit")
+#: the directory of ``hack/policygate``, whose binary is the host's ``skopeo``
+GATE: Final = Path("/usr/local/lib/realbootc-policygate")
 REAL_BINARIES: Final = {
     "bootc": BUILD / "bin" / "bootc",
     "ostree-container": BUILD / "bin" / "bootc",
@@ -159,7 +166,7 @@ def boot(config_path: str) -> int:
     _mount("--bind", "/usr", str(root / "usr"))
     _mount("-o", "remount,bind,ro", str(root / "usr"))
     _mount("--bind", cfg["usr_local"], str(root / "usr/local"))
-    for source, target in ((cfg["build"], BUILD), (cfg["kit"], KIT)):
+    for source, target in ((cfg["build"], BUILD), (cfg["kit"], KIT), (cfg["policygate"], GATE)):
         _mount("--bind", source, f"{root}{target}")
         _mount("-o", "remount,bind,ro", f"{root}{target}")
     if cfg.get("systemd_units"):

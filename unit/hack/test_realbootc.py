@@ -109,8 +109,11 @@ def test_ended_maps_wait_statuses_as_systemd_run_does() -> None:
 
 
 def test_stubs_name_their_tool(tmp_path: Path) -> None:
-    _write_stubs(tmp_path)
+    _write_stubs(tmp_path, Path("/cache/bin/policygate-v5-abc/policygate"))
     text = (tmp_path / "bin" / "systemctl").read_text()
     assert text.startswith("#!/usr/bin/python3 -IS\n")
     assert "main('systemctl', sys.argv[1:])" in text
     assert (tmp_path / "lib" / "realbootc").is_dir()
+    # the host's skopeo is the policy gate, as the host sees its bound directory
+    assert (tmp_path / "bin" / "skopeo").readlink() == hostinit.GATE / "policygate"
+    assert (tmp_path / "lib" / "realbootc-policygate").is_dir()
