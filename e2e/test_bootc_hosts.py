@@ -56,3 +56,19 @@ async def test_rollback_queues_reverts_and_refuses_without_a_rollback(kit: Kit) 
     reverted = await asyncio.to_thread(host.rollback)
     assert "Next boot: current deployment" in reverted.stdout
     assert host.status()["status"]["rollbackQueued"] is False
+
+
+async def test_the_hosts_policy_decides_every_pull_without_the_opt_in(kit: Kit) -> None:
+    """containers/image evaluates ``/etc/containers/policy.json`` for every pull, with or
+    without ``--enforce-container-sigpolicy`` (on the real host: the policy check of the
+    host's ``skopeo``, ``hack/policygate``, in front of Debian's skopeo 1.9.3)."""
+    host = await kit.new_host()
+    host.set_policy({"default": [{"type": "reject"}]})
+    refused = await asyncio.to_thread(host.switch, kit.image(2))
+    assert refused.returncode == 1
+    assert f"Running image docker://{kit.image(2)} is rejected by policy." in refused.stderr
+    assert staged_digest(host) is None
+    accept = [{"type": "insecureAcceptAnything"}]
+    host.set_policy({"default": [{"type": "reject"}], "transports": {"docker": {kit.repo: accept}}})
+    assert (await asyncio.to_thread(host.switch, kit.image(2))).returncode == 0
+    assert staged_digest(host) == kit.digest(2)

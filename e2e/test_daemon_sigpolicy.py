@@ -1,8 +1,8 @@
 """The daemon's ``--enforce-container-sigpolicy`` opt-in end to end: daemons on hosts whose
 ``/etc/containers/policy.json`` decides what bootc may pull, against the real API server;
 signatures made by the real cosign in the real registry. Each test runs on both hosts
-(``e2e.hostkit``): the fake bootc's policy evaluation, and the real bootc's (skopeo 1.9's
-containers/image).
+(``e2e.hostkit``): the fake bootc's policy evaluation, and the real bootc's (containers/image's
+policy engine in the host's ``skopeo``, ``hack/policygate``).
 
 The host's policy decides with or without the opt-in (containers/image evaluates it for
 every pull); the opt-in makes bootc also refuse a policy that accepts anything, and keeps
@@ -16,7 +16,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pytest
 from kubernetes_asyncio.client import ApiClient
 
 from bootc_operator.api import constants as c
@@ -115,14 +114,10 @@ async def test_only_an_image_signed_by_the_policys_key_is_staged(
 ) -> None:
     """A ``sigstoreSigned`` policy for the registry's repository, with the opt-in: the
     unsigned image is refused ("A signature was required, but no signature exists"), the
-    image cosign signed with the policy's key is staged.
-
-    Fake only for now: bootc pulls through skopeo's image proxy, and Debian 12's skopeo
-    1.9.3 evaluates no ``policy.json`` there (the proxy's policy check came with
-    containers/skopeo#2029, 2023): on the real host the unsigned image is staged.
-    bootc's own refusal of a policy that accepts anything runs on both hosts (above)."""
-    if kit.kind == "real":
-        pytest.skip("the real host's skopeo 1.9.3 (Debian 12) enforces no containers policy")
+    image cosign signed with the policy's key is staged. containers/image finds cosign's
+    signatures only where ``registries.d`` says ``use-sigstore-attachments`` (the real
+    host's skopeo is ``hack/policygate``: Debian's skopeo 1.9.3 behind the policy check
+    that skopeo's image proxy has had since 1.13)."""
     cosign = Cosign(resolve_cosign(), tmp_path / "cosign")
     key = cosign.generate_key_pair("release")
     repo = unique_name("os")
@@ -145,7 +140,7 @@ async def test_only_an_image_signed_by_the_policys_key_is_staged(
         },
     }
     host = await new_host(kit, None)
-    host.set_policy(policy, {KEY_PATH: key.public.encode()})
+    host.set_policy(policy, {KEY_PATH: key.public.encode()}, attachments=[registry.ref(repo)])
     await create_bootc_node(api, node, unsigned)
     daemons.start(node, host, extra=(FLAG,))
     obj = await wait_bn(api, node, refused, "the unsigned image refused")

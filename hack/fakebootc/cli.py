@@ -126,6 +126,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="HOSTPATH=FILE",
         help="install FILE (a cosign public key) at HOSTPATH on the host, for keyPath",
     )
+    policy.add_argument(
+        "--attach",
+        action="append",
+        default=[],
+        metavar="SCOPE",
+        help="look for cosign signatures (sigstore attachments) of images in SCOPE "
+        "(a registry or repository; registries.d's use-sigstore-attachments)",
+    )
     policy.add_argument("--clear", action="store_true", help="remove the policy file")
 
     env = sub.add_parser("env", help="print shell exports for the host's tools")
@@ -240,7 +248,7 @@ def run(args: argparse.Namespace) -> int:
                 raise FakeHostError(f"policy: --key {spec!r} is not /HOST/PATH=FILE")
             keys[host_path] = Path(source).read_bytes()
         doc = None if args.clear else json.loads(args.file.read_text())
-        print(host.set_policy(doc, keys))
+        print(host.set_policy(doc, keys, attachments=args.attach))
     elif args.command == "env":
         env = host.env({})
         path = shlex.quote(str(host.bin_dir))

@@ -333,16 +333,31 @@ class Host(BootcCommands):
         )
 
     def set_policy(
-        self, policy: dict[str, Any] | None, keys: dict[str, bytes] | None = None
+        self,
+        policy: dict[str, Any] | None,
+        keys: dict[str, bytes] | None = None,
+        attachments: Sequence[str] = (),
     ) -> Path:
         """Write the host's containers policy (``ROOT/etc/containers/policy.json``; None
-        removes it) and ``keys`` (host path, e.g. ``/etc/pki/containers/os.pub`` -> PEM),
-        which its ``sigstoreSigned`` ``keyPath`` entries name (``policy.py``)."""
-        from hack.fakebootc.policy import POLICY_FILES  # noqa: PLC0415
+        removes it), ``keys`` (host path, e.g. ``/etc/pki/containers/os.pub`` -> PEM),
+        which its ``sigstoreSigned`` ``keyPath`` entries name, and for ``attachments``
+        (registry or repository scopes) a registries.d file saying
+        ``use-sigstore-attachments``, without which no signature is found (``policy.py``)."""
+        from hack.fakebootc.policy import (  # noqa: PLC0415
+            POLICY_FILES,
+            REGISTRIES_D,
+            REGISTRIES_D_FILE,
+            registries_d,
+        )
 
         target = self.root / POLICY_FILES[0]
         for host_path, pem in (keys or {}).items():
             atomic_write(self.root / host_path.lstrip("/"), pem)
+        attached = self.root / REGISTRIES_D / REGISTRIES_D_FILE
+        if attachments:
+            atomic_write(attached, registries_d(attachments).encode())
+        else:
+            attached.unlink(missing_ok=True)
         if policy is None:
             target.unlink(missing_ok=True)
         else:

@@ -22,10 +22,15 @@ the chosen list must accept (containers/image's AND). Requirement types:
   with ``bootc_operator.registry.signature`` (the operator's own pure verifier, run with
   the interpreter's site-packages for ``cryptography``); ``signedIdentity`` is checked for
   the default ``matchRepoDigestOrExact`` and ``matchRepository`` (the signed repository
-  must be the image's). No signature: "A signature was required, but no signature
-  exists"; a payload for another digest: "Signature for digest does not match"; none
-  by these keys: "cryptographic signature verification failed: ...". Images from the
-  catalog (no registry) have no signatures.
+  must be the image's). Signatures are looked for only where the host's
+  ``containers-registries.d(5)`` says ``use-sigstore-attachments: true`` for the image
+  (``ROOT/etc/containers/registries.d/*.yaml``, read as JSON, which is YAML too: the
+  ``docker`` scope that names the image most specifically, else ``default-docker``), as
+  containers/image looks for them; elsewhere the image counts as unsigned. No
+  signature: "A signature was required, but no signature exists"; a payload for
+  another digest: "Signature for digest does not match"; none by these keys:
+  "cryptographic signature verification failed: ...". Images from the catalog (no
+  registry) have no signatures.
 - anything else (``signedBy`` GPG, Fulcio/Rekor keyless, ``signedBaseLayer``): the switch
   fails saying the simulation does not model it.
 
@@ -38,7 +43,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,6 +51,9 @@ from typing import Any
 from hack.fakebootc.imageref import Ref
 
 POLICY_FILES = ("etc/containers/policy.json", "usr/share/containers/policy.json")
+REGISTRIES_D = "etc/containers/registries.d"
+#: the registries.d file ``set_policy`` writes on both test hosts (``attachments``)
+REGISTRIES_D_FILE = "50-bootc-operator-tests.yaml"
 #: ``spec.image.signature`` of a deployment switched to with ``--enforce-container-sigpolicy``
 CONTAINER_POLICY = "containerPolicy"
 INSECURE_ACCEPT_ANYTHING = "insecureAcceptAnything"
@@ -146,6 +154,40 @@ def requirements_for(policy: Mapping[str, Any], ref: Ref) -> list[Any]:
     return default if isinstance(default, list) else []
 
 
+def registries_d(attachments: Sequence[str]) -> str:
+    """A containers-registries.d(5) file whose ``docker`` scopes ``attachments`` (registries,
+    repositories) keep sigstore signatures as OCI attachments in the registry (cosign's
+    ``sha256-<hex>.sig``). JSON, which is YAML too."""
+    scopes = {scope: {"use-sigstore-attachments": True} for scope in attachments}
+    return json.dumps({"docker": scopes}, indent=2) + "\n"
+
+
+def uses_sigstore_attachments(root: Path, ref: Ref) -> bool:
+    """Whether the host's registries.d says ``use-sigstore-attachments`` for ``ref``: the
+    most specific ``docker`` scope naming it, else ``default-docker`` (containers/image's
+    ``registryConfiguration``; its files are merged, a scope given twice is an error)."""
+    scopes: dict[str, Any] = {}
+    default: Any = None
+    folder = root / REGISTRIES_D
+    for path in sorted(folder.glob("*.yaml")) if folder.is_dir() else []:
+        try:
+            doc = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            raise PolicyRejected(
+                f"simulated host: {path} is not JSON (the simulation reads registries.d "
+                f"as JSON): {exc}"
+            ) from None
+        if not isinstance(doc, dict):
+            continue
+        docker = doc.get("docker")
+        if isinstance(docker, dict):
+            scopes.update(docker)
+        if doc.get("default-docker") is not None:
+            default = doc["default-docker"]
+    chosen = next((scopes[s] for s in docker_scopes(ref)[:-1] if s in scopes), default)
+    return isinstance(chosen, dict) and chosen.get("use-sigstore-attachments") is True
+
+
 def require_enforceable(policy: Mapping[str, Any] | None) -> None:
     """``--enforce-container-sigpolicy``'s own check, before anything is fetched: raise
     ``PolicyInsecure`` for no policy or one whose default accepts anything."""
@@ -230,7 +272,7 @@ def _check_sigstore(
     if id_type not in ("matchRepoDigestOrExact", "matchRepository"):
         raise PolicyRejected(f"simulated host: signedIdentity {id_type!r} is not simulated")
     pems = _keys_pem(req, root)
-    found = signatures()
+    found = signatures() if uses_sigstore_attachments(root, ref) else None
     if found is None or found.manifest is None:
         raise PolicyRejected(NOT_SIGNED)
     sig = _verifier()

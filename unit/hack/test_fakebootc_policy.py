@@ -5,6 +5,7 @@ served by a registry."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from hack.fakebootc.policy import (
     INSECURE_DEFAULT,
     NO_POLICY,
     NOT_SIGNED,
+    POLICY_FILES,
     PolicyRejected,
     check,
     default_is_insecure,
@@ -183,7 +185,10 @@ def signed_setup(
     release: ec.EllipticCurvePrivateKey,
 ) -> SignedSetup:
     def setup(
-        signer: ec.EllipticCurvePrivateKey | None, *, for_digest: str | None = None
+        signer: ec.EllipticCurvePrivateKey | None,
+        *,
+        for_digest: str | None = None,
+        unattached: bool = False,
     ) -> tuple[Host, str]:
         reg = registry_factory()
         index, _ = reg.add_image("org/os", "v2", {"amd64": CONFIGS["amd64"]})
@@ -209,6 +214,7 @@ def signed_setup(
                 },
             },
             {KEY_PATH: pem(release)},
+            attachments=[] if unattached else [image],
         )
         return host, f"{image}@{index}"
 
@@ -230,6 +236,19 @@ def test_an_unsigned_image_is_refused(signed_setup: SignedSetup) -> None:
         f"error: Switching: Pulling: {OPEN}: {NOT_SIGNED}"
     )
     assert host.status()["status"]["staged"] is None
+
+
+def test_signatures_are_looked_for_only_where_registries_d_says_so(
+    signed_setup: SignedSetup, release: ec.EllipticCurvePrivateKey
+) -> None:
+    """containers/image reads cosign's ``sha256-<hex>.sig`` only for scopes with
+    ``use-sigstore-attachments`` (as the real host's skopeo does): a signed image is
+    unsigned elsewhere."""
+    host, target = signed_setup(release, unattached=True)
+    assert fail_text(host.switch(target)) == f"error: Switching: Pulling: {OPEN}: {NOT_SIGNED}"
+    policy = json.loads((host.root / POLICY_FILES[0]).read_text())
+    host.set_policy(policy, {}, attachments=[target.split("/")[0]])
+    assert host.switch(target).returncode == 0
 
 
 def test_a_signature_by_another_key_is_refused(signed_setup: SignedSetup) -> None:
