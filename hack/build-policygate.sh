@@ -6,8 +6,8 @@
 # tier). Output: $BOOTC_OPERATOR_CACHE/bin/policygate-<image version>-<hash of its
 # sources>/policygate. Prints that binary's path on stdout.
 # A warm cache costs a hash and a stat. Cold (empty Go caches), on the shared 2-core
-# machine at load 24: 7.5 min wall, 1.3 min of CPU (300 MB of modules, 200 MB of Go
-# build cache), a 13 MB binary. Pure Go: containers/image's OpenPGP mechanism instead
+# machine: 7.5 min wall at load 24, 5 min at load 13-16, 1.2-1.3 min of CPU (300 MB of
+# modules, 200 MB of Go build cache), a 13 MB binary. Pure Go: containers/image's OpenPGP mechanism instead
 # of gpgme, no containers-storage or docker-daemon transport.
 # Concurrent invocations build once and never see a partly written binary
 # (hack/lib/cache.sh). `--check`: print the path and exit 0 when it is built, exit 3
