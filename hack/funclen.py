@@ -8,9 +8,9 @@ function's lines count in its outer function too.
 ``python -m hack.funclen [--ref REF ...] [--root bootc_operator] [--over 60]``
 prints, for each git ref (default: the working tree), how many functions are over 60
 and over 100 lines and lists those over ``--over``, longest first. With two refs it
-adds a before/after column per function; a file git sees renamed between the refs is
-named by its last path. The counting is pure (``lengths``), checked
-by ``unit/hack/test_funclen.py``.
+adds a before/after column per function; a file git sees renamed between the refs (or
+the one file of the same name, when git does not) is named by its last path. The
+counting is pure (``lengths``), checked by ``unit/hack/test_funclen.py``.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ import argparse
 import ast
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 REPO = Path(__file__).resolve().parent.parent
 THRESHOLDS = (60, 100)
@@ -111,9 +111,23 @@ def renames(ref: str, to: str | None) -> dict[str, str]:
     return moved
 
 
-def renamed(found: Sequence[Length], moved: dict[str, str]) -> list[Length]:
-    """``found`` under the paths its files have now."""
-    return [Length(moved.get(f.path, f.path), f.name, f.lines) for f in found]
+def renamed(
+    found: Sequence[Length], moved: dict[str, str], now: Iterable[str] = ()
+) -> list[Length]:
+    """``found`` under the paths its files have now: git's renames, else the one path
+    of ``now`` with the same file name (a file moved and rewritten past git's guess)."""
+    present = set(now)
+    by_name: dict[str, list[str]] = {}
+    for path in present:
+        by_name.setdefault(PurePosixPath(path).name, []).append(path)
+
+    def follow(path: str) -> str:
+        if path in moved:
+            return moved[path]
+        same = by_name.get(PurePosixPath(path).name, [])
+        return same[0] if path not in present and len(same) == 1 else path
+
+    return [Length(follow(f.path), f.name, f.lines) for f in found]
 
 
 def render(columns: Sequence[tuple[str, list[Length]]], limit: int) -> str:
@@ -143,8 +157,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     refs: list[str | None] = list(args.ref) or [None]
     last = refs[-1]
+    now = measure(last, args.root)
+    paths = {f.path for f in now}
     columns = [
-        (ref or "working tree", renamed(measure(ref, args.root), renames(ref, last) if ref else {}))
+        (
+            ref or "working tree",
+            renamed(measure(ref, args.root), renames(ref, last) if ref else {}, paths),
+        )
         for ref in refs
     ]
     print(render(columns, args.over))

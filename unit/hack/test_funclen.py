@@ -75,3 +75,10 @@ def test_render_counts_and_lines_up_renamed_files() -> None:
     assert "| functions over 60 lines | 2 | 1 |" in table
     assert "| functions over 100 lines | 1 | 0 |" in table
     assert table.index("| `new.py:f` | 120 | 40 |") < table.index("| `new.py:g` | 70 | 70 |")
+
+
+def test_renamed_follows_git_then_a_unique_file_name() -> None:
+    found = [Length("a/old.py", "f", 1), Length("a/status.py", "g", 2), Length("a/x.py", "h", 3)]
+    now = ["b/new.py", "b/loops/status.py", "b/x.py", "c/x.py", "a/keep.py"]
+    moved = renamed(found, {"a/old.py": "b/new.py"}, now)
+    assert [f.path for f in moved] == ["b/new.py", "b/loops/status.py", "a/x.py"]
