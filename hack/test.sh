@@ -15,13 +15,15 @@
 #               build-promql-check.sh (Go; each its own job) and the Debian packages
 #               (install-registry.sh, install-prometheus.sh, install-image-tools.sh; one
 #               job); awaited before the e2e phase.
-#   real-bootc: hack/build-bootc.sh (Rust, niced: only the last phase needs it), started
-#               once setup found tests marked `realbootc`; awaited before that phase.
+#   real-bootc: hack/build-bootc.sh (Rust) and hack/build-policygate.sh (Go: the real
+#               host's skopeo), niced (only the last phase needs them), started once
+#               setup found tests marked `realbootc`; awaited before that phase.
 # Each build script takes its own lock and cache, so a test calling one meanwhile waits
 # for the same build; a failed build fails this script when it is awaited.
 #
 # Exported for the tests: BOOTC_OPERATOR_BIN_DIR, BOOTC_OPERATOR_HELM,
-# BOOTC_OPERATOR_COSIGN, BOOTC_OPERATOR_BOOTC_DIR (the real bootc's build), and
+# BOOTC_OPERATOR_COSIGN, BOOTC_OPERATOR_BOOTC_DIR (the real bootc's build),
+# BOOTC_OPERATOR_POLICYGATE (the real host's skopeo), and
 # BOOTC_OPERATOR_BUDGET_DIR (.cache/budget: the table's records).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -165,6 +167,7 @@ setup() {
     "${e2e_paths[@]}" "$@" 2>/dev/null || true)"
   if [[ "$collected" == *::* ]]; then
     bg bootc nice -n 10 bash hack/build-bootc.sh
+    bg policygate nice -n 10 bash hack/build-policygate.sh
   else
     drop real-bootc
   fi
@@ -193,9 +196,10 @@ if want e2e; then
 fi
 
 if want real-bootc; then
-  await "waiting for the bootc build" bootc
+  await "waiting for the bootc build" bootc policygate
   BOOTC_OPERATOR_BOOTC_DIR="$(built bootc)"
-  export BOOTC_OPERATOR_BOOTC_DIR
+  BOOTC_OPERATOR_POLICYGATE="$(built policygate)"
+  export BOOTC_OPERATOR_BOOTC_DIR BOOTC_OPERATOR_POLICYGATE
   phase "real bootc" env BOOTC_OPERATOR_TEST_TIER=real-bootc \
     .venv/bin/pytest "${e2e_paths[@]}" -m realbootc "$@"
 fi
