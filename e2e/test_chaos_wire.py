@@ -53,6 +53,7 @@ from bootc_operator.kube import LEASES, ApiError
 from bootc_operator.kube.rest import get_object
 from e2e.helpers import unique_name, wait_for
 from e2e.simenv import PoolRun, digest_of, push, reboots_since
+from hack.pytest_parallel import collection_random
 from hack.simlib import Sim, SimConfig, SimError
 from hack.simlib.common import LEASE_NAME
 from hack.simlib.common import NAMESPACE as SIM_NAMESPACE
@@ -77,7 +78,10 @@ def chosen_seeds() -> list[int]:
     if given:
         return [int(s) for s in given.replace(",", " ").split()]
     count = int(os.environ.get("BOOTC_CHAOS_COUNT", "2"))
-    return [random.SystemRandom().randrange(1, 2**31) for _ in range(count)]
+    # the same fresh seeds in every parallel worker: each collects the tests, and
+    # they must agree on the parameters
+    rng = collection_random()
+    return [rng.randrange(1, 2**31) for _ in range(count)]
 
 
 SEEDS = chosen_seeds()

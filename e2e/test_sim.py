@@ -43,7 +43,8 @@ from hack.testenv import api_client
 from hack.testenv.controlplane import REPO_ROOT
 from hack.testenv.pools import pool_body
 
-pytestmark = pytest.mark.slow
+# each test runs a simulation of its own: parallel workers take them one by one
+pytestmark = [pytest.mark.slow, pytest.mark.spread]
 
 MAX_UNAVAILABLE = 2
 

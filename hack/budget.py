@@ -5,13 +5,15 @@
 - ``phases.tsv``: ``NAME<TAB>SECONDS<TAB>STATUS`` per phase, in order (setup, lint and
   types, unit, waiting for builds, e2e, ...): the phases follow each other, so with
   ``total`` they account for the whole run;
-- ``total``: the run's wall-clock seconds;
+- ``total``: the run's wall-clock seconds; ``times``: bash's ``times`` at the end (the
+  CPU of the children it waited for: builds, lint, tests);
 - ``builds.tsv``: ``TAG<TAB>SECONDS<TAB>WHAT`` per cold build or package install
   (``hack/lib/cache.sh``, ``hack/lib/apt-install.sh`` append one line each when they
   did the work; a warm cache appends nothing). They run in the background, overlapping
   the phases, so they are shown beside them, never added to them;
 - ``tests.jsonl``: one JSON object per test (``hack/pytest_budget.py``): node id, tier,
-  seconds (setup + call + teardown), outcome, start and stop (epoch seconds).
+  seconds (setup + call + teardown), outcome, start and stop (epoch seconds), and the
+  CPU seconds of the test and the processes it started.
 
 ``python -m hack.budget DIR`` prints the table; the budgets are docs/development.md's.
 The arithmetic lives in pure functions (``summarize``, ``render``), checked by
@@ -24,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -59,6 +62,7 @@ class Timing:
     outcome: str = "passed"
     start: float = 0.0
     stop: float = 0.0
+    cpu: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,7 @@ class Tier:
     seconds: float
     span: float
     failed: int = 0
+    cpu: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -80,6 +85,8 @@ class Summary:
     #: the run's wall clock minus the phases: what ran between them
     unaccounted: float
     total: float
+    #: CPU seconds of the whole run (hack/test.sh's children), 0 when unknown
+    total_cpu: float
     cold: bool
     budget: float
     builds: tuple[Build, ...]
@@ -99,7 +106,8 @@ def tiers_of(tests: Iterable[Timing]) -> tuple[Tier, ...]:
         stops = [t.stop for t in group if t.stop]
         span = max(stops) - min(starts) if starts and stops else sum(t.seconds for t in group)
         failed = sum(1 for t in group if t.outcome == "failed")
-        out.append(Tier(name, len(group), sum(t.seconds for t in group), span, failed))
+        cpu = sum(t.cpu for t in group)
+        out.append(Tier(name, len(group), sum(t.seconds for t in group), span, failed, cpu))
     return tuple(out)
 
 
@@ -113,6 +121,7 @@ def summarize(
     total: float,
     builds: Sequence[Build],
     tests: Sequence[Timing],
+    total_cpu: float = 0.0,
 ) -> Summary:
     """Put the records together; a run that built anything is measured against the
     cold budget, else the warm one."""
@@ -128,6 +137,7 @@ def summarize(
         phases=tuple(phases),
         unaccounted=total - sum(p.seconds for p in phases),
         total=total,
+        total_cpu=total_cpu,
         cold=cold,
         budget=budget,
         builds=tuple(sorted(builds, key=lambda b: -b.seconds)),
@@ -162,7 +172,8 @@ def render(s: Summary) -> str:
     lines.append(
         f"  {'between phases':<{width}}  {clock(s.unaccounted):>8}  {share(s.unaccounted, s.total)}"
     )
-    lines.append(f"  {'total':<{width}}  {clock(s.total):>8}  (budget {clock(s.budget)})")
+    cpu = f"; CPU {clock(s.total_cpu)}" if s.total_cpu else ""
+    lines.append(f"  {'total':<{width}}  {clock(s.total):>8}  (budget {clock(s.budget)}{cpu})")
     if s.builds:
         lines.append("  cold builds and installs (in the background, beside the phases):")
         bw = max(len(b.tag) for b in s.builds)
@@ -170,17 +181,17 @@ def render(s: Summary) -> str:
             what = f"  {b.what}" if b.what else ""
             lines.append(f"    {b.tag:<{bw}}  {clock(b.seconds):>8}{what}")
     if s.tiers:
-        lines.append("  tiers: tests, summed test time, wall-clock span:")
+        lines.append("  tiers: tests, summed test time, wall-clock span, CPU:")
         tw = max(len(t.name) for t in s.tiers)
         for t in s.tiers:
             failed = f", {t.failed} failed" if t.failed else ""
             lines.append(
                 f"    {t.name:<{tw}}  {t.count:5d} tests  {clock(t.seconds):>8}  "
-                f"{clock(t.span):>8}{failed}"
+                f"{clock(t.span):>8}  {clock(t.cpu):>8}{failed}"
             )
     if s.slowest:
-        lines.append(f"  the {len(s.slowest)} slowest tests (setup + call + teardown):")
-        lines.extend(f"    {t.seconds:7.1f}s  {t.nodeid}" for t in s.slowest)
+        lines.append(f"  the {len(s.slowest)} slowest tests (setup + call + teardown; CPU):")
+        lines.extend(f"    {t.seconds:7.1f}s {t.cpu:7.1f}s  {t.nodeid}" for t in s.slowest)
     lines.extend(f"  over budget: {flag}" for flag in s.flags)
     return "\n".join(lines)
 
@@ -222,9 +233,25 @@ def read_tests(path: Path) -> list[Timing]:
                 str(d.get("outcome", "passed")),
                 float(d.get("start", 0.0)),
                 float(d.get("stop", 0.0)),
+                float(d.get("cpu", 0.0)),
             )
         )
     return out
+
+
+def children_cpu(times: str) -> float:
+    """User + system seconds of the children, from bash's ``times`` output (its second
+    line, e.g. ``12m3.250s 1m0.125s``); 0 when it is not that."""
+    lines = times.strip().splitlines()
+    if len(lines) != 2:
+        return 0.0
+    total = 0.0
+    for part in lines[1].split():
+        m = re.fullmatch(r"(\d+)m([\d.]+)s", part)
+        if m is None:
+            return 0.0
+        total += int(m.group(1)) * 60 + float(m.group(2))
+    return total
 
 
 def load(directory: Path) -> Summary:
@@ -233,11 +260,16 @@ def load(directory: Path) -> Summary:
         total = float((directory / "total").read_text())
     except FileNotFoundError:
         total = sum(p.seconds for p in phases)
+    try:
+        total_cpu = children_cpu((directory / "times").read_text())
+    except FileNotFoundError:
+        total_cpu = 0.0
     return summarize(
         phases,
         total,
         read_builds(directory / "builds.tsv"),
         read_tests(directory / "tests.jsonl"),
+        total_cpu,
     )
 
 

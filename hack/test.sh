@@ -12,7 +12,8 @@
 # It installs and builds what the chosen tiers need, and only that, in the background
 # from its first second, so the cold builds overlap the phases that need none:
 #   e2e:        hack/build-binaries.sh (kube binaries), build-helm.sh, build-cosign.sh,
-#               build-promql-check.sh (Go; each its own job) and the Debian packages
+#               build-promql-check.sh, build-kstatus.sh, build-argocd-health.sh (Go;
+#               each its own job) and the Debian packages
 #               (install-registry.sh, install-prometheus.sh, install-image-tools.sh; one
 #               job); awaited before the e2e phase.
 #   real-bootc: hack/build-bootc.sh (Rust) and hack/build-policygate.sh (Go: the real
@@ -22,9 +23,13 @@
 # for the same build; a failed build fails this script when it is awaited.
 #
 # Exported for the tests: BOOTC_OPERATOR_BIN_DIR, BOOTC_OPERATOR_HELM,
-# BOOTC_OPERATOR_COSIGN, BOOTC_OPERATOR_BOOTC_DIR (the real bootc's build),
+# BOOTC_OPERATOR_COSIGN, BOOTC_OPERATOR_KSTATUS, BOOTC_OPERATOR_ARGOCD_HEALTH (the
+# GitOps health tools), BOOTC_OPERATOR_BOOTC_DIR (the real bootc's build),
 # BOOTC_OPERATOR_POLICYGATE (the real host's skopeo), and
 # BOOTC_OPERATOR_BUDGET_DIR (.cache/budget: the table's records).
+# BOOTC_OPERATOR_TEST_WORKERS: the e2e tier's parallel workers (default 2; the unit tier
+# takes 2; 0: one pytest process per tier). BOOTC_OPERATOR_TEST_HEAVY: how many units with
+# a test marked `slow` (whole simulated clusters) run at once (default 1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 run_start=$EPOCHREALTIME
@@ -62,6 +67,7 @@ else
   unit_paths=(unit) e2e_paths=(e2e)
 fi
 set -- "${opts[@]}"
+workers="${BOOTC_OPERATOR_TEST_WORKERS:-2}"
 
 # shellcheck source=lib/cache.sh
 source hack/lib/cache.sh
@@ -73,6 +79,13 @@ export BOOTC_OPERATOR_CACHE BOOTC_OPERATOR_BUDGET_CACHE BOOTC_OPERATOR_BUDGET_DI
 budget="$BOOTC_OPERATOR_BUDGET_DIR"
 rm -rf "$budget"
 mkdir -p "$budget/jobs"
+# the last runs' test times order the parallel work (hack/pytest_parallel.py); every
+# worker reads this run's snapshot
+times="$BOOTC_OPERATOR_CACHE/test-times.json"
+if [[ -f "$times" ]]; then
+  cp "$times" "$budget/test-times.json"
+  export BOOTC_OPERATOR_TEST_TIMES="$budget/test-times.json"
+fi
 
 seconds_since() {
   local us=$((${EPOCHREALTIME/[.,]/} - ${1/[.,]/}))
@@ -93,9 +106,10 @@ finish() {
   # shellcheck disable=SC2086  # one pid a word
   [[ -z "$pids" ]] || kill $pids 2>/dev/null || true
   seconds_since "$run_start" >"$budget/total"
+  times >"$budget/times" # the CPU of what it waited for
   if [[ -x .venv/bin/python ]]; then
     echo
-    .venv/bin/python -m hack.budget "$budget" || true
+    .venv/bin/python -m hack.budget "$budget" --save-times "$times" || true
   fi
   exit "$status"
 }
@@ -154,6 +168,8 @@ if want e2e; then
   bg helm bash hack/build-helm.sh
   bg cosign bash hack/build-cosign.sh
   bg promql-check bash hack/build-promql-check.sh
+  bg kstatus bash hack/build-kstatus.sh
+  bg argocd-health bash hack/build-argocd-health.sh
 fi
 
 setup() {
@@ -184,15 +200,31 @@ lint() {
 }
 if want lint; then phase "lint + types" lint; fi
 
-if want unit; then phase unit .venv/bin/pytest "${unit_paths[@]}" "$@"; fi
+if want unit; then
+  # mostly the simulated host's waiting, not CPU: two workers
+  unit_parallel=()
+  ((workers == 0)) || unit_parallel=(-n 2 --dist loadgroup)
+  phase unit .venv/bin/pytest "${unit_paths[@]}" "${unit_parallel[@]}" "$@"
+fi
 
 if want e2e; then
-  await "waiting for builds" packages binaries helm cosign promql-check
+  await "waiting for builds" packages binaries helm cosign promql-check kstatus argocd-health
   BOOTC_OPERATOR_BIN_DIR="$(built binaries)"
   BOOTC_OPERATOR_HELM="$(built helm)"
   BOOTC_OPERATOR_COSIGN="$(built cosign)"
-  export BOOTC_OPERATOR_BIN_DIR BOOTC_OPERATOR_HELM BOOTC_OPERATOR_COSIGN
-  phase e2e .venv/bin/pytest "${e2e_paths[@]}" -m "not realbootc" "$@"
+  BOOTC_OPERATOR_KSTATUS="$(built kstatus)"
+  BOOTC_OPERATOR_ARGOCD_HEALTH="$(built argocd-health)"
+  export BOOTC_OPERATOR_BIN_DIR BOOTC_OPERATOR_HELM BOOTC_OPERATOR_COSIGN \
+    BOOTC_OPERATOR_KSTATUS BOOTC_OPERATOR_ARGOCD_HEALTH
+  if ((workers)); then
+    # each worker its own control plane; a module is a unit of work, longest first
+    # (hack/pytest_parallel.py); what must run alone (`serial`) runs afterwards
+    phase "e2e ($workers workers)" .venv/bin/pytest "${e2e_paths[@]}" -n "$workers" \
+      --dist loadgroup -m "not serial and not realbootc" "$@"
+    phase "e2e serial" .venv/bin/pytest "${e2e_paths[@]}" -m "serial and not realbootc" "$@"
+  else
+    phase e2e .venv/bin/pytest "${e2e_paths[@]}" -m "not realbootc" "$@"
+  fi
 fi
 
 if want real-bootc; then

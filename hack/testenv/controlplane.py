@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import atexit
 import base64
+import collections
 import contextlib
 import json
 import os
@@ -92,6 +93,11 @@ _HANDED_OUT: set[int] = set()
 #: private, seeded from the OS: tests that seed the global ``random`` must not make
 #: two processes pick the same ports
 _PICK = random.Random()
+#: how long a claim (below) outlives its hand-out (the child binds the port long before),
+#: and how many a process holds at most (each is a file descriptor)
+CLAIM_SECONDS = 60.0
+MAX_CLAIMS = 256
+_CLAIMS: collections.deque[tuple[float, socket.socket]] = collections.deque()
 
 
 def _ephemeral_range() -> tuple[int, int]:
@@ -112,29 +118,58 @@ def _bindable(port: int) -> bool:
     return True
 
 
+def claim_name(port: int) -> str:
+    """The abstract Unix socket name of a claim on ``port``."""
+    return f"\0bootc-operator-testenv-port-{port}"
+
+
+def claim_port(port: int) -> bool:
+    """Claim ``port`` among all the processes on this machine (its network namespace),
+    for :data:`CLAIM_SECONDS`: False when another process holds the claim.
+
+    A claim is an abstract Unix socket named after the port: the kernel keeps the
+    name unique and frees it when the socket is closed or its process dies, so
+    parallel test workers (pytest-xdist) and other checkouts' test runs never hand
+    out the same port at once, with no file left behind.
+    """
+    now = time.monotonic()
+    while _CLAIMS and (_CLAIMS[0][0] < now - CLAIM_SECONDS or len(_CLAIMS) >= MAX_CLAIMS):
+        _CLAIMS.popleft()[1].close()
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.bind(claim_name(port))
+    except OSError:
+        sock.close()
+        return False
+    _CLAIMS.append((now, sock))
+    return True
+
+
 def free_port() -> int:
-    """A currently free TCP port on 127.0.0.1, never one this process handed out before.
+    """A currently free TCP port on 127.0.0.1, never one this process handed out before,
+    nor one another process's ``free_port`` handed out in the last minutes.
 
     Picked at random *below* the kernel's ephemeral range, where neither ``bind(0)`` nor
     an outgoing connection (of this or any other process on the machine) lands: a port
     from ``bind(0)`` could be taken by such a connection between the hand-out and the
-    child's bind, and a daemon once died with "address already in use". Only another
-    test process picking the same random port in that window could still collide.
-    Falls back to ``bind(0)`` where the ephemeral range leaves no room below it.
+    child's bind, and a daemon once died with "address already in use". Another test
+    process picking the same port in that window is ruled out by a claim
+    (:func:`claim_port`). Falls back to ``bind(0)`` where the ephemeral range leaves no
+    room below it.
     """
     low, _ = _ephemeral_range()
     floor = 10000
     if low - floor >= 1000:
         for _ in range(200):
             port = _PICK.randrange(floor, low)
-            if port not in _HANDED_OUT and _bindable(port):
+            if port not in _HANDED_OUT and _bindable(port) and claim_port(port):
                 _HANDED_OUT.add(port)
                 return port
     while True:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             s.bind(("127.0.0.1", 0))
             port = int(s.getsockname()[1])
-        if port not in _HANDED_OUT:
+        if port not in _HANDED_OUT and claim_port(port):
             _HANDED_OUT.add(port)
             return port
 

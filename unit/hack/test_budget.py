@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 from hack.budget import (
@@ -15,6 +16,7 @@ from hack.budget import (
     Build,
     Phase,
     Timing,
+    children_cpu,
     clock,
     load,
     render,
@@ -22,7 +24,7 @@ from hack.budget import (
     summarize,
     tiers_of,
 )
-from hack.pytest_budget import plain_nodeid, tier_of
+from hack.pytest_budget import plain_nodeid, tier_of, tree_cpu
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -152,3 +154,37 @@ def test_a_build_into_another_cache_is_not_the_runs(tmp_path: Path) -> None:
         check=True,
     )
     assert (tmp_path / "builds.tsv").read_text().startswith("build-x\t")
+
+
+def test_cpu_adds_up_per_tier_and_for_the_run() -> None:
+    ts = [Timing("a", "e2e", 5, cpu=1.5), Timing("b", "e2e", 1, cpu=2.0)]
+    (e2e,) = tiers_of(ts)
+    assert e2e.cpu == 3.5
+    assert children_cpu("0m0.010s 0m0.002s\n12m3.250s 1m0.125s\n") == 12 * 60 + 3.25 + 60.125
+    assert children_cpu("garbage") == 0.0
+    s = summarize([Phase("e2e", 6)], 6.0, [], ts, total_cpu=61.0)
+    assert "CPU 1:01" in render(s)
+    assert "    6.0s     2.0s" not in render(s)  # each test's own: wall, then CPU
+    assert "      5.0s     1.5s  a" in render(s)
+
+
+def test_a_test_s_cpu_counts_the_processes_it_started() -> None:
+    """``tree_cpu`` sees a child's CPU while it runs, and after it was reaped."""
+    burn = (
+        "import sys, time\n"
+        "end = time.process_time() + 0.3\n"
+        "while time.process_time() < end: pass\n"
+        "print('burnt', flush=True)\n"
+        "sys.stdin.read()\n"
+    )
+    before = tree_cpu()
+    child = subprocess.Popen(
+        [sys.executable, "-c", burn], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline() == "burnt\n"
+        assert tree_cpu() - before >= 0.3  # alive: a descendant
+    finally:
+        child.communicate(timeout=30)
+    assert tree_cpu() - before >= 0.3  # reaped: in this process's RUSAGE_CHILDREN

@@ -31,6 +31,10 @@ from hack.fakebootc.state import (
     update_state,
 )
 
+# each test has a host of its own, and most of their time is the fake's waiting: parallel
+# workers take them one by one (hack/pytest_parallel.py)
+pytestmark = pytest.mark.spread
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 REPO = "quay.io/example/os"
 
