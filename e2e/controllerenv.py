@@ -132,14 +132,29 @@ async def create_blocking_pdb(
 
 NAMESPACE = "bootc-operator"
 LEASE = "bootc-operator-controller"
+#: --lease-duration, --renew-deadline, --retry-period: a standby takes over within
+#: seconds (what the leader-election and flood tests are about)
+SHORT_LEASE = ("3s", "2s", "0.5s")
+#: for a test whose one controller must not lose its lease to a slow apiserver on a
+#: loaded machine (it would exit, with no standby to take over): a 2 s renew deadline
+#: once cost a lone controller its lease mid-test (issue 36)
+PATIENT_LEASE = ("10s", "8s", "0.5s")
 
 
 class ControllerProcess:
     def __init__(
-        self, name: str, kubeconfig: Path, log_dir: Path, *, metrics_secure: bool = False
+        self,
+        name: str,
+        kubeconfig: Path,
+        log_dir: Path,
+        *,
+        metrics_secure: bool = False,
+        lease: tuple[str, str, str] = SHORT_LEASE,
     ) -> None:
         """``metrics_secure``: /metrics over HTTPS behind the token check, as installed
-        (else plain HTTP, the local-development mode)."""
+        (else plain HTTP, the local-development mode); ``lease``: the leader election's
+        timings (:data:`SHORT_LEASE`, :data:`PATIENT_LEASE`)."""
+        duration, deadline, retry = lease
         self.name = name
         self.metrics_secure = metrics_secure
         self.metrics_port = free_port()
@@ -150,9 +165,9 @@ class ControllerProcess:
             "controller",
             f"--kubeconfig={kubeconfig}",
             "--leader-elect",
-            "--lease-duration=3s",
-            "--renew-deadline=2s",
-            "--retry-period=0.5s",
+            f"--lease-duration={duration}",
+            f"--renew-deadline={deadline}",
+            f"--retry-period={retry}",
             f"--metrics-bind-address=127.0.0.1:{self.metrics_port}",
             f"--metrics-secure={str(metrics_secure).lower()}",
             f"--health-probe-bind-address=127.0.0.1:{self.probe_port}",

@@ -57,6 +57,7 @@ from bootc_operator.policy.ownership import owner_reference
 from e2e.controllerenv import (
     LEASE,
     NAMESPACE,
+    PATIENT_LEASE,
     ControllerProcess,
     create_blocking_pdb,
     create_pod,
@@ -102,7 +103,11 @@ class Takeover:
         return group, [f"{group}-{i}" for i in range(n)], repo, v0, v1
 
     def start(self) -> ControllerProcess:
-        proc = ControllerProcess(f"ctl-{len(self.procs)}", self.kubeconfig, self.logs)
+        # one controller at a time, each stopped gracefully (releasing its Lease): no
+        # standby would take over from one that lost its Lease to a slow apiserver
+        proc = ControllerProcess(
+            f"ctl-{len(self.procs)}", self.kubeconfig, self.logs, lease=PATIENT_LEASE
+        )
         self.procs.append(proc)
         return proc
 
