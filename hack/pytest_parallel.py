@@ -113,13 +113,18 @@ def plain_nodeid(nodeid: str) -> str:
 
 
 def pick(
-    queue: Iterable[str], heavy: Collection[str], heavy_running: int, node_heavy: bool, limit: int
+    queue: Iterable[str], heavy: Collection[str], heavy_elsewhere: int, limit: int
 ) -> str | None:
     """The next unit for a worker: the first in ``queue`` (longest first), unless it is
-    heavy and ``limit`` heavy units already run, or this worker has one (a unit queued
-    behind another on a worker waits for it); None when only such units are left."""
+    heavy and ``limit`` heavy units already run on the other workers; None when only
+    such units are left.
+
+    A heavy unit may queue behind this worker's own (they run one after the other):
+    an xdist worker holds back its last test until it is sent more work or told to
+    stop, so a worker refused everything while its heavy unit's last test waits would
+    wait forever, and the other worker with it (a run stalled so, issue 36)."""
     for unit in queue:
-        if unit not in heavy or (heavy_running < limit and not node_heavy):
+        if unit not in heavy or heavy_elsewhere < limit:
             return unit
     return None
 
@@ -162,8 +167,7 @@ def make_scheduler_plugin() -> object:
             unit = pick(
                 self.workqueue,
                 self.units.heavy,
-                self._heavy_running(),
-                self._heavy_running(node) > 0,
+                self._heavy_running() - self._heavy_running(node),
                 self.limit,
             )
             if unit is None:

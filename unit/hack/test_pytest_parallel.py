@@ -65,15 +65,18 @@ def test_times_are_read_leniently(tmp_path: Path) -> None:
     assert read_times(str(tmp_path / "bad.json")) == {}
 
 
-def test_heavy_units_wait_for_room_and_never_queue_behind_each_other() -> None:
+def test_heavy_units_wait_for_room_elsewhere_and_may_queue_behind_their_own() -> None:
     queue = ["chaos", "sim", "crds", "daemon"]
     heavy = {"chaos", "sim"}
-    assert pick(queue, heavy, 0, False, 2) == "chaos"
-    assert pick(queue[1:], heavy, 1, False, 2) == "sim"
-    assert pick(queue[1:], heavy, 2, False, 2) == "crds", "two heavy run: a light one"
-    assert pick(queue[1:], heavy, 1, True, 2) == "crds", "this worker runs a heavy one"
-    assert pick(["sim"], heavy, 2, False, 2) is None, "only heavy left: wait"
-    assert pick([], heavy, 0, False, 2) is None
+    assert pick(queue, heavy, 0, 2) == "chaos"
+    assert pick(queue[1:], heavy, 1, 2) == "sim"
+    assert pick(queue[1:], heavy, 2, 2) == "crds", "two heavy run elsewhere: a light one"
+    assert pick(queue[1:], heavy, 1, 1) == "crds", "one heavy elsewhere, limit 1"
+    # this worker's own heavy unit is not counted: the next heavy one queues behind it
+    # (refused, a worker holding back its unit's last test would wait forever)
+    assert pick(["sim"], heavy, 0, 1) == "sim"
+    assert pick(["sim"], heavy, 2, 2) is None, "only heavy left, room taken elsewhere: wait"
+    assert pick([], heavy, 0, 2) is None
 
 
 def test_units_reach_the_scheduler_through_a_file(tmp_path: Path) -> None:
@@ -130,11 +133,13 @@ def test_d4(): record("d4")
 }
 
 
-def test_under_xdist_a_module_is_one_worker_s_and_groups_share_one(tmp_path: Path) -> None:
+def run_suite(tmp_path: Path, suite_files: dict[str, str]) -> tuple[Path, str]:
+    """``suite_files`` run as hack/test.sh runs the e2e tier (2 workers); the directory
+    the tests record into, and pytest's output (it passed)."""
     suite, out = tmp_path / "suite", tmp_path / "out"
     suite.mkdir()
     out.mkdir()
-    for name, text in SUITE.items():
+    for name, text in suite_files.items():
         (suite / name).write_text(text)
     res = subprocess.run(
         [
@@ -173,8 +178,36 @@ def test_under_xdist_a_module_is_one_worker_s_and_groups_share_one(tmp_path: Pat
         check=False,
     )
     assert res.returncode == 0, res.stdout + res.stderr
+    return out, res.stdout
+
+
+def test_under_xdist_a_module_is_one_worker_s_and_groups_share_one(tmp_path: Path) -> None:
+    out, _ = run_suite(tmp_path, SUITE)
     ran = {p.name: p.read_text() for p in out.iterdir() if not p.name.startswith("made-")}
     assert sorted(ran) == ["a1", "a2", "a3", "b1", "c1", "d1", "d2", "d3", "d4"]  # c2: serial
     assert ran["a1"] == ran["a2"] == ran["a3"]
     assert (out / "made-test_a").read_text().count("\n") == 1  # the module fixture, once
     assert ran["b1"] == ran["c1"]
+
+
+HEAVY_SUITE = {
+    "test_h.py": """
+import os, pytest
+pytestmark = [pytest.mark.slow, pytest.mark.spread]
+def record(name):
+    with open(os.path.join(os.environ["OUT"], name), "w") as f:
+        f.write(os.environ["PYTEST_XDIST_WORKER"])
+def test_h1(): record("h1")
+def test_h2(): record("h2")
+def test_h3(): record("h3")
+""",
+}
+
+
+def test_heavy_units_one_at_a_time_never_stall_the_run(tmp_path: Path) -> None:
+    """Only heavy units (one at a time): they queue on one worker, and the run ends.
+    (A worker refused more work while its heavy unit's last test waited for more, as
+    an xdist worker does, stalled the run until its timeout.)"""
+    out, _ = run_suite(tmp_path, HEAVY_SUITE)
+    ran = {p.name: p.read_text() for p in out.iterdir()}
+    assert sorted(ran) == ["h1", "h2", "h3"]
