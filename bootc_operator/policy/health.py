@@ -22,9 +22,10 @@ they are reported:
   request is the latest moment the rollout records before the host goes down,
   and no kubelet reports while it is down, so nothing reported after it can be
   stale but for a pod turning Ready in the instant between the request and the
-  shutdown. Both times have whole seconds: a transition in the second of the
-  request counts as after it (a false "stale" would hold the node until the
-  timeout). A pod recreated after the reboot is fresh by construction.
+  shutdown. The kubelet's time has whole seconds (the request's, microseconds):
+  a transition in the second of the request counts as after it (a false "stale"
+  would hold the node until the timeout). A pod recreated after the reboot is
+  fresh by construction.
 
 Anything still pending ``timeoutSeconds`` (default 600) after the reboot was
 requested fails the gate, naming the first pending check. What a failure does
@@ -91,10 +92,16 @@ class PodHealth:
     ready_since: dt.datetime | None = None
 
     def ready_after(self, since: dt.datetime | None) -> bool:
-        """Ready, as reported at ``since`` or later (always, when ``since`` is None)."""
+        """Ready, as reported in the second of ``since`` or later (always, when ``since``
+        is None). A kubelet stamps whole seconds and the reboot request microseconds: a
+        pod re-reported in the request's second is fresh (a transition there cannot be
+        ordered, and a false "stale" holds the node until the timeout, as no later
+        report moves the stamp)."""
         if not self.ready:
             return False
-        return since is None or (self.ready_since is not None and self.ready_since >= since)
+        if since is None:
+            return True
+        return self.ready_since is not None and self.ready_since >= since.replace(microsecond=0)
 
 
 @dataclass(frozen=True, slots=True)

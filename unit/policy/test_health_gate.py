@@ -255,6 +255,29 @@ def test_a_pod_not_ready_is_never_counted_whenever_it_changed(
     assert PodHealth("ns/cni", True, "", ready_since).ready_after(None)  # no reboot to judge by
 
 
+@pytest.mark.parametrize(
+    ("ready_since", "counts"),
+    [
+        (ago(31), False),  # the second before the request's
+        (ago(30), True),  # the request's second, stamped before or after it within it
+        (ago(29), True),
+    ],
+)
+def test_a_request_to_the_microsecond_is_judged_by_the_kubelets_whole_second(
+    ready_since: dt.datetime, counts: bool
+) -> None:
+    """The controller stamps bootc.dev/reboot-requested to the microsecond (a1da25d), a
+    kubelet its Ready in whole seconds: a node back and re-reported within the second
+    of its request (a fast reboot) passes, and is not held as stale until the timeout
+    (no later report moves its stamp; seen in e2e/test_health_gate.py, 0 s reboots)."""
+    requested = ago(30) + dt.timedelta(microseconds=700_000)
+    policy = HealthPolicy(pods_selector=PODS_SELECTOR, timeout_seconds=300)
+    pod = PodHealth("ns/cni", True, "Running", ready_since)
+    assert pod.ready_after(requested) is counts
+    got = evaluate(policy, back("n1", reboot_requested_at=requested), [pod], NOW)
+    assert (got.verdict is Verdict.PASSED) is counts, got
+
+
 def test_a_stale_pod_passes_once_its_kubelet_reports_it_ready_again() -> None:
     policy = HealthPolicy(pods_selector=PODS_SELECTOR)
     before = [PodHealth("ns/cni", True, "Running", ago(600))]
