@@ -141,8 +141,9 @@ class Router:
             self.enqueue(name)  # spec, deletion, finalizers or labels
             self.check_all_placements()  # a selector may have let go of a Node
         elif pool_changed(old, new):
-            # status.targetDigest moved: written by tag resolution, which already
-            # knows; the others act on it (membership writes the new desiredImage).
+            # status.targetDigest moved (the status loop wrote what tag resolution
+            # learned; tags' own notify woke the others already): the loops acting on
+            # the target look again, never tags (its next run is its own delay).
             self.notify(name, source="tags")
         else:  # only status moved (mostly our own writes)
             self.queues["status"].add_after(name, STATUS_COALESCE)

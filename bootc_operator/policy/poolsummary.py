@@ -328,6 +328,7 @@ def status_fields(
     # Only once the pool has nodes: an empty pool has deployed nothing.
     if target is not None and up[0] and counts.total and counts.updated == counts.total:
         deployed = target
+    # the tag as resolved (the tags loop's knowledge; only status writes targetDigest);
     # an unverified digest is shown (the pool is Degraded saying why it is not rolled out)
     shown_target = policy.candidate_digest or old.get("targetDigest")
     return {

@@ -4,7 +4,8 @@ One object, built before the loops (``controller.core``), read by every loop thr
 the ``Context`` (``Context.policy`` resolves a pool's spec with the tag and signature
 parts; rollout and status read the gates). Each part has one writer:
 
-- ``tags``: (image ref, digest) the pool's tag last resolved to; writer: the tags loop;
+- ``tags``: (image ref, digest) the pool's tag last resolved to; writer: the tags loop
+  (the status loop shows it as ``status.targetDigest``);
 - ``signatures``: (``repo@digest``, fingerprint of the keys) whose signature verified;
   writer: the signatures loop;
 - ``signature_errors``: (Degraded reason, message) of the pool's last signature

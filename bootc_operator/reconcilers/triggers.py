@@ -1,7 +1,7 @@
 """Which pools an informer event concerns. Pure functions; handlers only enqueue.
 
 - a pool event concerns that pool, unless only its status moved (our own
-  status writes) — except ``status.targetDigest``, which drives membership;
+  status writes) — except ``status.targetDigest``: a new target for the loops;
 - a BootcNode event concerns its owning pool;
 - a Node event concerns the pools whose selector matches its old or new labels
   and the pool owning its BootcNode, and only when something the controller

@@ -188,3 +188,22 @@ def test_notify_never_requeues_the_source(source: str) -> None:
     ctl = Controller(NO_API, identity="unit", clock=FakeClock())
     ctl.notify("p", source=source)
     assert {name for name, q in ctl.queues.items() if len(q)} == set(ctl.queues) - {source}
+
+
+async def test_the_status_loop_is_the_one_writer_of_the_resolved_target() -> None:
+    """The tags loop writes only nextTagResolutionTime; the digest goes through
+    PoolKnowledge, and the status loop's pass writes it as status.targetDigest."""
+    h = Harness()
+    h.fail = False
+    h.create_pool()
+    await h.run_due()
+    assert h.ctl.tags.target("p") == (REF, DIGEST)
+    status = h.pool().get("status") or {}
+    assert "nextTagResolutionTime" in status
+    assert "targetDigest" not in status  # not the tags loop's field
+    # the others were told (membership writes the new desiredImage, status the target)
+    assert h.wakes["status"] >= 1 and h.wakes["membership"] >= 1
+    await h.ctl.status.reconcile("p")
+    status = h.pool()["status"]
+    assert status["targetDigest"] == DIGEST
+    assert "nextTagResolutionTime" in status  # left as the tags loop wrote it

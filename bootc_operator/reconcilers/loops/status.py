@@ -4,7 +4,9 @@
 ``poolstatus``, ``slots``, ``membership_plan``, ``poolspec``) and writes
 ``status`` only when something other than a timestamp changed:
 
-- counts (node, updated, updating, degraded), targetDigest, deployedDigest (the
+- counts (node, updated, updating, degraded), targetDigest (the digest the ref
+  names or its tag resolved to, from ``PoolKnowledge``: this loop is its one
+  writer; the previous value until a changed tag resolves), deployedDigest (the
   target once every node runs it; the previous value until then),
   updateAvailable, observedGeneration;
 - ``UpToDate``: AllUpdated / Paused / RolloutInProgress with the progress message;

@@ -6,9 +6,10 @@
   or once ``now >= status.nextTagResolutionTime`` (interval
   ``--tag-resolution-interval``); credentials come from the pool's pull secret;
 - success: remembers (ref, digest) for the other reconcilers (its part of the
-  controller's ``PoolKnowledge``, ``tags``), writes ``status.targetDigest`` and
-  ``nextTagResolutionTime``, and requeues after the interval; a moved tag is an
-  Event and starts a rollout (membership writes the new desiredImage);
+  controller's ``PoolKnowledge``, ``tags``), writes ``nextTagResolutionTime``, and
+  requeues after the interval; a moved tag is an Event and starts a rollout (the
+  status loop writes the new ``status.targetDigest`` from the knowledge, membership
+  the new desiredImage);
 - failure: ``Degraded/TagResolutionError`` (via ``problems``) with the
   registry's message; the previous target is kept, nothing is rolled back;
   retried with capped exponential backoff (never later than the interval).
@@ -123,7 +124,7 @@ class TagReconciler:
             delay = retry_delay(failures, self.interval)
             retry_at = now + dt.timedelta(seconds=delay)
             self._retry_at[pool_name] = (ref, secret_hash, retry_at)
-            await self._write(pool, None, retry_at)
+            await self._write(pool, retry_at)
             if first:
                 log.warning(message, extra={"pool": pool_name})
                 self._on_target_changed(pool_name)  # status shows the new error
@@ -133,7 +134,7 @@ class TagReconciler:
         had_error = self.errors.pop(pool_name, None) is not None
         previous = last[1] if last is not None and last[0] == ref else None
         self._targets[pool_name] = (ref, digest)
-        await self._write(pool, digest, now + dt.timedelta(seconds=self.interval))
+        await self._write(pool, now + dt.timedelta(seconds=self.interval))
         old_status_digest = (pool.get("status") or {}).get("targetDigest")
         if digest != (previous or old_status_digest):
             msg = f"{ref} resolved to {digest}"
@@ -143,10 +144,10 @@ class TagReconciler:
             self._on_target_changed(pool_name)
         return self.interval
 
-    async def _write(self, pool: Obj, digest: str | None, next_at: dt.datetime) -> None:
+    async def _write(self, pool: Obj, next_at: dt.datetime) -> None:
+        """``nextTagResolutionTime``, this loop's one field: the digest itself is the
+        knowledge's ``tags`` part, which the status loop writes as ``targetDigest``."""
         status: dict[str, Any] = {"nextTagResolutionTime": now_rfc3339(next_at)}
-        if digest is not None:
-            status["targetDigest"] = digest
         try:
             await self.ctx.patch_pool(pool, {"status": status}, status=True)
         except ApiError as err:
