@@ -15,6 +15,12 @@ PodDisruptionBudget holds (``hack.perf.pdbdrain``, ``--pdb-rounds``): the time f
 its replacement pod turning Ready (``--replacement-seconds`` after the slot was
 taken) to the eviction.
 
+``--go-controller BIN`` (built by hack/build-go-operator.sh): for each N, ``--rounds``
+rounds of this controller then the Go bootc-operator's, alternating, each on a fresh
+apiserver and fleet; then a side-by-side table of what both can be measured on, with
+ratios ours / Go (``hack.perf.sidebyside``). Stage-ahead, the PDB-held drain and the
+daemons (ours only) are skipped in that mode.
+
 Prints the machine and a table; writes every figure as JSON (``--json``,
 default ``.cache/bench/results.json``). Nothing fails on a number. The machine
 is shared: the table reports the load average and how much CPU other
@@ -33,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from bootc_operator.logs import setup_logging
-from hack.perf import daemons, pdbdrain, scale
+from hack.perf import daemons, pdbdrain, scale, sidebyside
 from hack.perf.analysis import CHAIN_STEPS
 from hack.perf.procinfo import machine
 
@@ -182,7 +188,10 @@ def table(results: dict[str, Any]) -> str:
 
     label_w = max(len(label) for label, _ in rows)
     col_w = max([12, *(len(c) for _, cells in rows for c in cells)])
-    head = " " * label_w + "".join(f"  {'N=' + str(r['nodes']):>{col_w}}" for r in sizes)
+    head = " " * label_w + "".join(
+        f"  {'N=' + str(r['nodes']) + (' ' + r['side'] if 'side' in r else ''):>{col_w}}"
+        for r in sizes
+    )
     lines = [head] if sizes else []
     for label, cells in rows if sizes else ():
         lines.append(f"{label:<{label_w}}" + "".join(f"  {c:>{col_w}}" for c in cells))
@@ -252,6 +261,30 @@ def write(path: Path, results: dict[str, Any]) -> None:
     path.write_text(json.dumps(results, indent=2) + "\n")
 
 
+def side_by_side(
+    results: dict[str, Any],
+    n: int,
+    opts: scale.Options,
+    go_binary: Path,
+    rounds: int,
+    logs: Path,
+    json_path: Path,
+) -> None:
+    """``rounds`` x (ours, then Go) at size ``n``, each on a fresh apiserver and fleet."""
+    sides = results.setdefault("side_by_side", {}).setdefault(str(n), {"ours": [], "go": []})
+    for i in range(rounds):
+        for side, binary in (("ours", None), ("go", go_binary)):
+            load = " ".join(f"{x:.1f}" for x in machine()["load_average"])
+            print(f"bench: N={n} round {i + 1}/{rounds}: {side} (load {load})", flush=True)
+            run_opts = dataclasses.replace(opts, go_binary=binary)
+            result = scale.run(n, run_opts, logs / f"n{n}-{side}-{i + 1}")
+            result |= {"side": side, "round": i + 1}
+            results["sizes"].append(result)
+            sides[side].append(sidebyside.figures(result))
+            write(json_path, results)  # partial figures survive an interrupted run
+        print(sidebyside.table(n, sides["ours"], sides["go"]), flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="hack/bench", description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="N = 100 only (and the daemons)")
@@ -310,6 +343,19 @@ def main(argv: list[str] | None = None) -> int:
         help="run the controller from this checkout (e.g. a git worktree of an older commit)",
     )
     p.add_argument(
+        "--go-controller",
+        type=Path,
+        metavar="BIN",
+        help="also run the Go bootc-operator's controller (hack/build-go-operator.sh), "
+        "alternating with ours, and print both side by side",
+    )
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=2,
+        help="with --go-controller: rounds of ours then Go per size",
+    )
+    p.add_argument(
         "--stage-ahead-sizes",
         help="the N at which to also roll out twice staging as it goes, stageAhead = M vs "
         "unset (default: 1000, or 100 with --quick; 'none' skips it)",
@@ -325,6 +371,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.stage_ahead_sizes:
         spec = args.stage_ahead_sizes.strip()
         compare = set() if spec == "none" else {int(s) for s in spec.split(",") if s.strip()}
+    if args.go_controller:
+        compare, args.pdb_rounds, args.daemons = set(), 0, 0  # ours only
     info = machine()
     print(header(info), flush=True)
     results: dict[str, Any] = {
@@ -346,6 +394,9 @@ def main(argv: list[str] | None = None) -> int:
         started = time.monotonic()
         for n in sizes:
             sized = dataclasses.replace(opts, stage_ahead_compare=n in compare)
+            if args.go_controller:
+                side_by_side(results, n, sized, args.go_controller, args.rounds, logs, args.json)
+                continue
             results["sizes"].append(scale.run(n, sized, logs / f"n{n}"))
             write(args.json, results)  # partial figures survive an interrupted run
             print(table(results), flush=True)
@@ -377,6 +428,8 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(header(info))
     print(table(results))
+    for n, sides in results.get("side_by_side", {}).items():
+        print(f"\n{sidebyside.table(int(n), sides['ours'], sides['go'])}")
     print(
         f"\nrun took {results['seconds']:.0f} s; load average at the end "
         f"{' '.join(str(x) for x in results['load_average_end'])}; figures in {args.json}"

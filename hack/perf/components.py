@@ -2,7 +2,10 @@
 
 - :func:`start_controller` runs ``bootc-operator controller`` (the venv's console
   script) as its own process, logging to a file; :class:`Controller` waits for
-  ``/readyz`` and scrapes ``/metrics``.
+  ``/readyz`` and scrapes ``/metrics``. With ``go_binary`` it runs the Go
+  bootc-operator's controller instead (hack/build-go-operator.sh): no metrics of
+  ours; ready once its ``/readyz`` answers *and* its workers started (its log's
+  "Starting workers": caches synced, what our ``/readyz`` means).
 - :class:`FleetProcess` runs ``hack.perf.simfleet`` and speaks its line protocol.
 - :func:`apiserver_requests`: kube-apiserver's ``apiserver_request_total`` by
   (verb, resource[/subresource]), read with the admin client.
@@ -41,6 +44,14 @@ class Controller:
     process: Process
     metrics_port: int
     probe_port: int
+    go: bool = False  # the Go bootc-operator: no metrics of ours
+
+    def _go_workers_started(self) -> bool:
+        # controller-runtime logs this once its caches synced (its /readyz is a ping).
+        try:
+            return b"Starting workers" in self.process.log_path.read_bytes()
+        except OSError:
+            return False
 
     @property
     def pid(self) -> int:
@@ -62,13 +73,15 @@ class Controller:
                 raise RuntimeError(f"controller died:\n{self.process.tail(40)}")
             with contextlib.suppress(aiohttp.ClientError, OSError, TimeoutError):
                 status, _ = await self._get(self.probe_port, "/readyz")
-                if status == 200:
+                if status == 200 and (not self.go or self._go_workers_started()):
                     return time.monotonic() - started
             if time.monotonic() - started > within:
                 raise TimeoutError(f"controller not ready after {within}s")
             await asyncio.sleep(0.1)
 
     async def metrics(self) -> str:
+        if self.go:
+            return ""  # none of ours: its requests are the apiserver's count less the others'
         status, text = await self._get(self.metrics_port, "/metrics")
         if status != 200:
             raise RuntimeError(f"controller /metrics answered {status}")
@@ -91,10 +104,25 @@ def start_controller(
     workers: int = 4,
     name: str = "controller",
     source: Path | None = None,
+    go_binary: Path | None = None,
 ) -> Controller:
     """``source``: run the ``bootc_operator`` package found there (e.g. a git worktree of
-    an older commit, to measure "before" figures) instead of the installed one."""
+    an older commit, to measure "before" figures) instead of the installed one.
+    ``go_binary``: run the Go bootc-operator's controller (its cmd/controller) instead."""
     metrics_port, probe_port = free_port(), free_port()
+    if go_binary is not None:
+        # Its only flags: probe address, leader election (off by default), zap's; the
+        # kubeconfig from $KUBECONFIG; its metrics server is fixed at :8080.
+        # Logs at info, as ours does (its own default is zap's development mode: debug).
+        go_argv = [
+            str(go_binary),
+            "--health-probe-bind-address",
+            f"127.0.0.1:{probe_port}",
+            "--zap-log-level=info",
+        ]
+        go_env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
+        process = spawn(name, go_argv, log_dir / f"{name}-go.log", env=go_env)
+        return Controller(process, metrics_port, probe_port, go=True)
     argv = [
         str(OPERATOR_BIN),
         "controller",
@@ -125,6 +153,7 @@ async def run_controller(
     *,
     workers: int = 4,
     source: Path | None = None,
+    go_binary: Path | None = None,
     attempts: int = 3,
 ) -> tuple[Controller, float]:
     """Start the controller and wait until ready: (controller, seconds to ready).
@@ -133,7 +162,9 @@ async def run_controller(
     before the controller binds it; then it is started again on new ones.
     """
     for attempt in range(attempts):
-        controller = start_controller(kubeconfig, log_dir, workers=workers, source=source)
+        controller = start_controller(
+            kubeconfig, log_dir, workers=workers, source=source, go_binary=go_binary
+        )
         try:
             return controller, await controller.wait_ready()
         except RuntimeError:

@@ -27,6 +27,8 @@ from bootc_operator.informers import EventHandler, Informer, unwrap
 from bootc_operator.kube import BOOTC_NODE_POOLS, BOOTC_NODES, NODES
 
 Obj = dict[str, Any]
+# The Go bootc-operator (hack/bench --go-controller) writes the legacy label.
+MANAGED_LABELS = frozenset({c.MANAGED_LABEL, c.LEGACY_MANAGED_LABEL})
 
 
 def _digest(ref: str | None) -> str | None:
@@ -82,7 +84,7 @@ def node_facts(obj: Obj) -> NodeFacts:
     meta = obj.get("metadata") or {}
     return NodeFacts(
         exists=True,
-        managed=c.MANAGED_LABEL in (meta.get("labels") or {}),
+        managed=bool(MANAGED_LABELS & set(meta.get("labels") or ())),
         cordoned=bool((obj.get("spec") or {}).get("unschedulable")),
         ready=_condition(obj, "Ready").get("status") == "True",
     )
@@ -124,7 +126,7 @@ def slim_node(obj: Obj) -> Obj:
         "metadata": {
             "name": meta.get("name"),
             "resourceVersion": meta.get("resourceVersion"),
-            "labels": {k: v for k, v in (meta.get("labels") or {}).items() if k == c.MANAGED_LABEL},
+            "labels": {k: v for k, v in (meta.get("labels") or {}).items() if k in MANAGED_LABELS},
         },
         "spec": {"unschedulable": (obj.get("spec") or {}).get("unschedulable")},
         "status": {"conditions": [_condition(obj, "Ready")]},

@@ -57,6 +57,7 @@ from hack.perf.analysis import peak_staging, percentiles, rollout_figures, wave_
 from hack.perf.nodes import bounded, kubelet_node
 from hack.perf.observer import Observer
 from hack.perf.procinfo import MachineCpu, counters, loadavg, proc_cpu
+from hack.perf.sidebyside import controller_requests
 from hack.testenv import ControlPlane
 from hack.testenv.pools import pool_body
 
@@ -87,6 +88,7 @@ class Options:
     timeout: float = 900.0
     profile: Path | None = None  # py-spy the controller into this directory
     controller_source: Path | None = None  # run the controller from this checkout
+    go_binary: Path | None = None  # run the Go bootc-operator's controller instead
     stage_ahead_compare: bool = False  # also roll out with stageAhead = M vs unset
 
 
@@ -155,7 +157,11 @@ async def run_size(cp: ControlPlane, n: int, opts: Options, log_dir: Path) -> di
         )
         stack.push_async_callback(fleet.stop)
         controller, ready_s = await comp.run_controller(
-            cp.kubeconfig, log_dir, workers=opts.workers, source=opts.controller_source
+            cp.kubeconfig,
+            log_dir,
+            workers=opts.workers,
+            source=opts.controller_source,
+            go_binary=opts.go_binary,
         )
         stack.callback(controller.stop)
         if opts.profile is not None:
@@ -288,9 +294,12 @@ async def run_size(cp: ControlPlane, n: int, opts: Options, log_dir: Path) -> di
             ctl_delta = comp.delta(ctl_req1, ctl_req0)
             others = comp.delta(fleet_req1, fleet_req0)
             others.update(comp.delta(own_req1, own_req0))
+            server = comp.delta(api_req1, api_req0)
+            by_apiserver = controller_requests(server, others, OURS)
+            if controller.go:  # no count of its own: the apiserver's less the others'
+                ctl_delta = ctl_req1b = by_apiserver
             clients = others + ctl_delta
             clients_late = others + comp.delta(ctl_req1b, ctl_req0)
-            server = comp.delta(api_req1, api_req0)
             keys = {k for k in set(clients) | set(server) if k[1].split("/")[0] in OURS}
             crosscheck = {
                 f"{verb} {res}": {
@@ -313,6 +322,11 @@ async def run_size(cp: ControlPlane, n: int, opts: Options, log_dir: Path) -> di
             window = machine2.since(machine1)
             ours_cpu = sum(cpu.between("start", "end").values())
             result["controller"] = {
+                "kind": "go" if controller.go else "python",
+                "requests_counted_by": (
+                    "apiserver less fleet and harness" if controller.go else "its own metric"
+                ),
+                "requests_by_apiserver": comp.flat(by_apiserver),
                 "peak_rss_mib": round(mem.get("VmHWM", 0), 1),
                 "rss_mib_end": round(mem.get("VmRSS", 0), 1),
                 "cpu_seconds": cpu.between("start", "end")["controller"],
