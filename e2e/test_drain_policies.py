@@ -64,6 +64,7 @@ from e2e.controllerenv import (
 )
 from e2e.helpers import condition, digest, image, unique_name, wait_for
 from hack.testenv.controller import running_controller
+from hack.testenv.disruption import budget_status
 from hack.testenv.fleet import Fleet
 from hack.testenv.monitor import SafetyMonitor
 from hack.testenv.pools import pool_body
@@ -636,24 +637,6 @@ async def create_budget(api: ApiClient, name: str, labels: dict[str, str]) -> No
     }
     await request_json(api, "POST", PDB_PATH, body=body)
     await budget_status(api, name, healthy=1, allowed=0)
-
-
-async def budget_status(api: ApiClient, name: str, *, healthy: int, allowed: int) -> None:
-    pdb = await request_json(api, "GET", f"{PDB_PATH}/{name}")
-    status = {
-        "observedGeneration": pdb["metadata"]["generation"],
-        "currentHealthy": healthy,
-        "desiredHealthy": 1,
-        "expectedPods": healthy,
-        "disruptionsAllowed": allowed,
-    }
-    await request_json(
-        api,
-        "PATCH",
-        f"{PDB_PATH}/{name}/status",
-        body={"status": status},
-        content_type="application/merge-patch+json",
-    )
 
 
 async def test_a_drain_a_budget_holds_goes_on_when_the_budget_allows_or_goes(

@@ -47,6 +47,7 @@ from hack.perf.analysis import percentiles
 from hack.perf.nodes import kubelet_node
 from hack.perf.observer import Observer
 from hack.testenv import ControlPlane
+from hack.testenv.disruption import budget_status
 from hack.testenv.pools import pool_body
 
 PREFIX = "pdb-"
@@ -106,26 +107,6 @@ async def ready_pod(api: Any, name: str, node: str, labels: dict[str, str]) -> N
         }
     }
     await patch_object(api, PODS, name, status, NS, patch_type="strategic", subresource="status")
-
-
-async def budget_status(api: Any, name: str, *, healthy: int, allowed: int) -> None:
-    """What the disruption controller would write: ``healthy`` pods, 1 desired."""
-    path = POD_DISRUPTION_BUDGETS.path(NS, name)
-    pdb = await request_json(api, "GET", path)
-    status = {
-        "observedGeneration": pdb["metadata"]["generation"],
-        "currentHealthy": healthy,
-        "desiredHealthy": 1,
-        "expectedPods": healthy,
-        "disruptionsAllowed": allowed,
-    }
-    await request_json(
-        api,
-        "PATCH",
-        f"{path}/status",
-        body={"status": status},
-        content_type="application/merge-patch+json",
-    )
 
 
 class PodGone:
