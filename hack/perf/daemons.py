@@ -57,10 +57,11 @@ from bootc_operator.kube import (
 )
 from hack.fakebootc import Host, make_host
 from hack.perf import components as comp
+from hack.perf.images import digest, image
 from hack.perf.nodes import bounded
 from hack.perf.observer import BnFacts, Observer
 from hack.perf.procinfo import proc_mem
-from hack.perf.scale import PREFIX, bench_pool, digest, image, log, node_body
+from hack.perf.scale import PREFIX, bench_pool, log, node_body
 from hack.testenv import ControlPlane
 from hack.testenv.controlplane import free_port
 from hack.testenv.kubelet import set_node_ready

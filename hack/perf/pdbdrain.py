@@ -44,6 +44,7 @@ from bootc_operator.kube import (
 )
 from hack.perf import components as comp
 from hack.perf.analysis import percentiles
+from hack.perf.images import digest, image
 from hack.perf.nodes import kubelet_node
 from hack.perf.observer import Observer
 from hack.testenv import ControlPlane
@@ -55,15 +56,6 @@ NODE = f"{PREFIX}00000"
 SPARE = "spare-0"
 POOL_LABEL = "bench.bootc.dev/pdb"
 NS = "default"
-REPO = "registry.example.com/bench/os"
-
-
-def image(n: int) -> str:
-    return f"{REPO}@sha256:{n:064x}"
-
-
-def digest(n: int) -> str:
-    return f"sha256:{n:064x}"
 
 
 @dataclass

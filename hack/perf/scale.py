@@ -54,6 +54,7 @@ from bootc_operator.kube import (
 from bootc_operator.policy.ownership import member_body
 from hack.perf import components as comp
 from hack.perf.analysis import peak_staging, percentiles, rollout_figures, wave_chain
+from hack.perf.images import digest, image
 from hack.perf.nodes import bounded, kubelet_node
 from hack.perf.observer import Observer
 from hack.perf.procinfo import MachineCpu, counters, loadavg, proc_cpu
@@ -64,16 +65,7 @@ from hack.testenv.pools import pool_body
 POOL = "bench"
 PREFIX = "bench-"
 BENCH_LABEL = "bench.bootc.dev/fleet"
-REPO = "registry.example.com/bench/os"
 OURS = {"nodes", "bootcnodes", "bootcnodepools", "events", "pods"}  # resources we count
-
-
-def image(n: int) -> str:
-    return f"{REPO}@sha256:{n:064x}"
-
-
-def digest(n: int) -> str:
-    return f"sha256:{n:064x}"
 
 
 @dataclass
