@@ -388,11 +388,19 @@ class ControlPlane(Component):
         self._stop("kube-apiserver")
 
     def start_apiserver(self) -> None:
-        """(Re)start kube-apiserver on the same etcd, port and certificates; wait for /readyz."""
+        """(Re)start kube-apiserver on the same etcd, port and certificates; wait for /readyz.
+
+        A running kube-controller-manager is restarted with it: after an outage of a
+        minute its informers back off up to 30 s between retries, and the tests after
+        the one that stopped the apiserver (on this control plane) would wait for them
+        (seen: no ServiceAccount in a new namespace within 30 s)."""
         if "kube-apiserver" in self._procs and self._procs["kube-apiserver"].alive():
             raise ControlPlaneError("kube-apiserver is already running")
         proc = self._spawn("kube-apiserver", self._apiserver_argv())
         self._wait(proc, lambda: self._get("/readyz")[0] == 200, "/readyz to return 200")
+        if "kube-controller-manager" in self._procs:
+            self.stop_controller_manager()
+            self.start_controller_manager()
 
     def compact_etcd(self) -> int:
         """Compact etcd up to its current revision; returns that revision.
