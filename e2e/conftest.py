@@ -78,8 +78,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "kit" in metafunc.fixturenames:
         choice = metafunc.config.getoption("--host")
         kinds = HOST_KINDS if choice == "both" else (choice,)
-        # the real host's cases carry the realbootc marker: hack/test.sh runs them in
-        # their own last phase, once the bootc build is there
+        # the real host's cases carry the realbootc marker: hack/test.sh runs them
+        # once the bootc build is there (docs/development.md)
         params = [
             pytest.param(kind, marks=pytest.mark.realbootc) if kind == "real" else kind
             for kind in kinds

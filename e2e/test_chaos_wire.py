@@ -62,7 +62,7 @@ from hack.testenv.faultproxy import PARTITION_MODES, ProxyThread
 from hack.testenv.kube import api_client
 from hack.testenv.procs import log_tail
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]
 
 NODES = 12
 MAX_UNAVAILABLE = 3

@@ -52,7 +52,12 @@ from hack.testenv.realnode import (
 )
 from hack.testenv.registry import Registry
 
-pytestmark = [pytest.mark.slow, pytest.mark.realbootc, pytest.mark.timeout(900)]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.heavy,
+    pytest.mark.realbootc,
+    pytest.mark.timeout(900),
+]
 OVERLAY = REPO_ROOT / "e2e" / "testdata" / "realnode" / "kustomization.yaml"
 IMAGE = "localhost/bootc-operator:realnode"
 NS = "bootc-operator"

@@ -56,7 +56,7 @@ from hack.testenv.monitor import PDBS
 from hack.testenv.push import make_image, push_image
 from hack.testenv.registry import Registry
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]
 
 ROLLOUT = 120.0  # seconds a rollout of a few nodes may take on a loaded 2-core machine
 

@@ -8,8 +8,8 @@ it started). Under pytest-xdist it runs in the controlling process, which
 receives every worker's reports, so one process appends.
 
 The tier: ``$BOOTC_OPERATOR_TEST_TIER`` when set (a phase of ``hack/test.sh`` that runs
-one tier, e.g. ``real-bootc``); else ``unit`` under ``unit/``; else ``slow: MODULE`` for
-a test marked ``slow``; else ``e2e``.
+one tier, e.g. ``real-bootc``); else ``unit`` under ``unit/``; else ``real-bootc`` for a
+test marked ``realbootc``; else ``slow: MODULE`` for a test marked ``slow``; else ``e2e``.
 """
 
 from __future__ import annotations
@@ -33,7 +33,10 @@ def tier_of(nodeid: str, keywords: object, forced: str | None = None) -> str:
     path = nodeid.split("::", 1)[0]
     if path.startswith("unit/"):
         return "unit"
-    if isinstance(keywords, dict | set | frozenset) and "slow" in keywords:
+    marked = keywords if isinstance(keywords, dict | set | frozenset) else ()
+    if "realbootc" in marked:  # in the e2e phase too, when the bootc build was there
+        return "real-bootc"
+    if "slow" in marked:
         stem = Path(path).stem.removeprefix("test_")
         return f"slow: {stem}"
     return "e2e"

@@ -22,6 +22,10 @@ the other.
   same), else modules marked ``slow`` first, then by number of tests. The order is a
   pure function of the collection and that file, the same on every worker (xdist
   requires it).
+- ``pytest.mark.heavy``: the unit takes about a core for its whole time (a whole
+  simulated cluster of real daemon processes, a real kubelet node). At most
+  ``$BOOTC_OPERATOR_TEST_HEAVY`` (1) heavy units run at once; the other workers take
+  lighter units meanwhile. ``slow`` alone (a long test that mostly waits) is not heavy.
 
 The units reach the scheduler through a file: pytest-xdist's own ``loadgroup`` tells
 its scheduler a test's group by appending ``@group`` to the node id in the worker,
@@ -91,8 +95,9 @@ def read_times(path: str | None) -> dict[str, float]:
 
 UNITS_ENV = "BOOTC_OPERATOR_XDIST_UNITS"
 HEAVY_ENV = "BOOTC_OPERATOR_TEST_HEAVY"
-#: heavy units (with a test marked ``slow``: whole simulated clusters) at once: one, on
-#: the CI machine's 2 cores, so a cluster never starves another of CPU
+#: heavy units (with a test marked ``heavy``: about a core for their whole time, e.g.
+#: 20 real daemon processes) at once: one, on the CI machine's 2 cores, so two never
+#: starve each other, nor the other workers' tests, of CPU
 DEFAULT_HEAVY = 1
 SEED_ENV = "BOOTC_OPERATOR_COLLECTION_SEED"
 
@@ -242,6 +247,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if not hasattr(config, "workerinput"):  # not an xdist worker: nothing to hand out
         return
     described = []
+    heavy_units: set[str] = set()
     for item in items:
         groups = [
             str(m.args[0] if m.args else m.kwargs.get("name", "default"))
@@ -249,8 +255,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         ]
         unit = unit_of(item.nodeid, groups, item.get_closest_marker("spread") is not None)
         described.append((item.nodeid, unit, item.get_closest_marker("slow") is not None))
+        if item.get_closest_marker("heavy") is not None:
+            heavy_units.add(unit)
     ranked = order(described, read_times(os.environ.get(TIMES_ENV)))
     items[:] = [items[i] for i in ranked]
     if path := os.environ.get(UNITS_ENV):
-        heavy = frozenset(unit for _, unit, slow in described if slow)
+        heavy = frozenset(heavy_units)
         write_units(path, Units({nodeid: unit for nodeid, unit, _ in described}, heavy))

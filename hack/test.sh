@@ -17,8 +17,10 @@
 #               (install-registry.sh, install-prometheus.sh, install-image-tools.sh; one
 #               job); awaited before the e2e phase.
 #   real-bootc: hack/build-bootc.sh (Rust) and hack/build-policygate.sh (Go: the real
-#               host's skopeo), niced (only the last phase needs them), started once
-#               setup found tests marked `realbootc`; awaited before that phase.
+#               host's skopeo), niced, started once setup found tests marked
+#               `realbootc`. Already built by the time the e2e tier starts (a warm
+#               cache), those tests run in its parallel phase; else in a last phase
+#               of their own, which awaits the build.
 # Each build script takes its own lock and cache, so a test calling one meanwhile waits
 # for the same build; a failed build fails this script when it is awaited.
 #
@@ -27,7 +29,7 @@
 # GitOps health tools), BOOTC_OPERATOR_BOOTC_DIR (the real bootc's build),
 # BOOTC_OPERATOR_POLICYGATE (the real host's skopeo), and
 # BOOTC_OPERATOR_BUDGET_DIR (.cache/budget: the table's records).
-# BOOTC_OPERATOR_TEST_WORKERS: the e2e tier's parallel workers (default 2; the unit tier
+# BOOTC_OPERATOR_TEST_WORKERS: the e2e tier's parallel workers (default 3; the unit tier
 # takes 2; 0: one pytest process per tier). BOOTC_OPERATOR_TEST_HEAVY: how many units with
 # a test marked `slow` (whole simulated clusters) run at once (default 1).
 set -euo pipefail
@@ -67,7 +69,7 @@ else
   unit_paths=(unit) e2e_paths=(e2e)
 fi
 set -- "${opts[@]}"
-workers="${BOOTC_OPERATOR_TEST_WORKERS:-2}"
+workers="${BOOTC_OPERATOR_TEST_WORKERS:-3}"
 
 # shellcheck source=lib/cache.sh
 source hack/lib/cache.sh
@@ -207,6 +209,25 @@ if want unit; then
   phase unit .venv/bin/pytest "${unit_paths[@]}" "${unit_parallel[@]}" "$@"
 fi
 
+# finished SECONDS NAME...: the build jobs have all finished within SECONDS (successfully
+# or not: await says). A cached build answers in well under a second, a cold one takes
+# minutes: the short deadline tells them apart.
+finished() {
+  local deadline=$((SECONDS + $1)) name
+  shift
+  for name in "$@"; do
+    while kill -0 "${job_pid[$name]}" 2>/dev/null; do
+      ((SECONDS < deadline)) || return 1
+      sleep 0.2
+    done
+  done
+}
+export_bootc() {
+  BOOTC_OPERATOR_BOOTC_DIR="$(built bootc)"
+  BOOTC_OPERATOR_POLICYGATE="$(built policygate)"
+  export BOOTC_OPERATOR_BOOTC_DIR BOOTC_OPERATOR_POLICYGATE
+}
+
 if want e2e; then
   await "waiting for builds" packages binaries helm cosign promql-check kstatus argocd-health
   BOOTC_OPERATOR_BIN_DIR="$(built binaries)"
@@ -216,12 +237,22 @@ if want e2e; then
   BOOTC_OPERATOR_ARGOCD_HEALTH="$(built argocd-health)"
   export BOOTC_OPERATOR_BIN_DIR BOOTC_OPERATOR_HELM BOOTC_OPERATOR_COSIGN \
     BOOTC_OPERATOR_KSTATUS BOOTC_OPERATOR_ARGOCD_HEALTH
+  # The real-bootc tests join the parallel phase when the bootc build is already there
+  # (a warm cache): they mostly wait for their hosts, as the e2e tests do. A cold build
+  # (~11-15 minutes) is not waited for here: they get their own last phase instead.
+  besides=" and not realbootc"
+  if ((workers)) && want real-bootc && finished 10 bootc policygate; then
+    await "waiting for the bootc build" bootc policygate
+    export_bootc
+    drop real-bootc
+    besides=""
+  fi
   if ((workers)); then
     # each worker its own control plane; a module is a unit of work, longest first
     # (hack/pytest_parallel.py); what must run alone (`serial`) runs afterwards
     phase "e2e ($workers workers)" .venv/bin/pytest "${e2e_paths[@]}" -n "$workers" \
-      --dist loadgroup -m "not serial and not realbootc" "$@"
-    phase "e2e serial" .venv/bin/pytest "${e2e_paths[@]}" -m "serial and not realbootc" "$@"
+      --dist loadgroup -m "not serial$besides" "$@"
+    phase "e2e serial" .venv/bin/pytest "${e2e_paths[@]}" -m "serial$besides" "$@"
   else
     phase e2e .venv/bin/pytest "${e2e_paths[@]}" -m "not realbootc" "$@"
   fi
@@ -229,9 +260,7 @@ fi
 
 if want real-bootc; then
   await "waiting for the bootc build" bootc policygate
-  BOOTC_OPERATOR_BOOTC_DIR="$(built bootc)"
-  BOOTC_OPERATOR_POLICYGATE="$(built policygate)"
-  export BOOTC_OPERATOR_BOOTC_DIR BOOTC_OPERATOR_POLICYGATE
+  export_bootc
   phase "real bootc" env BOOTC_OPERATOR_TEST_TIER=real-bootc \
     .venv/bin/pytest "${e2e_paths[@]}" -m realbootc "$@"
 fi

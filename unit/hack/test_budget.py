@@ -106,6 +106,9 @@ def test_tiers_of_tests() -> None:
     assert tier_of("e2e/test_x.py::t", {"test_x.py": 1}) == "e2e"
     assert tier_of("e2e/test_chaos.py::t", {"slow": 1}) == "slow: chaos"
     assert tier_of("e2e/test_daemon.py::t[real]", {}, "real-bootc") == "real-bootc"
+    # a real-bootc test run in the e2e phase (the bootc build was there) is still one
+    assert tier_of("e2e/test_daemon.py::t[real]", {"realbootc": 1}) == "real-bootc"
+    assert tier_of("e2e/test_realnode.py::t", {"realbootc": 1, "slow": 1}) == "real-bootc"
     assert plain_nodeid("e2e/test_x.py::t@e2e/test_x.py") == "e2e/test_x.py::t"
     assert plain_nodeid("e2e/test_x.py::t[a@b]") == "e2e/test_x.py::t[a@b]"
 

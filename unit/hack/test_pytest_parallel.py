@@ -193,7 +193,7 @@ def test_under_xdist_a_module_is_one_worker_s_and_groups_share_one(tmp_path: Pat
 HEAVY_SUITE = {
     "test_h.py": """
 import os, pytest
-pytestmark = [pytest.mark.slow, pytest.mark.spread]
+pytestmark = [pytest.mark.slow, pytest.mark.heavy, pytest.mark.spread]
 def record(name):
     with open(os.path.join(os.environ["OUT"], name), "w") as f:
         f.write(os.environ["PYTEST_XDIST_WORKER"])
