@@ -203,6 +203,8 @@ class Controller:
             secret_state=self.secret_state,
             may_seal=lambda: self.node_scope.state().may_seal,
             on_processed=self.queues["status"].add,
+            # a leaving member's Node is given back by rollout (one writer of the slot)
+            on_departures=self.queues["rollout"].add,
         )
         self.rollout = RolloutReconciler(
             ctx,
@@ -211,6 +213,7 @@ class Controller:
             verbose_node_events=node_events == "verbose",
             health_queries=self.health_queries,
             on_problem=self.queues["status"].add,
+            on_departed=self.queues["membership"].add,
         )
         self.tags = TagReconciler(
             ctx,

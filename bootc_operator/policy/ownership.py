@@ -9,6 +9,7 @@ the BootcNode informer's index of the same relation.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from bootc_operator.api import constants as c
@@ -86,7 +87,27 @@ def retarget_patch(desired_image: str) -> Obj:
     }
 
 
-def held_back_from(annotations: Obj, desired_image: str | None) -> bool:
+def membership_retargets(
+    annotations: Mapping[str, Any],
+    desired_image: str | None,
+    current: str | None,
+    *,
+    stage_ahead: bool,
+) -> bool:
+    """Membership points a member at the pool's target (``desired_image``): not a slot
+    holder (rollout retargets those, its slot given back in the same write:
+    ``slots.retargets_holder``), not under stageAhead (rollout retargets the next few
+    as others move on), not one held back from that digest (``held_back_from``)."""
+    return (
+        desired_image is not None
+        and current != desired_image
+        and not stage_ahead
+        and c.IN_REBOOT_SLOT_ANNOTATION not in annotations
+        and not held_back_from(annotations, desired_image)
+    )
+
+
+def held_back_from(annotations: Mapping[str, Any], desired_image: str | None) -> bool:
     """The member failed its health check on ``desired_image``'s digest and was rolled
     back: it is not pointed at that digest again (until the target changes)."""
     failed = annotations.get(c.HEALTH_FAILED_ANNOTATION)

@@ -70,6 +70,7 @@ from bootc_operator.policy.drainplan import halting_drains
 from bootc_operator.policy.health import GateResult, Verdict, choose_canaries
 from bootc_operator.policy.nodestate import NodeState, NodeView
 from bootc_operator.policy.order import Order, order_key
+from bootc_operator.policy.ownership import held_back_from
 from bootc_operator.policy.poolspec import Budgets, PoolPolicy
 from bootc_operator.policy.topology import Topology, current_domain
 from bootc_operator.policy.windows import WindowState, window_state
@@ -241,6 +242,28 @@ def gives_slot_back_on_retarget(annotations: Mapping[str, str], desired_image_st
     """A new target voids a holder's drain unless it was already told to reboot: the
     slot goes back in the same write that moves desiredImage."""
     return c.IN_REBOOT_SLOT_ANNOTATION in annotations and desired_image_state != BOOTED
+
+
+def retargets_holder(
+    annotations: Mapping[str, str], desired_image: str | None, current: str | None
+) -> bool:
+    """Rollout points a slot holder at the pool's new target (``desired_image``), the
+    slot given back in the same write when its drain is void
+    (``gives_slot_back_on_retarget``); membership retargets only the others
+    (``ownership.membership_retargets``), so the slot's fields have one writer."""
+    return (
+        c.IN_REBOOT_SLOT_ANNOTATION in annotations
+        and desired_image is not None
+        and current != desired_image
+        and not held_back_from(annotations, desired_image)
+    )
+
+
+def gives_node_back(annotations: Mapping[str, str]) -> bool:
+    """A member leaving its pool whose Node a slot changed (cordon, autoscaler
+    annotations: ``node_release_patch``): membership hands it to rollout, which gives
+    the Node back, before it deletes the BootcNode."""
+    return bool(node_release_patch(annotations))
 
 
 def holds_drained_slot(v: NodeView) -> bool:

@@ -82,8 +82,9 @@ class Context(ApiWrites):
     def pool_lock(self, pool: str) -> asyncio.Lock:
         """Serialises membership and rollout passes of one pool.
 
-        Both write the same Nodes (cordon) and BootcNodes; run concurrently, a
-        rollout pass could re-cordon a node that membership is releasing.
+        Both write the same BootcNodes (desiredImage), and a leaving member passes
+        from one to the other (``PoolKnowledge.departures``); run concurrently, a
+        rollout pass could drain or re-cordon a node that membership is letting go.
         """
         lock = self._locks.get(pool)
         if lock is None:

@@ -12,7 +12,11 @@ parts; rollout and status read the gates). Each part has one writer:
   failure (a key problem, a digest refused, the registry not answering); writer: the
   signatures loop;
 - ``gates``: the answers of the pool's Prometheus gates (blocking alerts,
-  preconditions); writer: the alert gate loop (``gates.alertgate.GateStates``).
+  preconditions); writer: the alert gate loop (``gates.alertgate.GateStates``);
+- ``departures``: the members the pool let go whose Node a slot still changes
+  (cordon, autoscaler annotations); writer: membership, which deletes their BootcNodes
+  once the rollout loop (its reader, the one writer of a slot's fields) gave the Node
+  back.
 
 ``keys`` reads the keys a pool trusts now (the signature loop's ``TrustedKeys``, over
 the watched key Secrets): a verification holds only while they are the keys that made
@@ -55,12 +59,17 @@ class PoolKnowledge:
         self.tags: dict[str, tuple[str, str]] = {}
         self.signatures: dict[str, tuple[str, str]] = {}
         self.signature_errors: dict[str, tuple[str, str]] = {}
+        self.departures: dict[str, frozenset[str]] = {}
         self.gates: GateReader = gates if gates is not None else _Nothing()
         self.keys: KeyReader = keys if keys is not None else _Nothing()
 
     def resolved_tag(self, pool_name: str) -> tuple[str, str] | None:
         """(ref, digest) the pool's tag last resolved to in this process, if any."""
         return self.tags.get(pool_name)
+
+    def departing(self, pool_name: str) -> frozenset[str]:
+        """Members membership let go whose Node rollout must give back first."""
+        return self.departures.get(pool_name, frozenset())
 
     def verified(self, pool: Obj) -> str | None:
         """The ``repo@digest`` verified for the pool, while that verification holds:

@@ -11,6 +11,7 @@ import pytest
 
 from bootc_operator.api import constants as c
 from bootc_operator.policy.nodestate import NodeState, NodeView, classify, view
+from bootc_operator.policy.ownership import membership_retargets
 from bootc_operator.policy.poolstatus import (
     Counts,
     MemberState,
@@ -33,12 +34,14 @@ from bootc_operator.policy.selectors import (
 from bootc_operator.policy.slots import (
     adoption,
     adoption_patch,
+    gives_node_back,
     gives_slot_back_on_retarget,
     must_restore_staged,
     must_uncordon,
     next_reboot_deadline,
     plan_staging,
     release_patch,
+    retargets_holder,
     take_patch,
 )
 from unit.policy.planning import rollout_plan
@@ -908,6 +911,50 @@ def test_a_new_target_gives_the_slot_back_unless_the_reboot_was_requested(
     annotations: dict[str, str], state: str, expected: bool
 ) -> None:
     assert gives_slot_back_on_retarget(annotations, state) is expected
+
+
+TARGET, BEFORE = "r@sha256:new", "r@sha256:old"
+HELD_BACK = {c.HEALTH_FAILED_ANNOTATION: "sha256:new"}
+
+
+@pytest.mark.parametrize(
+    ("annotations", "current", "stage_ahead", "membership", "rollout"),
+    [
+        ({}, BEFORE, False, True, False),  # a member waiting: membership's
+        ({}, TARGET, False, False, False),  # already there
+        ({}, BEFORE, True, False, False),  # stageAhead: rollout's plan.stage, a few at a time
+        ({SLOT: "T", WAS: "false"}, BEFORE, False, False, True),  # a holder: rollout's
+        ({SLOT: "T", WAS: "false"}, BEFORE, True, False, True),
+        ({SLOT: "T", REQ: "T"}, BEFORE, False, False, True),  # told to reboot: still rollout's
+        ({SLOT: "T"}, TARGET, False, False, False),
+        (HELD_BACK, BEFORE, False, False, False),  # rolled back from it: held back
+        ({**HELD_BACK, SLOT: "T"}, BEFORE, False, False, False),
+    ],
+)
+def test_one_loop_retargets_a_member_membership_unless_it_holds_a_slot(
+    annotations: dict[str, str], current: str, stage_ahead: bool, membership: bool, rollout: bool
+) -> None:
+    assert membership_retargets(annotations, TARGET, current, stage_ahead=stage_ahead) is membership
+    assert retargets_holder(annotations, TARGET, current) is rollout
+    assert not membership_retargets(annotations, None, current, stage_ahead=stage_ahead)
+    assert not retargets_holder(annotations, None, current)
+
+
+@pytest.mark.parametrize(
+    ("annotations", "expected"),
+    [
+        ({SLOT: "T", WAS: "false"}, True),  # cordoned by us: rollout uncordons it
+        ({SLOT: "T"}, True),
+        ({SLOT: "T", WAS: "true"}, False),  # someone else's cordon stays; nothing to give back
+        ({SLOT: "T", WAS: "true", c.AUTOSCALER_PRIOR_ANNOTATION: "{}"}, True),
+        ({WAS: "false"}, True),  # a leftover record says we cordoned it
+        ({}, False),
+    ],
+)
+def test_a_leaving_member_goes_to_rollout_first_when_a_slot_changed_its_node(
+    annotations: dict[str, str], expected: bool
+) -> None:
+    assert gives_node_back(annotations) is expected
 
 
 # ------------------------------------------------------------------ stage-ahead

@@ -17,12 +17,18 @@
   on a BootcNode that has only the ownerReference, as the Go operator writes
   them); a changed target is
   written as desiredImage **and**
-  ``desiredImageState: Staged`` in one request;
+  ``desiredImageState: Staged`` in one request, except on a slot holder (the
+  rollout loop retargets it and gives its slot back in the same write) and under
+  stageAhead (rollout retargets the next few: ``ownership.membership_retargets``);
 - every BootcNode of the pool whose Node left (label change, deletion,
-  conflict lost) is released: its drain cancelled, the Node's cordon restored
-  per ``bootc.dev/was-cordoned`` and its autoscaler annotations per
-  ``bootc.dev/autoscaler-prior``, the managed label removed (unless another pool
-  owns the Node), the BootcNode deleted.
+  conflict lost) is released: its drain cancelled, the managed label removed
+  (unless another pool owns the Node), the BootcNode deleted. One whose Node a
+  slot changed (cordon, autoscaler annotations: ``slots.gives_node_back``) is
+  handed to the rollout loop first (``PoolKnowledge.departures``, and rollout's
+  queue): rollout restores the cordon per ``bootc.dev/was-cordoned`` and the
+  autoscaler annotations per ``bootc.dev/autoscaler-prior`` and clears the slot,
+  then wakes membership, which deletes the BootcNode. Rollout is the one writer of
+  the slot's fields on both objects.
 
 Departures are handled before arrivals; within each, nodes are handled
 concurrently (at most ``fanout.WRITE_CONCURRENCY`` at once), each node's own
@@ -45,18 +51,14 @@ from bootc_operator.kube import ApiError
 from bootc_operator.policy.membership_plan import assign_nodes
 from bootc_operator.policy.ownership import (
     desired_digest_label,
-    held_back_from,
     member_body,
+    membership_retargets,
     pool_of,
     retarget_patch,
 )
 from bootc_operator.policy.poolspec import PoolPolicy
 from bootc_operator.policy.sealing_plan import SealAction, seal_action
-from bootc_operator.policy.slots import (
-    STAGED,
-    gives_slot_back_on_retarget,
-    release_annotations,
-)
+from bootc_operator.policy.slots import STAGED, gives_node_back
 from bootc_operator.reconcilers.context import Context, Obj, pool_ref
 from bootc_operator.reconcilers.fanout import each
 from bootc_operator.reconcilers.watchers.pullsecrets import SecretState
@@ -108,10 +110,13 @@ class MembershipReconciler:
         secret_state: Callable[[Obj], SecretState | None] = lambda pool: None,
         may_seal: Callable[[], bool] = lambda: True,
         on_processed: Callable[[str], None] = lambda pool: None,
+        on_departures: Callable[[str], None] = lambda pool: None,
     ) -> None:
         """``on_processed(pool)``: membership caught up with a new generation, or its
-        write problem changed; the status reconciler should look again."""
+        write problem changed; the status reconciler should look again.
+        ``on_departures(pool)``: members left whose Nodes rollout gives back."""
         self.ctx = ctx
+        self._on_departures = on_departures
         self._cancel_drain = cancel_drain
         self._secret_state = secret_state
         # whether a sealed pull secret isolates the nodes (the daemons' node-scope
@@ -199,6 +204,7 @@ class MembershipReconciler:
         ctx = self.ctx
         pool = ctx.pool(pool_name)
         if pool is None:
+            ctx.knowledge.departures.pop(pool_name, None)
             return None
         meta = pool["metadata"]
         if meta.get("deletionTimestamp"):
@@ -211,6 +217,7 @@ class MembershipReconciler:
             )
         policy = ctx.policy(pool)
         if not policy.selector_ok:
+            ctx.knowledge.departures.pop(pool_name, None)
             self._processed(pool)  # nothing to match; status says InvalidSpec
             return None
         assignment = assign_nodes(ctx.all_pools(), ctx.all_nodes(), ctx.current_owners())
@@ -219,7 +226,7 @@ class MembershipReconciler:
         desired = policy.desired_image
         try:
             await each(
-                leaving,
+                self._hand_over(pool_name, leaving),
                 lambda bn: self.release(
                     bn, still_managed=bn["metadata"]["name"] in assignment.owner
                 ),
@@ -230,9 +237,9 @@ class MembershipReconciler:
         self._rejections.pop(pool_name, None)
         if self._problems.pop(pool_name, None) is not None:
             self._on_processed(pool_name)
-        if desired is not None or not members:
-            # Members exist with the target (or there are none to create): status may
-            # now count them against this generation.
+        if (desired is not None or not members) and not ctx.knowledge.departing(pool_name):
+            # Members exist with the target (or there are none to create) and the
+            # leavers are gone: status may now count them against this generation.
             self._processed(pool)
         state = self._secret_state(pool)
         return SECRET_RETRY if state is not None and state.pending else None
@@ -317,7 +324,7 @@ class MembershipReconciler:
         pull secret (ref, hash and seal together), the reboot policy."""
         pool_name, node_name = pool["metadata"]["name"], bn["metadata"]["name"]
         current = bn.get("spec") or {}
-        patch = await self._retarget(bn, policy)
+        patch = self._retarget(bn, policy)
         label = desired_digest_label(current.get("desiredImage"))
         have = bn["metadata"].get("labels") or {}
         if "metadata" not in patch and not label.items() <= have.items():
@@ -346,36 +353,47 @@ class MembershipReconciler:
                     extra={"pool": pool_name, "node": node_name, "image": policy.desired_image},
                 )
 
-    async def _retarget(self, bn: Obj, policy: PoolPolicy) -> dict[str, Any]:
-        """The patch that points a member at the pool's target (empty: none due); a
-        slot holder not yet told to reboot gives its slot back in the same write."""
-        desired, node_name = policy.desired_image, bn["metadata"]["name"]
-        current = bn.get("spec") or {}
+    def _retarget(self, bn: Obj, policy: PoolPolicy) -> dict[str, Any]:
+        """The patch that points a member at the pool's target (empty: none due or
+        not membership's: ``ownership.membership_retargets``)."""
+        desired = policy.desired_image
+        current = (bn.get("spec") or {}).get("desiredImage")
         held = bn["metadata"].get("annotations") or {}
-        # Under stageAhead the rollout retargets waiting nodes a few at a time; a
-        # slot holder is retargeted at once (its drain is void).
-        may_retarget = (
-            policy.stage_ahead is None or c.IN_REBOOT_SLOT_ANNOTATION in held
-        ) and not held_back_from(held, desired)
-        if desired is None or current.get("desiredImage") == desired or not may_retarget:
+        stage_ahead = policy.stage_ahead is not None
+        if desired is None or not membership_retargets(
+            held, desired, current, stage_ahead=stage_ahead
+        ):
             return {}
-        patch = retarget_patch(desired)
-        annotations: dict[str, Any] = patch["metadata"]["annotations"]
-        self._cancel_drain(node_name)
-        if gives_slot_back_on_retarget(held, current.get("desiredImageState", "")):
-            # Cordon restored first, so a failure never leaves a node cordoned
-            # without a slot.
-            await self.ctx.give_node_back(node_name, held)
-            annotations.update(release_annotations())
-        return patch
+        return retarget_patch(desired)
+
+    def _hand_over(self, pool_name: str, leaving: list[Obj]) -> list[Obj]:
+        """Leaving members whose Node a slot changed go to rollout first (module doc):
+        their drains cancelled at once, their names in ``PoolKnowledge.departures``.
+        The others, to release now."""
+        ctx = self.ctx
+        handed = [
+            bn
+            for bn in leaving
+            if ctx.node(bn["metadata"]["name"]) is not None
+            and gives_node_back(bn["metadata"].get("annotations") or {})
+        ]
+        names = frozenset(bn["metadata"]["name"] for bn in handed)
+        if not names:
+            ctx.knowledge.departures.pop(pool_name, None)
+            return leaving
+        for name in names:
+            self._cancel_drain(name)
+        ctx.knowledge.departures[pool_name] = names
+        self._on_departures(pool_name)
+        return [bn for bn in leaving if bn["metadata"]["name"] not in names]
 
     async def release(self, bn: Obj, *, still_managed: bool = False) -> None:
-        """Give a node back: cancel its drain, restore its cordon, unlabel, delete BootcNode."""
+        """Let a node go whose Node no slot changes (``_hand_over``): cancel its drain,
+        unlabel, delete its BootcNode."""
         ctx = self.ctx
         name = bn["metadata"]["name"]
         pool_name = pool_of(bn) or ""
         self._cancel_drain(name)
-        await ctx.give_node_back(name, bn["metadata"].get("annotations") or {})
         if not still_managed:
             await ctx.set_managed_label(name, False)
         await ctx.delete_bootc_node(bn)
@@ -397,7 +415,11 @@ class MembershipReconciler:
             name = bn["metadata"]["name"]
             await self.release(bn, still_managed=assignment.owner.get(name, pool_name) != pool_name)
 
-        await each(ctx.bootc_nodes_of(pool_name), release)
+        members = ctx.bootc_nodes_of(pool_name)
+        free = self._hand_over(pool_name, members)
+        await each(free, release)
+        if len(free) < len(members):
+            return  # rollout gives their Nodes back, then wakes us to finish
         # the Go operator's finalizer guards the same cleanup, just done: a pool taken
         # over from it would otherwise never go
         remaining = [f for f in finalizers if f not in cleanup]

@@ -15,7 +15,23 @@ write (400, 403, 413, 422, or a take whose record does not fit) is remembered
 (NodeDegraded) and in a Warning Event, and a node whose take was refused is no
 candidate until its retry (capped backoff), so the slot goes to the next one. Any
 other failure (a conflict, a timeout) is raised at the end of the pass, which is
-retried from fresh caches:
+retried from fresh caches.
+
+Before the steps, whatever the spec (this loop is the one writer of a slot's fields,
+on the BootcNode and on its Node):
+
+- **departures**: the members membership let go whose Node a slot changed
+  (``PoolKnowledge.departures``; also those of a pool being deleted) get their
+  Nodes back (drain cancelled, cordon and autoscaler annotations restored, the
+  slot's record cleared), then membership is woken to delete their BootcNodes; a
+  failure ends the pass, so no slot is taken meanwhile;
+- **holders retargeted**: a slot holder whose desiredImage is not the pool's target
+  (``slots.retargets_holder``; membership retargets only the other members) gets
+  desiredImage and ``Staged`` in one write; one not yet told to reboot gives its
+  slot back in it (drain cancelled, cordon restored first), a ``DrainCancelled``
+  step.
+
+The steps:
 
 1. **release** holders that are done (UpToDate, Idle, Ready) or whose target
    moved before they rebooted: cancel the drain, uncordon unless
@@ -104,13 +120,17 @@ from bootc_operator.policy.slots import (
     adoption,
     adoption_patch,
     asked_to_reboot,
+    gives_node_back,
+    gives_slot_back_on_retarget,
     hold_repair_patch,
     is_candidate,
     must_restore_staged,
     next_reboot_deadline,
     plan_pool,
     plan_withdrawn,
+    release_annotations,
     release_patch,
+    retargets_holder,
     take_patch,
 )
 from bootc_operator.reconcilers.context import Context, Obj, pool_ref
@@ -202,10 +222,13 @@ class RolloutReconciler:
         verbose_node_events: bool = False,
         health_queries: HealthQueries | None = None,
         on_problem: Callable[[str], None] = lambda pool: None,
+        on_departed: Callable[[str], None] = lambda pool: None,
     ) -> None:
         """``on_problem(pool)``: the refused writes of ``pool`` changed (``problems``):
-        the status reconciler should look again."""
+        the status reconciler should look again. ``on_departed(pool)``: the Nodes of
+        members membership let go were given back; it deletes their BootcNodes."""
         self.ctx = ctx
+        self._on_departed = on_departed
         self.refusals = Refusals()
         self._on_problem = on_problem
         self.drains = drains
@@ -225,12 +248,16 @@ class RolloutReconciler:
     async def _reconcile(self, pool_name: str) -> float | None:
         ctx = self.ctx
         pool = ctx.pool(pool_name)
+        if pool is not None:
+            bns = {bn["metadata"]["name"]: bn for bn in ctx.bootc_nodes_of(pool_name)}
+            bns = await self._let_go(pool, bns)
         if pool is None or pool["metadata"].get("deletionTimestamp"):
             # nothing of it is gated any more: its pod watches and polls end with it
             self._retain_none(pool_name)
             return None
         policy = ctx.policy(pool)
-        bns = {bn["metadata"]["name"]: bn for bn in ctx.bootc_nodes_of(pool_name)}
+        if await self._retarget_holders(pool, bns, policy.desired_image):
+            return None  # our own writes wake us again, from fresh caches
         views = {n: ctx.view(bn, policy.targets) for n, bn in bns.items()}
         # Before anything else, and whatever the spec: slots a previous controller
         # left are adopted, and Booted on a node without a drained slot (that would
@@ -255,6 +282,70 @@ class RolloutReconciler:
                 await self._withdraw(pool, bns, views, why)
             return None
         return await self._roll(pool, policy, bns, views)
+
+    async def _let_go(self, pool: Obj, bns: dict[str, Obj]) -> dict[str, Obj]:
+        """Give back the Nodes of the members membership let go
+        (``PoolKnowledge.departures``), then wake it to delete their BootcNodes; the
+        other members, for the rest of the pass. A failure ends the pass: no slot is
+        taken while a leaving holder may still hold one."""
+        pool_name = pool["metadata"]["name"]
+        leaving = sorted(
+            n
+            for n in self.ctx.knowledge.departing(pool_name)
+            if n in bns and gives_node_back(bns[n]["metadata"].get("annotations") or {})
+        )
+        if leaving:
+            await each(leaving, lambda n: self._give_back(bns[n]))
+            self._on_departed(pool_name)
+        departing = self.ctx.knowledge.departing(pool_name)
+        return {n: bn for n, bn in bns.items() if n not in departing}
+
+    async def _give_back(self, bn: Obj) -> None:
+        """A leaving member's Node: drain cancelled, cordon and autoscaler annotations
+        restored (``give_node_back``), then the slot's record cleared (``Staged``)."""
+        name = bn["metadata"]["name"]
+        self.drains.cancel(name)
+        await self.ctx.give_node_back(name, bn["metadata"].get("annotations") or {})
+        state = (bn.get("spec") or {}).get("desiredImageState", STAGED)
+        await self.ctx.patch_bootc_node(bn, release_patch(state))
+
+    async def _retarget_holders(self, pool: Obj, bns: dict[str, Obj], desired: str | None) -> bool:
+        """Point the slot holders at the pool's new target (``slots.retargets_holder``;
+        membership retargets the others); True when one was."""
+        moved = [
+            n
+            for n, bn in bns.items()
+            if retargets_holder(
+                bn["metadata"].get("annotations") or {},
+                desired,
+                (bn.get("spec") or {}).get("desiredImage"),
+            )
+        ]
+        if desired is None or not moved:
+            return False
+        await each(moved, lambda n: self._retarget_holder(pool, bns[n], desired))
+        return True
+
+    async def _retarget_holder(self, pool: Obj, bn: Obj, desired: str) -> None:
+        """desiredImage and ``Staged`` in one write; a holder not yet told to reboot
+        gives its slot back in it (its drain is void), its cordon restored first so a
+        failure never leaves a node cordoned without a slot."""
+        name, pool_name = bn["metadata"]["name"], pool["metadata"]["name"]
+        held = bn["metadata"].get("annotations") or {}
+        patch = retarget_patch(desired)
+        self.drains.cancel(name)
+        released = gives_slot_back_on_retarget(
+            held, (bn.get("spec") or {}).get("desiredImageState", "")
+        )
+        if released:
+            await self.ctx.give_node_back(name, held)
+            patch["metadata"]["annotations"].update(release_annotations())
+        await self.ctx.patch_bootc_node(bn, patch)
+        log.info("node target changed", extra={"pool": pool_name, "node": name, "image": desired})
+        if released:
+            msg = f"{name}: target changed before its reboot; drain cancelled, slot released"
+            summary = "the target changed before {n} nodes rebooted; drains cancelled"
+            self._report(pool, name, "Normal", "DrainCancelled", msg, summary, step=True)
 
     async def _withdraw(
         self, pool: Obj, bns: dict[str, Obj], views: dict[str, NodeView], why: str

@@ -1,0 +1,189 @@
+"""A slot's fields have one writer, the rollout loop (docs/development.md's field table).
+
+The slot annotations on a BootcNode (``in-reboot-slot``, ``was-cordoned``,
+``reboot-requested`` ...) and the cordon and autoscaler annotations on its Node are
+written by rollout alone: membership hands a leaving holder over
+(``PoolKnowledge.departures``) and deletes its BootcNode once rollout gave the Node
+back; rollout retargets a slot holder itself (slot given back in the same write).
+
+The real :class:`~bootc_operator.controller.Controller`'s loops over its informers,
+without a server: each write is merged into the object and echoed back as the watch
+event the API server would send, and recorded with the loop that made it.
+Real API server: e2e/test_controller_scenarios.py (a node leaving mid-drain, an image
+change mid-drain), e2e/test_autoscalers.py.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, cast
+
+from kubernetes_asyncio.client import ApiClient
+
+from bootc_operator.api import constants as c
+from bootc_operator.controller import Controller
+from bootc_operator.informers import Informer
+from bootc_operator.workqueue import FakeClock
+
+NO_API = cast(ApiClient, None)  # never reached: writes are echoed in memory
+REPO = "registry.example.com/os"
+OLD, NEW = "sha256:" + "a" * 64, "sha256:" + "b" * 64
+SLOT = {
+    c.IN_REBOOT_SLOT_ANNOTATION: "2026-01-01T00:00:00.000000Z",
+    c.WAS_CORDONED_ANNOTATION: "false",
+}
+
+
+def merge(into: dict[str, Any], patch: dict[str, Any]) -> None:
+    for key, value in patch.items():
+        if value is None:
+            into.pop(key, None)
+        elif isinstance(value, dict) and isinstance(into.get(key), dict):
+            merge(into[key], value)
+        else:
+            into[key] = copy.deepcopy(value)
+
+
+class World:
+    """One pool (digest ref: its target is known), one member ``n1`` in a reboot slot,
+    cordoned by us, draining for ``desired``."""
+
+    def __init__(self, *, node_labels: dict[str, str], desired: str) -> None:
+        self.ctl = Controller(NO_API, identity="unit", clock=FakeClock())
+        self.loop = ""
+        self.writes: list[tuple[str, str, dict[str, Any]]] = []  # (loop, what, patch)
+        self._rv = 10
+        ctx = self.ctl.ctx
+        ctx.patch_bootc_node = self._patch_bn  # type: ignore[method-assign]
+        ctx.patch_node = self._patch_node  # type: ignore[method-assign]
+        ctx.delete_bootc_node = self._delete_bn  # type: ignore[method-assign]
+        pool = {
+            "apiVersion": c.API_VERSION,
+            "kind": c.POOL_KIND,
+            "metadata": {
+                "name": "p",
+                "uid": "u1",
+                "generation": 1,
+                "resourceVersion": "1",
+                "creationTimestamp": "2026-01-01T00:00:00Z",
+                "finalizers": [c.POOL_FINALIZER],
+            },
+            "spec": {
+                "nodeSelector": {"matchLabels": {"g": "p"}},
+                "image": {"ref": f"{REPO}@{NEW}"},
+            },
+        }
+        node = {
+            "metadata": {
+                "name": "n1",
+                "resourceVersion": "2",
+                "labels": {**node_labels, c.MANAGED_LABEL: "", c.LEGACY_MANAGED_LABEL: ""},
+            },
+            "spec": {"unschedulable": True},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+        }
+        bn = {
+            "apiVersion": c.API_VERSION,
+            "kind": c.NODE_KIND,
+            "metadata": {
+                "name": "n1",
+                "uid": "b1",
+                "resourceVersion": "3",
+                "generation": 1,
+                "labels": {c.POOL_LABEL: "p"},
+                "ownerReferences": [{"kind": c.POOL_KIND, "name": "p", "controller": True}],
+                "annotations": dict(SLOT),
+            },
+            "spec": {"desiredImage": f"{REPO}@{desired}", "desiredImageState": "Staged"},
+        }
+        self.ctl.pools.replace([pool])
+        self.ctl.nodes.replace([node])
+        self.ctl.bootc_nodes.replace([bn])
+        for queue in self.ctl.queues.values():
+            while (key := queue.get_nowait()) is not None:
+                queue.done(key)
+
+    def _next_rv(self) -> str:
+        self._rv += 1
+        return str(self._rv)
+
+    def _patched(self, informer: Informer, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        """What the API server does: merge, new resourceVersion, a MODIFIED watch event."""
+        current = copy.deepcopy(informer.get(name))
+        assert current is not None
+        merge(current, patch)
+        current["metadata"]["resourceVersion"] = self._next_rv()
+        informer.apply("MODIFIED", current)
+        return current
+
+    async def _patch_bn(self, obj: Any, patch: dict[str, Any], *, precondition: bool = True) -> Any:
+        self.writes.append((self.loop, "BootcNode", copy.deepcopy(patch)))
+        return self._patched(self.ctl.bootc_nodes, obj["metadata"]["name"], patch)
+
+    async def _patch_node(self, name: str, patch: dict[str, Any]) -> Any:
+        self.writes.append((self.loop, "Node", copy.deepcopy(patch)))
+        return self._patched(self.ctl.nodes, name, patch)
+
+    async def _delete_bn(self, obj: Any) -> None:
+        self.writes.append((self.loop, "delete BootcNode", {}))
+        self.ctl.bootc_nodes.apply("DELETED", obj)
+
+    async def run(self, loop: str) -> None:
+        self.loop = loop
+        if loop == "membership":
+            await self.ctl.membership.reconcile("p")
+        else:
+            await self.ctl.rollout.reconcile("p")
+
+    def queued(self, loop: str) -> bool:
+        return len(self.ctl.queues[loop]) > 0
+
+    def slot_writes(self, loop: str) -> list[dict[str, Any]]:
+        """``loop``'s writes of a slot's fields: the cordon, the slot annotations."""
+        found = []
+        for who, what, patch in self.writes:
+            annotations = (patch.get("metadata") or {}).get("annotations") or {}
+            cordon = what == "Node" and "unschedulable" in (patch.get("spec") or {})
+            if who == loop and (cordon or c.IN_REBOOT_SLOT_ANNOTATION in annotations):
+                found.append(patch)
+        return found
+
+
+async def test_a_holder_leaving_is_given_back_by_rollout_then_deleted_by_membership() -> None:
+    w = World(node_labels={"g": "elsewhere"}, desired=NEW)
+    await w.run("membership")
+    assert w.slot_writes("membership") == []  # never membership's fields
+    assert w.ctl.bootc_nodes.get("n1") is not None  # its Node is not given back yet
+    assert w.ctl.ctx.knowledge.departing("p") == {"n1"}
+    assert w.queued("rollout")
+    await w.run("rollout")
+    node = w.ctl.nodes.get("n1")
+    assert node is not None and not node["spec"].get("unschedulable")  # uncordoned
+    bn = w.ctl.bootc_nodes.get("n1")
+    assert bn is not None and c.IN_REBOOT_SLOT_ANNOTATION not in bn["metadata"]["annotations"]
+    assert w.queued("membership")  # membership finishes the release
+    await w.run("membership")
+    assert w.ctl.bootc_nodes.get("n1") is None
+    node = w.ctl.nodes.get("n1")
+    assert node is not None and c.MANAGED_LABEL not in node["metadata"]["labels"]
+    assert w.ctl.ctx.knowledge.departing("p") == frozenset()
+    assert w.slot_writes("membership") == []
+
+
+async def test_a_holder_retargeted_before_its_reboot_is_retargeted_by_rollout() -> None:
+    w = World(node_labels={"g": "p"}, desired=OLD)
+    await w.run("membership")
+    assert w.slot_writes("membership") == []
+    assert all("desiredImage" not in (p.get("spec") or {}) for _, _, p in w.writes)
+    await w.run("rollout")
+    bn = w.ctl.bootc_nodes.get("n1")
+    assert bn is not None
+    # desiredImage and Staged in one write, the slot given back in it
+    assert bn["spec"] == {"desiredImage": f"{REPO}@{NEW}", "desiredImageState": "Staged"}
+    assert c.IN_REBOOT_SLOT_ANNOTATION not in bn["metadata"]["annotations"]
+    node = w.ctl.nodes.get("n1")
+    assert node is not None and not node["spec"].get("unschedulable")
+    # the cordon was restored before the BootcNode's write (a failure leaves no node
+    # cordoned without a slot)
+    order = [what for who, what, _ in w.writes if who == "rollout"]
+    assert order[:2] == ["Node", "BootcNode"]
