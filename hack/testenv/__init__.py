@@ -10,6 +10,7 @@
   ``Component``, the ``with`` protocol of what runs them;
 - :mod:`hack.testenv.kube`: async API clients from a kubeconfig;
 - :mod:`hack.testenv.waiting`: ``wait_for``, polling with a deadline;
+- :mod:`hack.testenv.mergepatch`: a JSON merge patch applied in memory (unit tests);
 - :mod:`hack.testenv.pools`: ``BootcNodePool`` bodies;
 - :mod:`hack.testenv.kubelet`: what a kubelet writes about its Node (Ready and friends);
 - :mod:`hack.testenv.fleet`: the simulated fleet (every node's daemon in one process);

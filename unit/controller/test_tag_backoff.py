@@ -24,6 +24,7 @@ from bootc_operator.reconcilers.loops.tags import retry_delay
 from bootc_operator.registry import RegistryError
 from bootc_operator.workqueue import FakeClock, RateLimitingQueue, instrumented
 from bootc_operator.workqueue.worker import process_next
+from hack.testenv.mergepatch import merge_patch
 
 NO_API = cast(ApiClient, None)  # never reached: writes are echoed in memory
 EPOCH = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
@@ -32,16 +33,6 @@ REF = "registry.example.com/os:nope"
 DIGEST = "sha256:" + "a" * 64
 # More passes than this at one instant is a loop that ignores the returned delay.
 LOOP_LIMIT = 20
-
-
-def merge(into: dict[str, Any], patch: dict[str, Any]) -> None:
-    for key, value in patch.items():
-        if value is None:
-            into.pop(key, None)
-        elif isinstance(value, dict) and isinstance(into.get(key), dict):
-            merge(into[key], value)
-        else:
-            into[key] = copy.deepcopy(value)
 
 
 class Harness:
@@ -75,8 +66,7 @@ class Harness:
         self, pool: Any, patch: dict[str, Any], *, status: bool = False
     ) -> dict[str, Any]:
         """What the API server does: merge, new resourceVersion, a MODIFIED watch event."""
-        current = self.pool(pool["metadata"]["name"])
-        merge(current, patch)
+        current: dict[str, Any] = merge_patch(self.pool(pool["metadata"]["name"]), patch)
         self._rv += 1
         current["metadata"]["resourceVersion"] = str(self._rv)
         self.status_writes += status

@@ -29,6 +29,7 @@ from bootc_operator.daemon.status_report import (
     same_status,
     status_patch,
 )
+from hack.testenv.mergepatch import merge_patch
 
 T0 = dt.datetime(2026, 1, 1, 10, 0, 0, tzinfo=dt.UTC)
 T1 = T0 + dt.timedelta(minutes=5)
@@ -42,19 +43,6 @@ def info(ref: str, **extra: Any) -> ImageInfo:
 
 ON_A = DeploymentImages(booted=info(A, version="1.0"), staged=None, rollback=None)
 A_STAGED_B = DeploymentImages(booted=info(A, version="1.0"), staged=info(B), rollback=None)
-
-
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386, as the API server applies a merge patch."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    result = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = merge_patch(result.get(key), value)
-    return result
 
 
 def cond(status: dict[str, Any], ctype: str) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from bootc_operator.api import constants as c
 from bootc_operator.controller import Controller
 from bootc_operator.informers import Informer
 from bootc_operator.workqueue import FakeClock
+from hack.testenv.mergepatch import merge_patch
 
 NO_API = cast(ApiClient, None)  # never reached: writes are echoed in memory
 REPO = "registry.example.com/os"
@@ -32,16 +33,6 @@ SLOT = {
     c.IN_REBOOT_SLOT_ANNOTATION: "2026-01-01T00:00:00.000000Z",
     c.WAS_CORDONED_ANNOTATION: "false",
 }
-
-
-def merge(into: dict[str, Any], patch: dict[str, Any]) -> None:
-    for key, value in patch.items():
-        if value is None:
-            into.pop(key, None)
-        elif isinstance(value, dict) and isinstance(into.get(key), dict):
-            merge(into[key], value)
-        else:
-            into[key] = copy.deepcopy(value)
 
 
 class World:
@@ -111,7 +102,7 @@ class World:
         """What the API server does: merge, new resourceVersion, a MODIFIED watch event."""
         current = copy.deepcopy(informer.get(name))
         assert current is not None
-        merge(current, patch)
+        current = cast(dict[str, Any], merge_patch(current, patch))
         current["metadata"]["resourceVersion"] = self._next_rv()
         informer.apply("MODIFIED", current)
         return current
