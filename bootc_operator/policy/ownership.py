@@ -63,6 +63,13 @@ def desired_digest_label(desired_image: str | None) -> dict[str, str]:
     return {c.DESIRED_DIGEST_LABEL: short_digest(desired_image.split("@", 1)[1])}
 
 
+def digest_label_patch(labels: Mapping[str, str], desired_image: str | None) -> dict[str, str]:
+    """The ``bootc.dev/desired-digest`` label a BootcNode lacks for its desiredImage (one
+    written before the label, or by the Go operator): {} when it has it."""
+    label = desired_digest_label(desired_image)
+    return {} if label.items() <= labels.items() else label
+
+
 def index_by_pool(bootc_node: Obj) -> list[str]:
     owner = pool_of(bootc_node)
     return [owner] if owner else []
@@ -87,28 +94,38 @@ def retarget_patch(desired_image: str) -> Obj:
     }
 
 
-def membership_retargets(
-    annotations: Mapping[str, Any],
+def retarget_due(
     desired_image: str | None,
     current: str | None,
     *,
+    in_slot: bool,
+    failed_digest: str | None,
     stage_ahead: bool,
 ) -> bool:
-    """Membership points a member at the pool's target (``desired_image``): not a slot
-    holder (rollout retargets those, its slot given back in the same write:
-    ``slots.retargets_holder``), not under stageAhead (rollout retargets the next few
-    as others move on), not one held back from that digest (``held_back_from``)."""
+    """The rollout loop points a member at the pool's target (``desired_image``) now,
+    outside its plan: the target is known, the member names another image, it was not
+    rolled back from this digest (``held_back_from``), and it holds a slot (given back
+    in the same write when its drain is void: ``slots.gives_slot_back_on_retarget``)
+    or the pool has no stageAhead (under stageAhead the plan retargets the next few
+    as others move on: ``slots.plan_staging``). The status loop claims a generation
+    only once no member is due (``slots.retargets_due``)."""
     return (
         desired_image is not None
         and current != desired_image
-        and not stage_ahead
-        and c.IN_REBOOT_SLOT_ANNOTATION not in annotations
-        and not held_back_from(annotations, desired_image)
+        and (in_slot or not stage_ahead)
+        and not _failed_on(failed_digest, desired_image)
     )
 
 
 def held_back_from(annotations: Mapping[str, Any], desired_image: str | None) -> bool:
     """The member failed its health check on ``desired_image``'s digest and was rolled
     back: it is not pointed at that digest again (until the target changes)."""
-    failed = annotations.get(c.HEALTH_FAILED_ANNOTATION)
-    return bool(failed) and bool(desired_image) and str(desired_image).endswith(f"@{failed}")
+    return _failed_on(annotations.get(c.HEALTH_FAILED_ANNOTATION), desired_image)
+
+
+def _failed_on(failed_digest: str | None, desired_image: str | None) -> bool:
+    return (
+        bool(failed_digest)
+        and bool(desired_image)
+        and str(desired_image).endswith(f"@{failed_digest}")
+    )

@@ -48,6 +48,7 @@ from bootc_operator.policy.slots import (
     gate_news,
     next_reboot_deadline,
     plan_pool,
+    retargets_due,
 )
 from bootc_operator.policy.topology import display, domain_news
 from bootc_operator.policy.windows import ALWAYS_OPEN, WindowState, describe_opening
@@ -294,12 +295,21 @@ def facts_of(
 
 
 def membership_done(i: PoolInputs) -> bool:
-    """Membership has matched nodes against this generation: in this process, or
-    (after a restart or failover) in the one that wrote status.observedGeneration."""
+    """Membership has matched nodes against this generation and every member due names
+    its target (``slots.retargets_due``: the rollout loop's write): in this process, or
+    (after a restart or failover) in the one that wrote status.observedGeneration. So
+    ``kubectl wait`` never returns for a target a member's spec does not name yet, e.g.
+    a pool reverted to the image its nodes still run while they have the abandoned
+    one staged."""
     generation = i.pool["metadata"].get("generation")
     old = i.pool.get("status") or {}
-    return generation is not None and (
-        i.membership_generation == generation or old.get("observedGeneration") == generation
+    if generation is None:
+        return False
+    if old.get("observedGeneration") == generation:
+        return True
+    stage_ahead = i.policy.stage_ahead is not None
+    return i.membership_generation == generation and not retargets_due(
+        i.views, i.policy.desired_image, stage_ahead=stage_ahead
     )
 
 

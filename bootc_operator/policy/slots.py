@@ -70,7 +70,7 @@ from bootc_operator.policy.drainplan import halting_drains
 from bootc_operator.policy.health import GateResult, Verdict, choose_canaries
 from bootc_operator.policy.nodestate import NodeState, NodeView
 from bootc_operator.policy.order import Order, order_key
-from bootc_operator.policy.ownership import held_back_from
+from bootc_operator.policy.ownership import retarget_due
 from bootc_operator.policy.poolspec import Budgets, PoolPolicy
 from bootc_operator.policy.topology import Topology, current_domain
 from bootc_operator.policy.windows import WindowState, window_state
@@ -244,18 +244,24 @@ def gives_slot_back_on_retarget(annotations: Mapping[str, str], desired_image_st
     return c.IN_REBOOT_SLOT_ANNOTATION in annotations and desired_image_state != BOOTED
 
 
-def retargets_holder(
-    annotations: Mapping[str, str], desired_image: str | None, current: str | None
-) -> bool:
-    """Rollout points a slot holder at the pool's new target (``desired_image``), the
-    slot given back in the same write when its drain is void
-    (``gives_slot_back_on_retarget``); membership retargets only the others
-    (``ownership.membership_retargets``), so the slot's fields have one writer."""
-    return (
-        c.IN_REBOOT_SLOT_ANNOTATION in annotations
-        and desired_image is not None
-        and current != desired_image
-        and not held_back_from(annotations, desired_image)
+def retargets_due(
+    views: Iterable[NodeView], desired_image: str | None, *, stage_ahead: bool
+) -> tuple[str, ...]:
+    """The members the rollout loop points at the pool's target before its plan
+    (``ownership.retarget_due``), by name: the holders (their slot given back in the
+    same write when their drain is void) and, without stageAhead, every other member."""
+    return tuple(
+        sorted(
+            v.name
+            for v in views
+            if retarget_due(
+                desired_image,
+                v.desired_image or None,
+                in_slot=v.in_slot,
+                failed_digest=v.health_failed,
+                stage_ahead=stage_ahead,
+            )
+        )
     )
 
 
@@ -691,7 +697,7 @@ def plan_staging(
     for room taken by a later one); with an ``order``, in that order instead of
     already-unavailable first and by name. Members held back from the target
     (rolled back), or that an autoscaler is removing (``departing``), never.
-    None: unlimited, membership retargets everyone (nothing left here).
+    None: unlimited, every member is retargeted at once (``retargets_due``).
     """
     if stage_ahead is None:
         return ()

@@ -82,7 +82,7 @@ class Context(ApiWrites):
     def pool_lock(self, pool: str) -> asyncio.Lock:
         """Serialises membership and rollout passes of one pool.
 
-        Both write the same BootcNodes (desiredImage), and a leaving member passes
+        Both write the same BootcNodes (different fields), and a leaving member passes
         from one to the other (``PoolKnowledge.departures``); run concurrently, a
         rollout pass could drain or re-cordon a node that membership is letting go.
         """

@@ -2,13 +2,12 @@
 
 Writes are JSON merge patches that name only the fields the writing reconciler
 owns (the one writer of each field: ``docs/development.md``). Where two
-reconcilers write the same object (BootcNode: membership writes
-``spec.desiredImage``/pull secret and resets ``desiredImageState`` to Staged;
-rollout writes the slot annotations and ``desiredImageState: Booted``) the patch
-carries ``metadata.resourceVersion`` as a precondition: a write based on a stale
-read fails with 409 Conflict and the reconcile is retried from fresh caches, so
-e.g. rollout can never set Booted on a BootcNode whose desiredImage membership just
-changed. Merge patch was chosen over server-side apply because the writes are few,
+reconcilers write the same object (BootcNode: membership its pull secret, reboot
+policy and pool label; rollout its target, ``desiredImageState`` and the slot
+annotations) the patch carries ``metadata.resourceVersion`` as a precondition: a
+write based on a stale read fails with 409 Conflict and the reconcile is retried
+from fresh caches, so e.g. membership never re-seals a pull secret from a read
+that an update raced. Merge patch was chosen over server-side apply because the writes are few,
 small and conditional, and a precondition is exactly the guard these invariants
 need. Each answer is recorded in the resource's overlay (``cache.CacheReads``),
 through its informer's transform first: what a write returns has the shape of a

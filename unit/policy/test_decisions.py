@@ -11,7 +11,7 @@ import pytest
 
 from bootc_operator.api import constants as c
 from bootc_operator.policy.nodestate import NodeState, NodeView, classify, view
-from bootc_operator.policy.ownership import membership_retargets
+from bootc_operator.policy.ownership import retarget_due
 from bootc_operator.policy.poolstatus import (
     Counts,
     MemberState,
@@ -41,7 +41,6 @@ from bootc_operator.policy.slots import (
     next_reboot_deadline,
     plan_staging,
     release_patch,
-    retargets_holder,
     take_patch,
 )
 from unit.policy.planning import rollout_plan
@@ -918,26 +917,34 @@ HELD_BACK = {c.HEALTH_FAILED_ANNOTATION: "sha256:new"}
 
 
 @pytest.mark.parametrize(
-    ("annotations", "current", "stage_ahead", "membership", "rollout"),
+    ("annotations", "current", "stage_ahead", "due"),
     [
-        ({}, BEFORE, False, True, False),  # a member waiting: membership's
-        ({}, TARGET, False, False, False),  # already there
-        ({}, BEFORE, True, False, False),  # stageAhead: rollout's plan.stage, a few at a time
-        ({SLOT: "T", WAS: "false"}, BEFORE, False, False, True),  # a holder: rollout's
-        ({SLOT: "T", WAS: "false"}, BEFORE, True, False, True),
-        ({SLOT: "T", REQ: "T"}, BEFORE, False, False, True),  # told to reboot: still rollout's
-        ({SLOT: "T"}, TARGET, False, False, False),
-        (HELD_BACK, BEFORE, False, False, False),  # rolled back from it: held back
-        ({**HELD_BACK, SLOT: "T"}, BEFORE, False, False, False),
+        ({}, BEFORE, False, True),  # a member waiting: pointed at the target at once
+        ({}, None, False, True),  # a spec without an image
+        ({}, TARGET, False, False),  # already there
+        ({}, BEFORE, True, False),  # stageAhead: the plan's stage step, a few at a time
+        ({SLOT: "T", WAS: "false"}, BEFORE, False, True),  # a holder: its slot goes back
+        ({SLOT: "T", WAS: "false"}, BEFORE, True, True),  # whatever stageAhead says
+        ({SLOT: "T", REQ: "T"}, BEFORE, False, True),  # told to reboot: keeps its slot
+        ({SLOT: "T"}, TARGET, False, False),
+        (HELD_BACK, BEFORE, False, False),  # rolled back from it: held back
+        ({**HELD_BACK, SLOT: "T"}, BEFORE, False, False),
+        ({c.HEALTH_FAILED_ANNOTATION: "sha256:other"}, BEFORE, False, True),  # another digest
     ],
 )
-def test_one_loop_retargets_a_member_membership_unless_it_holds_a_slot(
-    annotations: dict[str, str], current: str, stage_ahead: bool, membership: bool, rollout: bool
+def test_a_member_is_retargeted_before_the_plan_unless_held_back_or_staged_ahead(
+    annotations: dict[str, str], current: str | None, stage_ahead: bool, due: bool
 ) -> None:
-    assert membership_retargets(annotations, TARGET, current, stage_ahead=stage_ahead) is membership
-    assert retargets_holder(annotations, TARGET, current) is rollout
-    assert not membership_retargets(annotations, None, current, stage_ahead=stage_ahead)
-    assert not retargets_holder(annotations, None, current)
+    in_slot, failed = SLOT in annotations, annotations.get(c.HEALTH_FAILED_ANNOTATION)
+    assert (
+        retarget_due(
+            TARGET, current, in_slot=in_slot, failed_digest=failed, stage_ahead=stage_ahead
+        )
+        is due
+    )
+    assert not retarget_due(
+        None, current, in_slot=in_slot, failed_digest=failed, stage_ahead=stage_ahead
+    )
 
 
 @pytest.mark.parametrize(

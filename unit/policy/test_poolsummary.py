@@ -108,6 +108,27 @@ def test_membership_must_have_seen_the_generation_before_it_is_claimed() -> None
     assert membership_done(restarted)
 
 
+def test_the_generation_is_claimed_only_once_every_member_due_names_the_target() -> None:
+    # A pool reverted to the image its nodes still run: they are counted updated from
+    # what they booted, but a member whose spec still names the abandoned digest (the
+    # rollout loop retargets it) keeps kubectl wait from returning.
+    behind = node("b", S.UP_TO_DATE, desired_image=f"{REPO}@{OLD}", spec_in_sync=False)
+    waiting = inputs(node("a", S.UP_TO_DATE), behind)
+    assert not membership_done(waiting)
+    summary = summarize(waiting)
+    assert summary.fields["observedGeneration"] is None
+    assert summary.up[:2] == (False, c.REASON_PENDING)
+    assert membership_done(inputs(node("a", S.UP_TO_DATE), node("b", S.UP_TO_DATE)))
+    # not due: held back from the target (rolled back from it), or under stageAhead
+    held = replace(behind, health_failed=NEW)
+    assert membership_done(inputs(node("a", S.UP_TO_DATE), held))
+    ahead = {**POOL, "spec": {**POOL["spec"], "rollout": {"stageAhead": 1}}}
+    assert membership_done(inputs(node("a", S.UP_TO_DATE), behind, pool=ahead))
+    # ... but a slot holder is due whatever stageAhead says
+    holding = replace(behind, in_slot=True)
+    assert not membership_done(inputs(node("a", S.UP_TO_DATE), holding, pool=ahead))
+
+
 def test_a_pending_pull_secret_is_looked_at_again_soon() -> None:
     summary = summarize(inputs(node("a"), secret_pending=True))
     assert summary.requeue == SECRET_PENDING_RECHECK

@@ -36,10 +36,10 @@ SLOT = {
 
 
 class World:
-    """One pool (digest ref: its target is known), one member ``n1`` in a reboot slot,
-    cordoned by us, draining for ``desired``."""
+    """One pool (digest ref: its target is known), one member ``n1`` for ``desired``: in a
+    reboot slot, cordoned by us, draining (``holder``), or not."""
 
-    def __init__(self, *, node_labels: dict[str, str], desired: str) -> None:
+    def __init__(self, *, node_labels: dict[str, str], desired: str, holder: bool = True) -> None:
         self.ctl = Controller(NO_API, identity="unit", clock=FakeClock())
         self.loop = ""
         self.writes: list[tuple[str, str, dict[str, Any]]] = []  # (loop, what, patch)
@@ -70,7 +70,7 @@ class World:
                 "resourceVersion": "2",
                 "labels": {**node_labels, c.MANAGED_LABEL: "", c.LEGACY_MANAGED_LABEL: ""},
             },
-            "spec": {"unschedulable": True},
+            "spec": {"unschedulable": holder},
             "status": {"conditions": [{"type": "Ready", "status": "True"}]},
         }
         bn = {
@@ -83,7 +83,7 @@ class World:
                 "generation": 1,
                 "labels": {c.POOL_LABEL: "p"},
                 "ownerReferences": [{"kind": c.POOL_KIND, "name": "p", "controller": True}],
-                "annotations": dict(SLOT),
+                "annotations": dict(SLOT) if holder else {},
             },
             "spec": {"desiredImage": f"{REPO}@{desired}", "desiredImageState": "Staged"},
         }
@@ -178,3 +178,27 @@ async def test_a_holder_retargeted_before_its_reboot_is_retargeted_by_rollout() 
     # cordoned without a slot)
     order = [what for who, what, _ in w.writes if who == "rollout"]
     assert order[:2] == ["Node", "BootcNode"]
+
+
+async def test_a_member_is_retargeted_by_rollout_membership_writes_no_target() -> None:
+    w = World(node_labels={"g": "p"}, desired=OLD, holder=False)
+    await w.run("membership")
+    assert all("desiredImage" not in (p.get("spec") or {}) for _, _, p in w.writes)
+    await w.run("rollout")
+    bn = w.ctl.bootc_nodes.get("n1")
+    assert bn is not None
+    assert bn["spec"] == {"desiredImage": f"{REPO}@{NEW}", "desiredImageState": "Staged"}
+    assert bn["metadata"]["labels"][c.DESIRED_DIGEST_LABEL] == NEW.split(":")[1][:12]
+    assert [(who, what) for who, what, _ in w.writes] == [("rollout", "BootcNode")]
+    assert w.queued("status")  # status counts it now (it claims the generation then)
+
+
+async def test_a_bootc_node_without_the_digest_label_gets_it_from_rollout() -> None:
+    # written before the label, or by the Go operator: the label goes with desiredImage
+    w = World(node_labels={"g": "p"}, desired=NEW, holder=False)
+    await w.run("membership")
+    assert w.writes == []
+    await w.run("rollout")
+    assert w.writes == [
+        ("rollout", "BootcNode", {"metadata": {"labels": {c.DESIRED_DIGEST_LABEL: "b" * 12}}})
+    ]

@@ -15,11 +15,10 @@
   the hash or the key changes: ``sealing_plan.seal_action``) and the Node labels
   ``MANAGED_LABEL`` and ``bootc.dev/managed`` (and the ``bootc.dev/pool`` label
   on a BootcNode that has only the ownerReference, as the Go operator writes
-  them); a changed target is
-  written as desiredImage **and**
-  ``desiredImageState: Staged`` in one request, except on a slot holder (the
-  rollout loop retargets it and gives its slot back in the same write) and under
-  stageAhead (rollout retargets the next few: ``ownership.membership_retargets``);
+  them). Membership writes desiredImage and ``desiredImageState`` only when it
+  creates a BootcNode; every later change of them (a new target, stageAhead, a
+  health-gate rollback, Booted) is the rollout loop's, so a holder's slot can go
+  back in the write that moves it (``slots.retargets_due``);
 - every BootcNode of the pool whose Node left (label change, deletion,
   conflict lost) is released: its drain cancelled, the managed label removed
   (unless another pool owns the Node), the BootcNode deleted. One whose Node a
@@ -49,13 +48,7 @@ from typing import Any
 from bootc_operator.api import constants as c
 from bootc_operator.kube import ApiError
 from bootc_operator.policy.membership_plan import assign_nodes
-from bootc_operator.policy.ownership import (
-    desired_digest_label,
-    member_body,
-    membership_retargets,
-    pool_of,
-    retarget_patch,
-)
+from bootc_operator.policy.ownership import member_body, pool_of
 from bootc_operator.policy.poolspec import PoolPolicy
 from bootc_operator.policy.sealing_plan import SealAction, seal_action
 from bootc_operator.policy.slots import STAGED, gives_node_back
@@ -320,15 +313,13 @@ class MembershipReconciler:
     async def _update_member(
         self, pool: Obj, bn: Obj, policy: PoolPolicy, wanted: WantedSecret | None
     ) -> None:
-        """One patch of what differs: the target (``_retarget``), the labels, the
-        pull secret (ref, hash and seal together), the reboot policy."""
-        pool_name, node_name = pool["metadata"]["name"], bn["metadata"]["name"]
+        """One patch of what differs: the pool label, the pull secret (ref, hash and
+        seal together), the reboot policy. The target is the rollout loop's to change
+        (``slots.retargets_due``)."""
+        pool_name = pool["metadata"]["name"]
         current = bn.get("spec") or {}
-        patch = self._retarget(bn, policy)
-        label = desired_digest_label(current.get("desiredImage"))
+        patch: dict[str, Any] = {}
         have = bn["metadata"].get("labels") or {}
-        if "metadata" not in patch and not label.items() <= have.items():
-            patch["metadata"] = {"labels": label}  # a BootcNode from before the label
         if have.get(c.POOL_LABEL) != pool_name:
             # owned through its ownerReference only (the Go operator writes no labels)
             patch.setdefault("metadata", {}).setdefault("labels", {})[c.POOL_LABEL] = pool_name
@@ -347,24 +338,6 @@ class MembershipReconciler:
             patch.setdefault("spec", {})["rebootPolicy"] = policy.reboot_policy
         if patch:
             await self.ctx.patch_bootc_node(bn, patch)
-            if "desiredImage" in patch.get("spec", {}):
-                log.info(
-                    "node target changed",
-                    extra={"pool": pool_name, "node": node_name, "image": policy.desired_image},
-                )
-
-    def _retarget(self, bn: Obj, policy: PoolPolicy) -> dict[str, Any]:
-        """The patch that points a member at the pool's target (empty: none due or
-        not membership's: ``ownership.membership_retargets``)."""
-        desired = policy.desired_image
-        current = (bn.get("spec") or {}).get("desiredImage")
-        held = bn["metadata"].get("annotations") or {}
-        stage_ahead = policy.stage_ahead is not None
-        if desired is None or not membership_retargets(
-            held, desired, current, stage_ahead=stage_ahead
-        ):
-            return {}
-        return retarget_patch(desired)
 
     def _hand_over(self, pool_name: str, leaving: list[Obj]) -> list[Obj]:
         """Leaving members whose Node a slot changed go to rollout first (module doc):

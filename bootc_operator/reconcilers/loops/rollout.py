@@ -25,11 +25,14 @@ on the BootcNode and on its Node):
   Nodes back (drain cancelled, cordon and autoscaler annotations restored, the
   slot's record cleared), then membership is woken to delete their BootcNodes; a
   failure ends the pass, so no slot is taken meanwhile;
-- **holders retargeted**: a slot holder whose desiredImage is not the pool's target
-  (``slots.retargets_holder``; membership retargets only the other members) gets
-  desiredImage and ``Staged`` in one write; one not yet told to reboot gives its
-  slot back in it (drain cancelled, cordon restored first), a ``DrainCancelled``
-  step.
+- **retargets**: every member due (``slots.retargets_due``: a slot holder, and
+  without stageAhead every other member, unless held back from the digest) whose
+  desiredImage is not the pool's target gets desiredImage and ``Staged`` in one
+  write (this loop is the one writer of both once membership created the
+  BootcNode); a holder not yet told to reboot gives its slot back in it (drain
+  cancelled, cordon restored first), a ``DrainCancelled`` step. A BootcNode from
+  before the ``bootc.dev/desired-digest`` label gets it. A pass that wrote one
+  ends there: its own writes wake it again.
 
 The steps:
 
@@ -109,7 +112,7 @@ from bootc_operator.policy.health import (
     Verdict,
 )
 from bootc_operator.policy.nodestate import NodeState, NodeView, drain_skips_of
-from bootc_operator.policy.ownership import retarget_patch
+from bootc_operator.policy.ownership import digest_label_patch, retarget_patch
 from bootc_operator.policy.poolspec import PoolPolicy
 from bootc_operator.policy.refusals import TAKE, Refusals
 from bootc_operator.policy.slots import (
@@ -130,7 +133,7 @@ from bootc_operator.policy.slots import (
     plan_withdrawn,
     release_annotations,
     release_patch,
-    retargets_holder,
+    retargets_due,
     take_patch,
 )
 from bootc_operator.reconcilers.context import Context, Obj, pool_ref
@@ -256,9 +259,11 @@ class RolloutReconciler:
             self._retain_none(pool_name)
             return None
         policy = ctx.policy(pool)
-        if await self._retarget_holders(pool, bns, policy.desired_image):
-            return None  # our own writes wake us again, from fresh caches
         views = {n: ctx.view(bn, policy.targets) for n, bn in bns.items()}
+        step = _Steps(self, pool_name)
+        if await self._point_at_target(pool, bns, views, policy, step):
+            # our own writes wake us again, from fresh caches
+            return self.refusals.next_retry(pool_name, ctx.now())
         # Before anything else, and whatever the spec: slots a previous controller
         # left are adopted, and Booted on a node without a drained slot (that would
         # let its daemon reboot it undrained) is put back to Staged.
@@ -281,7 +286,7 @@ class RolloutReconciler:
             if verified and (why := ctx.knowledge.withdrawn(pool)):
                 await self._withdraw(pool, bns, views, why)
             return None
-        return await self._roll(pool, policy, bns, views)
+        return await self._roll(pool, policy, bns, views, step)
 
     async def _let_go(self, pool: Obj, bns: dict[str, Obj]) -> dict[str, Obj]:
         """Give back the Nodes of the members membership let go
@@ -309,22 +314,57 @@ class RolloutReconciler:
         state = (bn.get("spec") or {}).get("desiredImageState", STAGED)
         await self.ctx.patch_bootc_node(bn, release_patch(state))
 
-    async def _retarget_holders(self, pool: Obj, bns: dict[str, Obj], desired: str | None) -> bool:
-        """Point the slot holders at the pool's new target (``slots.retargets_holder``;
-        membership retargets the others); True when one was."""
-        moved = [
+    async def _point_at_target(
+        self,
+        pool: Obj,
+        bns: dict[str, Obj],
+        views: dict[str, NodeView],
+        policy: PoolPolicy,
+        step: _Steps,
+    ) -> bool:
+        """Point the members due (``slots.retargets_due``) at the pool's target, and give
+        a BootcNode that lacks it the desired-digest label of its desiredImage; True
+        when a write went through. A refused write is remembered and reported
+        (NodeDegraded, a WriteRefused Event) and the pass goes on without that node;
+        any other failure is raised."""
+        desired = policy.desired_image
+        due = retargets_due(views.values(), desired, stage_ahead=policy.stage_ahead is not None)
+        unlabelled = [
             n
             for n, bn in bns.items()
-            if retargets_holder(
-                bn["metadata"].get("annotations") or {},
-                desired,
-                (bn.get("spec") or {}).get("desiredImage"),
+            if n not in due
+            and digest_label_patch(
+                bn["metadata"].get("labels") or {}, (bn.get("spec") or {}).get("desiredImage")
             )
         ]
-        if desired is None or not moved:
-            return False
-        await each(moved, lambda n: self._retarget_holder(pool, bns[n], desired))
-        return True
+        done: dict[str, float | None] = {}
+        if desired is not None:
+            done |= await step("retarget", due, lambda n: self._retarget(pool, bns[n], desired))
+        done |= await step("label", unlabelled, lambda n: self._label(bns[n]))
+        if step.failed:
+            self._failed(pool, step.failed, self.ctx.now())
+            step.failed.clear()
+        return bool(done)
+
+    async def _label(self, bn: Obj) -> None:
+        """The desired-digest label of a BootcNode from before the label (kubectl get)."""
+        label = digest_label_patch(
+            bn["metadata"].get("labels") or {}, (bn.get("spec") or {}).get("desiredImage")
+        )
+        await self.ctx.patch_bootc_node(bn, {"metadata": {"labels": label}})
+
+    async def _retarget(self, pool: Obj, bn: Obj, desired: str) -> None:
+        """desiredImage and ``Staged`` in one write (``ownership.retarget_patch``); a
+        holder's through ``_retarget_holder``."""
+        name = bn["metadata"]["name"]
+        if c.IN_REBOOT_SLOT_ANNOTATION in (bn["metadata"].get("annotations") or {}):
+            await self._retarget_holder(pool, bn, desired)
+            return
+        await self.ctx.patch_bootc_node(bn, retarget_patch(desired))
+        log.info(
+            "node target changed",
+            extra={"pool": pool["metadata"]["name"], "node": name, "image": desired},
+        )
 
     async def _retarget_holder(self, pool: Obj, bn: Obj, desired: str) -> None:
         """desiredImage and ``Staged`` in one write; a holder not yet told to reboot
@@ -370,9 +410,15 @@ class RolloutReconciler:
             self._failed(pool, step.failed, self.ctx.now())
 
     async def _roll(
-        self, pool: Obj, policy: PoolPolicy, bns: dict[str, Obj], views: dict[str, NodeView]
+        self,
+        pool: Obj,
+        policy: PoolPolicy,
+        bns: dict[str, Obj],
+        views: dict[str, NodeView],
+        step: _Steps,
     ) -> float | None:
-        """One pass of the plan's steps; each node's steps independent of the others'."""
+        """One pass of the plan's steps (``step``: the pass's, which may have tried
+        retargets already); each node's steps independent of the others'."""
         pool_name = pool["metadata"]["name"]
         now = self.ctx.now()
         gates = health_gates(
@@ -392,7 +438,6 @@ class RolloutReconciler:
             alerts_blocked=self.ctx.knowledge.alerts_blocked(pool),
             refused=self.refusals.excluded(pool_name, now, self._basis),
         )
-        step = _Steps(self, pool_name)
         waits = await self._run_steps(pool, policy, bns, views, plan, gates, step, now)
         # a refusal whose step is not due any more (its node is no candidate for a
         # slot now, or its step was not tried) is not news on the pool any more
@@ -465,7 +510,7 @@ class RolloutReconciler:
         desired = policy.desired_image
         if desired is not None:
             # stageAhead: the next few members start staging as others move on
-            await step("retarget", plan.stage, lambda n: self._retarget(bns[n], desired))
+            await step("retarget", plan.stage, lambda n: self._retarget(pool, bns[n], desired))
         return list(waits.values())
 
     def problems(self, pool: Obj) -> dict[str, str]:
@@ -565,9 +610,6 @@ class RolloutReconciler:
         log.warning(msg, extra={"pool": pool_name, "node": v.name})
         summary = "{n} nodes failed their health check and are being rolled back"
         self._report(pool, v.name, "Warning", "HealthCheckFailed", msg, summary)
-
-    async def _retarget(self, bn: Obj, desired: str) -> None:
-        await self.ctx.patch_bootc_node(bn, retarget_patch(desired))
 
     async def _adopt(self, pool: Obj, bn: Obj, adopt: Adoption) -> None:
         """Take over a slot holder a previous controller left (slots.adoption)."""
