@@ -100,19 +100,18 @@ def retarget_due(
     *,
     in_slot: bool,
     failed_digest: str | None,
-    stage_ahead: bool,
+    every_member: bool,
 ) -> bool:
     """The rollout loop points a member at the pool's target (``desired_image``) now,
     outside its plan: the target is known, the member names another image, it was not
     rolled back from this digest (``held_back_from``), and it holds a slot (given back
     in the same write when its drain is void: ``slots.gives_slot_back_on_retarget``)
-    or the pool has no stageAhead (under stageAhead the plan retargets the next few
-    as others move on: ``slots.plan_staging``). The status loop claims a generation
-    only once no member is due (``slots.retargets_due``)."""
+    or ``every_member`` is due (``slots.retargets_due``: not under stageAhead, whose
+    plan retargets the next few as others move on, nor with an invalid selector)."""
     return (
         desired_image is not None
         and current != desired_image
-        and (in_slot or not stage_ahead)
+        and (in_slot or every_member)
         and not _failed_on(failed_digest, desired_image)
     )
 

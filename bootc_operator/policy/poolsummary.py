@@ -307,10 +307,7 @@ def membership_done(i: PoolInputs) -> bool:
         return False
     if old.get("observedGeneration") == generation:
         return True
-    stage_ahead = i.policy.stage_ahead is not None
-    return i.membership_generation == generation and not retargets_due(
-        i.views, i.policy.desired_image, stage_ahead=stage_ahead
-    )
+    return i.membership_generation == generation and not retargets_due(i.views, i.policy)
 
 
 def _reverifying(i: PoolInputs) -> bool:

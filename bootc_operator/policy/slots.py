@@ -244,22 +244,24 @@ def gives_slot_back_on_retarget(annotations: Mapping[str, str], desired_image_st
     return c.IN_REBOOT_SLOT_ANNOTATION in annotations and desired_image_state != BOOTED
 
 
-def retargets_due(
-    views: Iterable[NodeView], desired_image: str | None, *, stage_ahead: bool
-) -> tuple[str, ...]:
+def retargets_due(views: Iterable[NodeView], policy: PoolPolicy) -> tuple[str, ...]:
     """The members the rollout loop points at the pool's target before its plan
     (``ownership.retarget_due``), by name: the holders (their slot given back in the
-    same write when their drain is void) and, without stageAhead, every other member."""
+    same write when their drain is void) and every other member, unless the pool
+    stages ahead (the plan's stage step) or its selector is invalid (nothing is
+    matched: members keep what they were told). The status loop claims a generation
+    only once none is due (``poolsummary.membership_done``)."""
+    every_member = policy.selector_ok and policy.stage_ahead is None
     return tuple(
         sorted(
             v.name
             for v in views
             if retarget_due(
-                desired_image,
+                policy.desired_image,
                 v.desired_image or None,
                 in_slot=v.in_slot,
                 failed_digest=v.health_failed,
-                stage_ahead=stage_ahead,
+                every_member=every_member,
             )
         )
     )

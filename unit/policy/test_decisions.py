@@ -938,12 +938,12 @@ def test_a_member_is_retargeted_before_the_plan_unless_held_back_or_staged_ahead
     in_slot, failed = SLOT in annotations, annotations.get(c.HEALTH_FAILED_ANNOTATION)
     assert (
         retarget_due(
-            TARGET, current, in_slot=in_slot, failed_digest=failed, stage_ahead=stage_ahead
+            TARGET, current, in_slot=in_slot, failed_digest=failed, every_member=not stage_ahead
         )
         is due
     )
     assert not retarget_due(
-        None, current, in_slot=in_slot, failed_digest=failed, stage_ahead=stage_ahead
+        None, current, in_slot=in_slot, failed_digest=failed, every_member=not stage_ahead
     )
 
 

@@ -16,6 +16,7 @@ from bootc_operator.policy.poolsummary import (
     membership_done,
     summarize,
 )
+from bootc_operator.policy.slots import retargets_due
 from unit.policy.test_health_gate import NEW, NOW, OLD, REPO, S, node
 
 POOL: dict[str, Any] = {
@@ -127,6 +128,12 @@ def test_the_generation_is_claimed_only_once_every_member_due_names_the_target()
     # ... but a slot holder is due whatever stageAhead says
     holding = replace(behind, in_slot=True)
     assert not membership_done(inputs(node("a", S.UP_TO_DATE), holding, pool=ahead))
+    # an invalid selector matches nothing: members keep what they were told, holders not
+    unmatched = {**POOL, "spec": {**POOL["spec"], "nodeSelector": {"matchLabels": {"a": "-"}}}}
+    assert not check_pool(unmatched).selector_ok
+    holder = replace(holding, name="h")
+    assert retargets_due([behind, holder], check_pool(unmatched)) == ("h",)
+    assert retargets_due([behind, holder], check_pool(POOL)) == ("b", "h")
 
 
 def test_a_pending_pull_secret_is_looked_at_again_soon() -> None:

@@ -328,7 +328,7 @@ class RolloutReconciler:
         (NodeDegraded, a WriteRefused Event) and the pass goes on without that node;
         any other failure is raised."""
         desired = policy.desired_image
-        due = retargets_due(views.values(), desired, stage_ahead=policy.stage_ahead is not None)
+        due = retargets_due(views.values(), policy)
         unlabelled = [
             n
             for n, bn in bns.items()
