@@ -494,7 +494,7 @@ class RolloutReconciler:
             lambda n: self._roll_back(pool, bns[n], views[n], gates[n], policy),
         )
         takes = plan.take if len(released) == len(plan.release) else ()
-        taken = await step(TAKE, takes, lambda n: self._take(pool, bns[n]))
+        taken = await step(TAKE, takes, lambda n: self._take_and_drain(pool, bns[n], policy))
         # the other holders (rebooting, under health check) keep their autoscaler
         # annotations too (the draining ones in _drive_drain, with their cordon)
         busy = {*plan.release, *plan.rollback, *plan.take, *plan.drain}
@@ -512,6 +512,20 @@ class RolloutReconciler:
             # stageAhead: the next few members start staging as others move on
             await step("retarget", plan.stage, lambda n: self._retarget(pool, bns[n], desired))
         return list(waits.values())
+
+    async def _take_and_drain(self, pool: Obj, bn: Obj, policy: PoolPolicy) -> None:
+        """Take a slot (step 2), then start the node's drain as soon as its own cordon
+        is written (``_take`` returned), not after the other takes of the pass: its
+        first pod read waits up to ~100 ms for the apiserver's watch cache, and that
+        wait overlaps the rest of the pass. The drain step finds it running, or done."""
+        await self._take(pool, bn)
+        drain = policy.drain
+        self.drains.ensure(
+            bn["metadata"]["name"],
+            pool["metadata"]["name"],
+            drain.grace_period,
+            drain.delete_emptydir_data,
+        )
 
     def problems(self, pool: Obj) -> dict[str, str]:
         """The pool's refused writes, named by node (NodeDegraded)."""

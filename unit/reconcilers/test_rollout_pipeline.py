@@ -1,0 +1,209 @@
+"""A rollout pass does not make one node's steps wait for the other nodes' writes
+where no safety rule asks it to (issue 39: hand-off and drain path latency).
+
+- a taken node's drain starts as soon as its own cordon is written, while the other
+  takes of the pass are still in flight (its first pod read then overlaps them);
+
+The real :class:`~bootc_operator.controller.Controller`'s rollout loop over its
+informers, without a server: each write is merged into the object and echoed back as
+the watch event the API server would send; a write can be held in flight (an
+``asyncio.Event``) to see what the pass does meanwhile. Drains are recorded, not run.
+Real API server: e2e/test_controller_scenarios.py, e2e/test_drain_policies.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from typing import Any, cast
+
+from kubernetes_asyncio.client import ApiClient
+
+from bootc_operator.api import constants as c
+from bootc_operator.controller import Controller
+from bootc_operator.informers import Informer
+from bootc_operator.policy.ownership import desired_digest_label
+from bootc_operator.reconcilers.watchers.drain import DrainResult
+from bootc_operator.workqueue import FakeClock
+
+NO_API = cast(ApiClient, None)  # never reached: writes are echoed in memory
+REPO = "registry.example.com/os"
+OLD, NEW = "sha256:" + "a" * 64, "sha256:" + "b" * 64
+SLOT = {
+    c.IN_REBOOT_SLOT_ANNOTATION: "2026-01-01T00:00:00.000000Z",
+    c.WAS_CORDONED_ANNOTATION: "false",
+}
+
+
+def merge(into: dict[str, Any], patch: dict[str, Any]) -> None:
+    for key, value in patch.items():
+        if value is None:
+            into.pop(key, None)
+        elif isinstance(value, dict) and isinstance(into.get(key), dict):
+            merge(into[key], value)
+        else:
+            into[key] = copy.deepcopy(value)
+
+
+def condition(type_: str, status: str, reason: str) -> dict[str, Any]:
+    return {
+        "type": type_,
+        "status": status,
+        "reason": reason,
+        "message": "",
+        "lastTransitionTime": "2026-01-01T00:00:00Z",
+    }
+
+
+def member(name: str, *, slot: bool, booted: str, idle: tuple[str, str]) -> dict[str, Any]:
+    status: dict[str, Any] = {
+        "booted": {"image": f"{REPO}@{booted}", "imageDigest": booted},
+        "conditions": [condition("Idle", *idle), condition("Degraded", "False", "Healthy")],
+    }
+    if idle[1] == "Staged":
+        status["staged"] = {"image": f"{REPO}@{NEW}", "imageDigest": NEW}
+    return {
+        "apiVersion": c.API_VERSION,
+        "kind": c.NODE_KIND,
+        "metadata": {
+            "name": name,
+            "uid": f"uid-{name}",
+            "resourceVersion": "3",
+            "generation": 1,
+            "labels": {c.POOL_LABEL: "p", **desired_digest_label(f"{REPO}@{NEW}")},
+            "ownerReferences": [{"kind": c.POOL_KIND, "name": "p", "controller": True}],
+            "annotations": dict(SLOT) if slot else {},
+        },
+        "spec": {"desiredImage": f"{REPO}@{NEW}", "desiredImageState": "Staged"},
+        "status": status,
+    }
+
+
+def kube_node(name: str, *, cordoned: bool) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": name,
+            "resourceVersion": "2",
+            "labels": {"g": "p", c.MANAGED_LABEL: "", c.LEGACY_MANAGED_LABEL: ""},
+        },
+        "spec": {"unschedulable": True} if cordoned else {},
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+    }
+
+
+#: (slot held, booted digest, Idle condition)
+DONE = (True, NEW, ("True", "Idle"))  # rebooted into the target: releases
+DRAINING = (True, OLD, ("False", "Staged"))  # holds a slot, drain under way
+STAGED = (False, OLD, ("False", "Staged"))  # a candidate for a slot
+
+
+class World:
+    """One pool (digest ref: its target is known), members as given; every write
+    echoed at once unless ``hold(kind, node)`` holds it until released."""
+
+    def __init__(self, members: dict[str, tuple[bool, str, tuple[str, str]]], max_unavailable: int):
+        self.ctl = Controller(NO_API, identity="unit", clock=FakeClock())
+        self.writes: list[tuple[str, str, dict[str, Any]]] = []  # (kind, node, patch)
+        self.held: dict[tuple[str, str], asyncio.Event] = {}
+        self.drains: list[str] = []  # nodes whose drain was started, in order
+        self.drained: set[str] = set()  # nodes whose drain reports done
+        self._rv = 10
+        ctx = self.ctl.ctx
+        ctx.patch_bootc_node = self._patch_bn  # type: ignore[method-assign]
+        ctx.patch_node = self._patch_node  # type: ignore[method-assign]
+        self.ctl.drains.ensure = self._ensure  # type: ignore[method-assign]
+        pool = {
+            "apiVersion": c.API_VERSION,
+            "kind": c.POOL_KIND,
+            "metadata": {
+                "name": "p",
+                "uid": "u1",
+                "generation": 1,
+                "resourceVersion": "1",
+                "creationTimestamp": "2026-01-01T00:00:00Z",
+                "finalizers": [c.POOL_FINALIZER],
+            },
+            "spec": {
+                "nodeSelector": {"matchLabels": {"g": "p"}},
+                "image": {"ref": f"{REPO}@{NEW}"},
+                "rollout": {"maxUnavailable": max_unavailable},
+            },
+        }
+        self.ctl.pools.replace([pool])
+        self.ctl.nodes.replace([kube_node(n, cordoned=m[0]) for n, m in members.items()])
+        self.ctl.bootc_nodes.replace(
+            [member(n, slot=m[0], booted=m[1], idle=m[2]) for n, m in members.items()]
+        )
+
+    def hold(self, kind: str, node: str) -> asyncio.Event:
+        self.held[(kind, node)] = event = asyncio.Event()
+        return event
+
+    def _ensure(
+        self,
+        node: str,
+        pool: str,
+        grace_period: int | None = None,
+        delete_emptydir_data: bool | None = None,
+    ) -> DrainResult:
+        if node not in self.drains:
+            self.drains.append(node)
+        return DrainResult(pool=pool, done=node in self.drained)
+
+    def _next_rv(self) -> str:
+        self._rv += 1
+        return str(self._rv)
+
+    async def _echo(
+        self, kind: str, informer: Informer, name: str, patch: dict[str, Any]
+    ) -> dict[str, Any]:
+        if (event := self.held.get((kind, name))) is not None:
+            await event.wait()
+        self.writes.append((kind, name, copy.deepcopy(patch)))
+        current = copy.deepcopy(informer.get(name))
+        assert current is not None
+        merge(current, patch)
+        current["metadata"]["resourceVersion"] = self._next_rv()
+        informer.apply("MODIFIED", current)
+        return current
+
+    async def _patch_bn(self, obj: Any, patch: dict[str, Any], *, precondition: bool = True) -> Any:
+        return await self._echo("BootcNode", self.ctl.bootc_nodes, obj["metadata"]["name"], patch)
+
+    async def _patch_node(self, name: str, patch: dict[str, Any]) -> Any:
+        return await self._echo("Node", self.ctl.nodes, name, patch)
+
+    def booted(self, name: str) -> bool:
+        bn = self.ctl.bootc_nodes.get(name)
+        return bn is not None and bn["spec"]["desiredImageState"] == "Booted"
+
+    def holds_slot(self, name: str) -> bool:
+        bn = self.ctl.bootc_nodes.get(name)
+        return bn is not None and c.IN_REBOOT_SLOT_ANNOTATION in bn["metadata"]["annotations"]
+
+
+async def settled(until: Any) -> None:
+    """Let the pass run until ``until()`` holds (a bounded number of loop turns)."""
+    for _ in range(200):
+        if until():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("the pass never got there")
+
+
+async def test_a_taken_nodes_drain_starts_while_another_take_is_in_flight() -> None:
+    w = World({"n1": STAGED, "n2": STAGED}, max_unavailable=2)
+    slow = w.hold("BootcNode", "n2")  # n2's take is still in flight
+    rollout = asyncio.create_task(w.ctl.rollout.reconcile("p"))
+    await settled(lambda: w.drains == ["n1"])
+    # n1 is cordoned, then drained; n2 (not yet holding its slot) neither
+    assert ("Node", "n1") in [(k, n) for k, n, _ in w.writes]
+    assert not [p for k, n, p in w.writes if n == "n2"]
+    assert not rollout.done()
+    slow.set()
+    await rollout
+    assert w.drains == ["n1", "n2"]
+    # each drain started after its own cordon
+    cordons = [n for k, n, p in w.writes if k == "Node" and p["spec"].get("unschedulable")]
+    assert cordons == ["n1", "n2"]
+    assert w.holds_slot("n1") and w.holds_slot("n2")
