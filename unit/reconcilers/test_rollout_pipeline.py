@@ -3,6 +3,8 @@ where no safety rule asks it to (issue 39: hand-off and drain path latency).
 
 - a taken node's drain starts as soon as its own cordon is written, while the other
   takes of the pass are still in flight (its first pod read then overlaps them);
+- a holder whose drain is done gets ``desiredImageState: Booted`` without waiting for
+  the pass's releases and takes.
 
 The real :class:`~bootc_operator.controller.Controller`'s rollout loop over its
 informers, without a server: each write is merged into the object and echoed back as
@@ -207,3 +209,22 @@ async def test_a_taken_nodes_drain_starts_while_another_take_is_in_flight() -> N
     cordons = [n for k, n, p in w.writes if k == "Node" and p["spec"].get("unschedulable")]
     assert cordons == ["n1", "n2"]
     assert w.holds_slot("n1") and w.holds_slot("n2")
+
+
+async def test_a_drained_holder_is_told_to_reboot_while_a_release_is_in_flight() -> None:
+    w = World({"n0": DONE, "n1": DRAINING, "n2": STAGED}, max_unavailable=2)
+    w.drained.add("n1")
+    slow = w.hold("Node", "n0")  # n0's release (its uncordon first) is in flight
+    rollout = asyncio.create_task(w.ctl.rollout.reconcile("p"))
+    await settled(lambda: w.booted("n1"))
+    # n0 still holds its slot, so n2 takes none yet: never more than 2 holders
+    assert w.holds_slot("n0") and not w.holds_slot("n2")
+    assert [n for _, n, _ in w.writes] == ["n1"]
+    assert not rollout.done()
+    slow.set()
+    await rollout
+    assert not w.holds_slot("n0") and w.holds_slot("n1") and w.holds_slot("n2")
+    # n0 was uncordoned and its slot annotations removed before n2's take was written
+    order = [(k, n) for k, n, _ in w.writes]
+    assert order.index(("BootcNode", "n0")) < order.index(("BootcNode", "n2"))
+    assert w.drains == ["n1", "n2"]

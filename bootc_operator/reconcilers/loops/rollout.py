@@ -57,7 +57,9 @@ The steps:
    ``reboot-requested``, in one write): our daemon applies it with ``bootc
    rollback`` and reboots (the node is still cordoned and drained), and once it
    runs that image again its slot is released like any other;
-4. **drain** every holder that still needs it: keep it cordoned, keep its drain
+4. **drain** every holder that still needs it (those that kept their slot beside
+   steps 1-3, not behind their writes: none of it adds a holder; a node taken in
+   this pass once its cordon is written): keep it cordoned, keep its drain
    task running; once drained set ``desiredImageState: Booted`` and
    ``bootc.dev/reboot-requested`` (the reboot timeout's start, to the microsecond)
    in one write (with a resourceVersion precondition, so a desiredImage change that
@@ -90,6 +92,7 @@ back to ``Staged`` (an ``UnsafeBootedRestored`` Warning).
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import hashlib
 import logging
@@ -473,6 +476,45 @@ class RolloutReconciler:
         now: dt.datetime,
     ) -> list[float | None]:
         """The plan's writes, step by step (module doc); the drains' next looks."""
+        pool_name = pool["metadata"]["name"]
+
+        def drive(n: str) -> Awaitable[float | None]:
+            return self._drive_drain(pool, n, policy.drain, now)
+
+        # The drains of the holders that keep their slot go beside the releases and
+        # takes, not behind them: a drain found done gets its Booted write now rather
+        # than after every write of the pass. They concern other nodes, and none adds
+        # a holder (a drain past its timeout may give its slot back: one fewer).
+        kept = [n for n in plan.drain if n not in plan.take]
+        kept_waits, taken = await asyncio.gather(
+            step("drain", kept, drive),
+            self._hand_over(pool, policy, bns, views, plan, gates, step),
+        )
+        # the other holders (rebooting, under health check) keep their autoscaler
+        # annotations too (the draining ones in _drive_drain, with their cordon)
+        busy = {*plan.release, *plan.rollback, *plan.take, *plan.drain}
+        holders = [n for n, v in views.items() if v.in_slot and n not in busy]
+        await step("hold", holders, lambda n: self._keep_held(pool_name, bns[n], cordon=False))
+        # The nodes whose take went through in this pass (their drain started with it;
+        # a take that failed took no slot: its node is neither cordoned nor drained).
+        waits = await step("drain", [n for n in plan.take if n in taken], drive)
+        desired = policy.desired_image
+        if desired is not None:
+            # stageAhead: the next few members start staging as others move on
+            await step("retarget", plan.stage, lambda n: self._retarget(pool, bns[n], desired))
+        return [*kept_waits.values(), *waits.values()]
+
+    async def _hand_over(
+        self,
+        pool: Obj,
+        policy: PoolPolicy,
+        bns: dict[str, Obj],
+        views: dict[str, NodeView],
+        plan: RolloutPlan,
+        gates: Mapping[str, GateResult],
+        step: _Steps,
+    ) -> dict[str, float | None]:
+        """Releases, health notes, rollbacks, then takes; the nodes taken."""
         # Per-node steps run concurrently (bounded); every release completes before
         # any take starts, so holders never exceed maxUnavailable: a release that
         # failed (its node may still hold its slot) stops this pass' takes.
@@ -494,24 +536,7 @@ class RolloutReconciler:
             lambda n: self._roll_back(pool, bns[n], views[n], gates[n], policy),
         )
         takes = plan.take if len(released) == len(plan.release) else ()
-        taken = await step(TAKE, takes, lambda n: self._take_and_drain(pool, bns[n], policy))
-        # the other holders (rebooting, under health check) keep their autoscaler
-        # annotations too (the draining ones in _drive_drain, with their cordon)
-        busy = {*plan.release, *plan.rollback, *plan.take, *plan.drain}
-        holders = [n for n, v in views.items() if v.in_slot and n not in busy]
-        pool_name = pool["metadata"]["name"]
-        await step("hold", holders, lambda n: self._keep_held(pool_name, bns[n], cordon=False))
-        # Drains: the holders, and the nodes whose take went through in this pass (a
-        # take that failed took no slot: its node is neither cordoned nor drained).
-        draining = [n for n in plan.drain if n not in plan.take or n in taken]
-        waits = await step(
-            "drain", draining, lambda n: self._drive_drain(pool, n, policy.drain, now)
-        )
-        desired = policy.desired_image
-        if desired is not None:
-            # stageAhead: the next few members start staging as others move on
-            await step("retarget", plan.stage, lambda n: self._retarget(pool, bns[n], desired))
-        return list(waits.values())
+        return await step(TAKE, takes, lambda n: self._take_and_drain(pool, bns[n], policy))
 
     async def _take_and_drain(self, pool: Obj, bn: Obj, policy: PoolPolicy) -> None:
         """Take a slot (step 2), then start the node's drain as soon as its own cordon
