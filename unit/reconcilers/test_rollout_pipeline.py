@@ -4,7 +4,8 @@ where no safety rule asks it to (issue 39: hand-off and drain path latency).
 - a taken node's drain starts as soon as its own cordon is written, while the other
   takes of the pass are still in flight (its first pod read then overlaps them);
 - a holder whose drain is done gets ``desiredImageState: Booted`` without waiting for
-  the pass's releases and takes.
+  the pass's releases and takes, and one whose drain finished while they were written
+  gets it at the end of that pass, not one pass later.
 
 The real :class:`~bootc_operator.controller.Controller`'s rollout loop over its
 informers, without a server: each write is merged into the object and echoed back as
@@ -113,7 +114,11 @@ class World:
         ctx = self.ctl.ctx
         ctx.patch_bootc_node = self._patch_bn  # type: ignore[method-assign]
         ctx.patch_node = self._patch_node  # type: ignore[method-assign]
-        self.ctl.drains.ensure = self._ensure  # type: ignore[method-assign]
+        self._results: dict[str, DrainResult] = {}
+        drains = self.ctl.drains
+        drains.ensure = self._ensure  # type: ignore[method-assign]
+        drains.result = self._result  # type: ignore[method-assign]
+        drains.forget = self._forget  # type: ignore[method-assign]
         pool = {
             "apiVersion": c.API_VERSION,
             "kind": c.POOL_KIND,
@@ -150,7 +155,18 @@ class World:
     ) -> DrainResult:
         if node not in self.drains:
             self.drains.append(node)
-        return DrainResult(pool=pool, done=node in self.drained)
+        res = self._results.setdefault(node, DrainResult(pool=pool))
+        res.done = node in self.drained
+        return res
+
+    def _result(self, node: str) -> DrainResult | None:
+        res = self._results.get(node)
+        if res is not None:
+            res.done = node in self.drained
+        return res
+
+    def _forget(self, node: str) -> None:
+        self._results.pop(node, None)
 
     def _next_rv(self) -> str:
         self._rv += 1
@@ -228,3 +244,16 @@ async def test_a_drained_holder_is_told_to_reboot_while_a_release_is_in_flight()
     order = [(k, n) for k, n, _ in w.writes]
     assert order.index(("BootcNode", "n0")) < order.index(("BootcNode", "n2"))
     assert w.drains == ["n1", "n2"]
+
+
+async def test_a_drain_done_while_the_pass_writes_is_told_to_reboot_in_that_pass() -> None:
+    w = World({"n0": DONE, "n1": DRAINING, "n2": STAGED}, max_unavailable=2)
+    slow = w.hold("Node", "n0")  # n0's release is in flight
+    rollout = asyncio.create_task(w.ctl.rollout.reconcile("p"))
+    await settled(lambda: "n1" in w.drains)
+    assert not w.booted("n1")  # still draining when the pass looked first
+    w.drained.add("n1")  # its drain finishes meanwhile
+    slow.set()
+    await rollout
+    assert w.booted("n1")  # this pass, not the next one
+    assert w.holds_slot("n2") and not w.holds_slot("n0")

@@ -59,8 +59,9 @@ The steps:
    runs that image again its slot is released like any other;
 4. **drain** every holder that still needs it (those that kept their slot beside
    steps 1-3, not behind their writes: none of it adds a holder; a node taken in
-   this pass once its cordon is written): keep it cordoned, keep its drain
-   task running; once drained set ``desiredImageState: Booted`` and
+   this pass once its cordon is written; a holder whose drain finished meanwhile
+   at the end of the pass): keep it cordoned, keep its drain task running; once
+   drained set ``desiredImageState: Booted`` and
    ``bootc.dev/reboot-requested`` (the reboot timeout's start, to the microsecond)
    in one write (with a resourceVersion precondition, so a desiredImage change that
    raced us wins);
@@ -496,13 +497,22 @@ class RolloutReconciler:
         holders = [n for n, v in views.items() if v.in_slot and n not in busy]
         await step("hold", holders, lambda n: self._keep_held(pool_name, bns[n], cordon=False))
         # The nodes whose take went through in this pass (their drain started with it;
-        # a take that failed took no slot: its node is neither cordoned nor drained).
-        waits = await step("drain", [n for n in plan.take if n in taken], drive)
+        # a take that failed took no slot: its node is neither cordoned nor drained),
+        # and the holders whose drain finished while the pass wrote: their Booted write
+        # now, as this step always did, not after one more pass.
+        late = [n for n in kept if n not in step.failed and self._drain_done(n)]
+        waits = await step("drain", [n for n in plan.take if n in taken] + late, drive)
         desired = policy.desired_image
         if desired is not None:
             # stageAhead: the next few members start staging as others move on
             await step("retarget", plan.stage, lambda n: self._retarget(pool, bns[n], desired))
-        return [*kept_waits.values(), *waits.values()]
+        return list({**kept_waits, **waits}.values())
+
+    def _drain_done(self, name: str) -> bool:
+        """Its drain finished and its Booted write is still to come (``_drained``
+        forgets the result once written)."""
+        res = self.drains.result(name)
+        return res is not None and res.done
 
     async def _hand_over(
         self,
