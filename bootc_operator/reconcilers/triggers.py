@@ -10,8 +10,9 @@
   autoscaler annotations a slot holder carries (``autoscaler.protection``: removed,
   they are written again; our own writes change them with the cordon, in one event).
 
-Membership reads only the BootcNodes' spec, owner, labels and ``status.sealingKey``
-and the Nodes' labels: ``membership_changed`` / ``node_membership_changed`` tell
+Membership reads only the BootcNodes' spec (but rollout's fields), owner, labels and
+``status.sealingKey`` and the Nodes' labels: ``membership_changed`` /
+``node_membership_changed`` tell
 whether an update concerns it at all. The bulk of updates at scale (the daemons' status
 writes, rollout's annotations, Ready flips during reboots) do not, and a
 membership pass costs O(nodes) even when it writes nothing.
@@ -22,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from bootc_operator.api import constants as c
 from bootc_operator.api.conditions import node_ready_status
 from bootc_operator.policy.autoscaler import leaving, protection
 from bootc_operator.policy.selectors import InvalidSelector, matches, validate_selector
@@ -54,14 +56,31 @@ def node_changed(old: Obj, new: Obj) -> bool:
     )
 
 
+#: a BootcNode's fields the rollout loop writes: membership never reads them, so
+#: rollout's writes (Booted, a release, a retarget) do not wake it
+ROLLOUT_SPEC_FIELDS = frozenset({"desiredImage", "desiredImageState"})
+ROLLOUT_LABELS = frozenset({c.DESIRED_DIGEST_LABEL})
+
+
 def membership_changed(old: Obj, new: Obj) -> bool:
-    """A BootcNode update that membership must look at: spec, owner, labels, deletion,
-    and the daemon's ``status.sealingKey`` (the pull secret is sealed to it)."""
+    """A BootcNode update that membership must look at: its spec fields (not the
+    rollout loop's: ``ROLLOUT_SPEC_FIELDS``), owner, labels (but the desired-digest
+    label), deletion, and the daemon's ``status.sealingKey`` (the pull secret is sealed
+    to it). Every rollout write to the spec moves ``metadata.generation``: compared
+    instead, it woke a membership pass, O(nodes) under the pool lock, per write."""
     om, nm = old.get("metadata", {}), new.get("metadata", {})
-    return any(
-        om.get(key) != nm.get(key)
-        for key in ("generation", "ownerReferences", "labels", "deletionTimestamp")
-    ) or (old.get("status") or {}).get("sealingKey") != (new.get("status") or {}).get("sealingKey")
+    return (
+        any(om.get(key) != nm.get(key) for key in ("ownerReferences", "deletionTimestamp"))
+        or _without(om.get("labels"), ROLLOUT_LABELS) != _without(nm.get("labels"), ROLLOUT_LABELS)
+        or _without(old.get("spec"), ROLLOUT_SPEC_FIELDS)
+        != _without(new.get("spec"), ROLLOUT_SPEC_FIELDS)
+        or (old.get("status") or {}).get("sealingKey")
+        != (new.get("status") or {}).get("sealingKey")
+    )
+
+
+def _without(fields: Mapping[str, Any] | None, drop: frozenset[str]) -> dict[str, Any]:
+    return {k: v for k, v in (fields or {}).items() if k not in drop}
 
 
 def node_membership_changed(old: Obj, new: Obj) -> bool:

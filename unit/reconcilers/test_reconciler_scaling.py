@@ -36,7 +36,18 @@ def test_status_and_annotation_updates_do_not_concern_membership() -> None:
     old = bn("1")
     assert not membership_changed(old, bn("2", idle="Rebooting"))
     assert not membership_changed(old, bn("2", annotations={"bootc.dev/in-reboot-slot": "t"}))
-    assert membership_changed(old, bn("2", generation=2))
+    # the rollout loop's writes: Booted, a retarget (with its label), a release
+    booted = bn("2", generation=2)
+    booted["spec"]["desiredImageState"] = "Booted"
+    assert not membership_changed(old, booted)
+    moved = bn("2", generation=2, labels={"bootc.dev/desired-digest": "c"})
+    moved["spec"]["desiredImage"] = "r@sha256:c"
+    assert not membership_changed(old, moved)
+    # membership's own spec fields, changed by anyone: it restores or re-seals them
+    for field, value in (("pullSecretHash", "h2"), ("rebootPolicy", "Never")):
+        changed = bn("2", generation=2)
+        changed["spec"][field] = value
+        assert membership_changed(old, changed), field
     assert membership_changed(old, bn("2", labels={"x": "y"}))
     assert membership_changed(old, bn("2", ownerReferences=[{"name": "p"}]))
     assert membership_changed(old, bn("2", deletionTimestamp="t"))
