@@ -17,35 +17,12 @@ Real API server: e2e/test_controller_scenarios.py, e2e/test_drain_policies.py.
 from __future__ import annotations
 
 import asyncio
-import copy
-from typing import Any, cast
-
-from kubernetes_asyncio.client import ApiClient
+from typing import Any
 
 from bootc_operator.api import constants as c
-from bootc_operator.controller import Controller
-from bootc_operator.informers import Informer
 from bootc_operator.policy.ownership import desired_digest_label
 from bootc_operator.reconcilers.watchers.drain import DrainResult
-from bootc_operator.workqueue import FakeClock
-
-NO_API = cast(ApiClient, None)  # never reached: writes are echoed in memory
-REPO = "registry.example.com/os"
-OLD, NEW = "sha256:" + "a" * 64, "sha256:" + "b" * 64
-SLOT = {
-    c.IN_REBOOT_SLOT_ANNOTATION: "2026-01-01T00:00:00.000000Z",
-    c.WAS_CORDONED_ANNOTATION: "false",
-}
-
-
-def merge(into: dict[str, Any], patch: dict[str, Any]) -> None:
-    for key, value in patch.items():
-        if value is None:
-            into.pop(key, None)
-        elif isinstance(value, dict) and isinstance(into.get(key), dict):
-            merge(into[key], value)
-        else:
-            into[key] = copy.deepcopy(value)
+from unit.reconcilers.echo import NEW, OLD, REPO, SLOT, EchoWorld, pool_body
 
 
 def condition(type_: str, status: str, reason: str) -> dict[str, Any]:
@@ -100,51 +77,29 @@ DRAINING = (True, OLD, ("False", "Staged"))  # holds a slot, drain under way
 STAGED = (False, OLD, ("False", "Staged"))  # a candidate for a slot
 
 
-class World:
+class World(EchoWorld):
     """One pool (digest ref: its target is known), members as given; every write
     echoed at once unless ``hold(kind, node)`` holds it until released."""
 
     def __init__(self, members: dict[str, tuple[bool, str, tuple[str, str]]], max_unavailable: int):
-        self.ctl = Controller(NO_API, identity="unit", clock=FakeClock())
+        super().__init__()
         self.writes: list[tuple[str, str, dict[str, Any]]] = []  # (kind, node, patch)
-        self.held: dict[tuple[str, str], asyncio.Event] = {}
         self.drains: list[str] = []  # nodes whose drain was started, in order
         self.drained: set[str] = set()  # nodes whose drain reports done
-        self._rv = 10
-        ctx = self.ctl.ctx
-        ctx.patch_bootc_node = self._patch_bn  # type: ignore[method-assign]
-        ctx.patch_node = self._patch_node  # type: ignore[method-assign]
         self._results: dict[str, DrainResult] = {}
         drains = self.ctl.drains
         drains.ensure = self._ensure  # type: ignore[method-assign]
         drains.result = self._result  # type: ignore[method-assign]
         drains.forget = self._forget  # type: ignore[method-assign]
-        pool = {
-            "apiVersion": c.API_VERSION,
-            "kind": c.POOL_KIND,
-            "metadata": {
-                "name": "p",
-                "uid": "u1",
-                "generation": 1,
-                "resourceVersion": "1",
-                "creationTimestamp": "2026-01-01T00:00:00Z",
-                "finalizers": [c.POOL_FINALIZER],
-            },
-            "spec": {
-                "nodeSelector": {"matchLabels": {"g": "p"}},
-                "image": {"ref": f"{REPO}@{NEW}"},
-                "rollout": {"maxUnavailable": max_unavailable},
-            },
-        }
+        pool = pool_body(maxUnavailable=max_unavailable)
         self.ctl.pools.replace([pool])
         self.ctl.nodes.replace([kube_node(n, cordoned=m[0]) for n, m in members.items()])
         self.ctl.bootc_nodes.replace(
             [member(n, slot=m[0], booted=m[1], idle=m[2]) for n, m in members.items()]
         )
 
-    def hold(self, kind: str, node: str) -> asyncio.Event:
-        self.held[(kind, node)] = event = asyncio.Event()
-        return event
+    def record(self, kind: str, name: str, patch: dict[str, Any]) -> None:
+        self.writes.append((kind, name, patch))
 
     def _ensure(
         self,
@@ -167,29 +122,6 @@ class World:
 
     def _forget(self, node: str) -> None:
         self._results.pop(node, None)
-
-    def _next_rv(self) -> str:
-        self._rv += 1
-        return str(self._rv)
-
-    async def _echo(
-        self, kind: str, informer: Informer, name: str, patch: dict[str, Any]
-    ) -> dict[str, Any]:
-        if (event := self.held.get((kind, name))) is not None:
-            await event.wait()
-        self.writes.append((kind, name, copy.deepcopy(patch)))
-        current = copy.deepcopy(informer.get(name))
-        assert current is not None
-        merge(current, patch)
-        current["metadata"]["resourceVersion"] = self._next_rv()
-        informer.apply("MODIFIED", current)
-        return current
-
-    async def _patch_bn(self, obj: Any, patch: dict[str, Any], *, precondition: bool = True) -> Any:
-        return await self._echo("BootcNode", self.ctl.bootc_nodes, obj["metadata"]["name"], patch)
-
-    async def _patch_node(self, name: str, patch: dict[str, Any]) -> Any:
-        return await self._echo("Node", self.ctl.nodes, name, patch)
 
     def booted(self, name: str) -> bool:
         bn = self.ctl.bootc_nodes.get(name)

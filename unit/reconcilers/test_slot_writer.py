@@ -15,55 +15,22 @@ change mid-drain), e2e/test_autoscalers.py.
 
 from __future__ import annotations
 
-import copy
-from typing import Any, cast
-
-from kubernetes_asyncio.client import ApiClient
+from typing import Any
 
 from bootc_operator.api import constants as c
-from bootc_operator.controller import Controller
-from bootc_operator.informers import Informer
-from bootc_operator.workqueue import FakeClock
-from hack.testenv.mergepatch import merge_patch
-
-NO_API = cast(ApiClient, None)  # never reached: writes are echoed in memory
-REPO = "registry.example.com/os"
-OLD, NEW = "sha256:" + "a" * 64, "sha256:" + "b" * 64
-SLOT = {
-    c.IN_REBOOT_SLOT_ANNOTATION: "2026-01-01T00:00:00.000000Z",
-    c.WAS_CORDONED_ANNOTATION: "false",
-}
+from unit.reconcilers.echo import NEW, OLD, REPO, SLOT, EchoWorld, pool_body
 
 
-class World:
+class World(EchoWorld):
     """One pool (digest ref: its target is known), one member ``n1`` for ``desired``: in a
     reboot slot, cordoned by us, draining (``holder``), or not."""
 
     def __init__(self, *, node_labels: dict[str, str], desired: str, holder: bool = True) -> None:
-        self.ctl = Controller(NO_API, identity="unit", clock=FakeClock())
+        super().__init__()
         self.loop = ""
         self.writes: list[tuple[str, str, dict[str, Any]]] = []  # (loop, what, patch)
-        self._rv = 10
-        ctx = self.ctl.ctx
-        ctx.patch_bootc_node = self._patch_bn  # type: ignore[method-assign]
-        ctx.patch_node = self._patch_node  # type: ignore[method-assign]
-        ctx.delete_bootc_node = self._delete_bn  # type: ignore[method-assign]
-        pool = {
-            "apiVersion": c.API_VERSION,
-            "kind": c.POOL_KIND,
-            "metadata": {
-                "name": "p",
-                "uid": "u1",
-                "generation": 1,
-                "resourceVersion": "1",
-                "creationTimestamp": "2026-01-01T00:00:00Z",
-                "finalizers": [c.POOL_FINALIZER],
-            },
-            "spec": {
-                "nodeSelector": {"matchLabels": {"g": "p"}},
-                "image": {"ref": f"{REPO}@{NEW}"},
-            },
-        }
+        self.ctl.ctx.delete_bootc_node = self._delete_bn  # type: ignore[method-assign]
+        pool = pool_body()
         node = {
             "metadata": {
                 "name": "n1",
@@ -94,26 +61,8 @@ class World:
             while (key := queue.get_nowait()) is not None:
                 queue.done(key)
 
-    def _next_rv(self) -> str:
-        self._rv += 1
-        return str(self._rv)
-
-    def _patched(self, informer: Informer, name: str, patch: dict[str, Any]) -> dict[str, Any]:
-        """What the API server does: merge, new resourceVersion, a MODIFIED watch event."""
-        current = copy.deepcopy(informer.get(name))
-        assert current is not None
-        current = cast(dict[str, Any], merge_patch(current, patch))
-        current["metadata"]["resourceVersion"] = self._next_rv()
-        informer.apply("MODIFIED", current)
-        return current
-
-    async def _patch_bn(self, obj: Any, patch: dict[str, Any], *, precondition: bool = True) -> Any:
-        self.writes.append((self.loop, "BootcNode", copy.deepcopy(patch)))
-        return self._patched(self.ctl.bootc_nodes, obj["metadata"]["name"], patch)
-
-    async def _patch_node(self, name: str, patch: dict[str, Any]) -> Any:
-        self.writes.append((self.loop, "Node", copy.deepcopy(patch)))
-        return self._patched(self.ctl.nodes, name, patch)
+    def record(self, kind: str, name: str, patch: dict[str, Any]) -> None:
+        self.writes.append((self.loop, kind, patch))
 
     async def _delete_bn(self, obj: Any) -> None:
         self.writes.append((self.loop, "delete BootcNode", {}))
