@@ -24,6 +24,7 @@ from bootc_operator.api import constants as c
 from bootc_operator.api.conditions import get_condition, node_ready_status
 from bootc_operator.api.timefmt import parse_time
 from bootc_operator.policy.autoscaler import leaving
+from bootc_operator.policy.ownership import digest_label_patch
 
 
 class NodeState(StrEnum):
@@ -104,6 +105,9 @@ class NodeView:
         return None
 
     drain_skips: int = 0  # times onTimeout Skip let it go (``bootc.dev/drain-skipped``)
+    #: the BootcNode carries the desired-digest label of its desiredImage (one written
+    #: before the label, or by the Go operator, does not: the rollout loop adds it)
+    digest_labelled: bool = True
 
     @property
     def departing(self) -> bool:
@@ -226,6 +230,7 @@ def view(
         created=parse_time(((node or {}).get("metadata") or {}).get("creationTimestamp")),
         leaving=leaving(node),
         drain_skips=drain_skips_of(annotations.get(c.DRAIN_SKIPPED_ANNOTATION)),
+        digest_labelled=not digest_label_patch(meta.get("labels") or {}, desired),
     )
 
 

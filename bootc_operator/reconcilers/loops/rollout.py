@@ -333,14 +333,7 @@ class RolloutReconciler:
         any other failure is raised."""
         desired = policy.desired_image
         due = retargets_due(views.values(), policy)
-        unlabelled = [
-            n
-            for n, bn in bns.items()
-            if n not in due
-            and digest_label_patch(
-                bn["metadata"].get("labels") or {}, (bn.get("spec") or {}).get("desiredImage")
-            )
-        ]
+        unlabelled = [n for n, v in views.items() if n not in due and not v.digest_labelled]
         done: dict[str, float | None] = {}
         if desired is not None:
             done |= await step("retarget", due, lambda n: self._retarget(pool, bns[n], desired))
