@@ -69,11 +69,18 @@ def membership_changed(old: Obj, new: Obj) -> bool:
     to it). Every rollout write to the spec moves ``metadata.generation``: compared
     instead, it woke a membership pass, O(nodes) under the pool lock, per write."""
     om, nm = old.get("metadata", {}), new.get("metadata", {})
+    # Most updates are the daemons' status writes: the spec (its generation) and the
+    # labels did not move, and nothing is copied to tell.
+    spec_moved = om.get("generation") != nm.get("generation") and _without(
+        old.get("spec"), ROLLOUT_SPEC_FIELDS
+    ) != _without(new.get("spec"), ROLLOUT_SPEC_FIELDS)
+    labels_moved = om.get("labels") != nm.get("labels") and _without(
+        om.get("labels"), ROLLOUT_LABELS
+    ) != _without(nm.get("labels"), ROLLOUT_LABELS)
     return (
-        any(om.get(key) != nm.get(key) for key in ("ownerReferences", "deletionTimestamp"))
-        or _without(om.get("labels"), ROLLOUT_LABELS) != _without(nm.get("labels"), ROLLOUT_LABELS)
-        or _without(old.get("spec"), ROLLOUT_SPEC_FIELDS)
-        != _without(new.get("spec"), ROLLOUT_SPEC_FIELDS)
+        spec_moved
+        or labels_moved
+        or any(om.get(key) != nm.get(key) for key in ("ownerReferences", "deletionTimestamp"))
         or (old.get("status") or {}).get("sealingKey")
         != (new.get("status") or {}).get("sealingKey")
     )
