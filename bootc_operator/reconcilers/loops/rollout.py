@@ -547,13 +547,11 @@ class RolloutReconciler:
         first pod read waits up to ~100 ms for the apiserver's watch cache, and that
         wait overlaps the rest of the pass. The drain step finds it running, or done."""
         await self._take(pool, bn)
-        drain = policy.drain
-        self.drains.ensure(
-            bn["metadata"]["name"],
-            pool["metadata"]["name"],
-            drain.grace_period,
-            drain.delete_emptydir_data,
-        )
+        self._start_drain(bn["metadata"]["name"], pool["metadata"]["name"], policy.drain)
+
+    def _start_drain(self, name: str, pool_name: str, drain: DrainPolicy) -> DrainResult:
+        """The holder's drain task, started unless it runs or is done; its result."""
+        return self.drains.ensure(name, pool_name, drain.grace_period, drain.delete_emptydir_data)
 
     def problems(self, pool: Obj) -> dict[str, str]:
         """The pool's refused writes, named by node (NodeDegraded)."""
@@ -907,7 +905,7 @@ class RolloutReconciler:
             return None
         # someone may have uncordoned it (the take's cordon was a forced write)
         await self._keep_held(pool_name, bn, cordon=True)
-        res = self.drains.ensure(name, pool_name, drain.grace_period, drain.delete_emptydir_data)
+        res = self._start_drain(name, pool_name, drain)
         if res.done:
             await self._drained(pool, name, bn, res)
             return None
