@@ -104,27 +104,14 @@ def retarget_due(
 ) -> bool:
     """The rollout loop points a member at the pool's target (``desired_image``) now,
     outside its plan: the target is known, the member names another image, it was not
-    rolled back from this digest (``held_back_from``), and it holds a slot (given back
-    in the same write when its drain is void: ``slots.gives_slot_back_on_retarget``)
-    or ``every_member`` is due (``slots.retargets_due``: not under stageAhead, whose
-    plan retargets the next few as others move on, nor with an invalid selector)."""
+    rolled back from this digest (``failed_digest``: its ``bootc.dev/health-failed``;
+    held back until the target changes), and it holds a slot (given back in the same
+    write when its drain is void: ``slots.gives_slot_back_on_retarget``) or
+    ``every_member`` is due (``slots.retargets_due``: not under stageAhead, whose plan
+    retargets the next few as others move on, nor with an invalid selector)."""
     return (
         desired_image is not None
         and current != desired_image
         and (in_slot or every_member)
-        and not _failed_on(failed_digest, desired_image)
-    )
-
-
-def held_back_from(annotations: Mapping[str, Any], desired_image: str | None) -> bool:
-    """The member failed its health check on ``desired_image``'s digest and was rolled
-    back: it is not pointed at that digest again (until the target changes)."""
-    return _failed_on(annotations.get(c.HEALTH_FAILED_ANNOTATION), desired_image)
-
-
-def _failed_on(failed_digest: str | None, desired_image: str | None) -> bool:
-    return (
-        bool(failed_digest)
-        and bool(desired_image)
-        and str(desired_image).endswith(f"@{failed_digest}")
+        and not (failed_digest and desired_image.endswith(f"@{failed_digest}"))
     )

@@ -27,7 +27,7 @@ from bootc_operator.policy.health import (
     pod_health,
 )
 from bootc_operator.policy.nodestate import NodeState, NodeView, rollback_ref, view
-from bootc_operator.policy.ownership import held_back_from, retarget_patch
+from bootc_operator.policy.ownership import retarget_due, retarget_patch
 from bootc_operator.policy.poolspec import check_pool
 from bootc_operator.policy.poolstatus import (
     RolloutFacts,
@@ -646,13 +646,19 @@ def test_rollback_ref_is_a_digest_ref(info: dict[str, str] | None, ref: str | No
     assert rollback_ref(info) == ref
 
 
-def test_retargeting_clears_the_hold_and_membership_respects_it() -> None:
+def test_retargeting_clears_the_hold_and_the_retarget_rule_respects_it() -> None:
     annotations = retarget_patch(f"{REPO}@{OLD}")["metadata"]["annotations"]
     assert annotations[c.HEALTH_FAILED_ANNOTATION] is None
     assert annotations[c.HEALTH_CHECK_ANNOTATION] is None
-    held = {c.HEALTH_FAILED_ANNOTATION: NEW}
-    assert held_back_from(held, f"{REPO}@{NEW}")
-    assert not held_back_from(held, f"{REPO}@{OLD}") and not held_back_from({}, f"{REPO}@{NEW}")
+
+    def held_back_from(failed: str | None, desired: str) -> bool:
+        current = f"{REPO}@sha256:other"
+        return not retarget_due(
+            desired, current, in_slot=False, failed_digest=failed, every_member=True
+        )
+
+    assert held_back_from(NEW, f"{REPO}@{NEW}")
+    assert not held_back_from(NEW, f"{REPO}@{OLD}") and not held_back_from(None, f"{REPO}@{NEW}")
 
 
 def test_pod_health_filters_by_selector_and_namespace_and_reads_ready() -> None:
